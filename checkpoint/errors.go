@@ -1,0 +1,70 @@
+package checkpoint
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// ErrNotFound is returned by Load when no snapshot of the partition exists.
+var ErrNotFound = errors.New("checkpoint not found")
+
+// Sentinels wrapped by *CorruptError so callers can tell the kinds apart.
+var (
+	ErrChecksum  = errors.New("checksum mismatch")
+	ErrTruncated = errors.New("truncated")
+	ErrMissing   = errors.New("missing part")
+	ErrFormat    = errors.New("bad format")
+)
+
+// CorruptError says which stored snapshot is damaged and how. Exactly one of
+// Path (file store) and Key (Kafka store) is set.
+type CorruptError struct {
+	Path string
+	Key  string
+	What string // the part that failed: "footer", "meta", "payload", "chunk 3", ...
+	Err  error
+}
+
+func (e *CorruptError) Error() string {
+	where := e.Path
+	if where == "" {
+		where = e.Key
+	}
+	return fmt.Sprintf("corrupt checkpoint %s: %s: %v", where, e.What, e.Err)
+}
+
+func (e *CorruptError) Unwrap() error { return e.Err }
+
+// Rejection is one snapshot Load tried and did not use.
+type Rejection struct {
+	Seq   uint64
+	Where string // file path or Kafka manifest key
+	Err   error
+}
+
+// LoadError is returned by Load when snapshots exist but every one was
+// rejected (corrupt, unreadable or refused by decode).
+type LoadError struct {
+	Topic     string
+	Partition int
+	Rejected  []Rejection // newest first
+}
+
+func (e *LoadError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "load checkpoint %s/%d: all %d snapshots rejected", e.Topic, e.Partition, len(e.Rejected))
+	for _, r := range e.Rejected {
+		fmt.Fprintf(&b, "; seq %d (%s): %v", r.Seq, r.Where, r.Err)
+	}
+	return b.String()
+}
+
+// Unwrap exposes every rejection's error to errors.Is and errors.As.
+func (e *LoadError) Unwrap() []error {
+	errs := make([]error, len(e.Rejected))
+	for i, r := range e.Rejected {
+		errs[i] = r.Err
+	}
+	return errs
+}

@@ -1,0 +1,58 @@
+package checkpoint
+
+import (
+	"context"
+	"io"
+	"time"
+)
+
+// Meta describes one snapshot: which input partition it belongs to, which
+// input offsets it covers and where the replay scan of the output starts.
+type Meta struct {
+	Group       string        `json:"group"`
+	Topic       string        `json:"topic"`     // input topic
+	Partition   int           `json:"partition"` // input partition
+	Offset      int64         `json:"offset"`    // next input offset to read: the state covers exactly the inputs below Offset
+	OutputTopic string        `json:"output_topic"`
+	OutputEnds  map[int]int64 `json:"output_ends"` // output partition -> end offset read before the state was copied
+	Created     time.Time     `json:"created"`
+	Seq         uint64        `json:"seq"`          // monotonically increasing per partition (set by the store on Save)
+	RawBytes    int64         `json:"raw_bytes"`    // uncompressed state size (set by Save)
+	StoredBytes int64         `json:"stored_bytes"` // compressed size as stored (set by Save)
+	Checksum    uint32        `json:"checksum"`     // CRC-32C of the stored bytes (set by Save)
+}
+
+// Store keeps snapshots of partition state. Implemented by *FileStore and
+// *KafkaStore. Both are safe for concurrent use by several goroutines.
+type Store interface {
+	// Save compresses and stores state as the newest snapshot of
+	// (m.Topic, m.Partition) and returns m with Seq, RawBytes, StoredBytes
+	// and Checksum filled in. When Save returns nil the snapshot is durable.
+	Save(ctx context.Context, m Meta, state io.WriterTo) (Meta, error)
+	// Load tries the newest snapshot of (topic, partition) first, then older
+	// ones; decode is called with the decompressed, checksum-verified state;
+	// if decode fails the next older snapshot is tried. Returns ErrNotFound
+	// when none exists, or a *LoadError listing what was rejected when every
+	// one failed.
+	Load(ctx context.Context, topic string, partition int, decode func(Meta, io.Reader) error) (Meta, Source, error)
+	// List returns every snapshot held, with its verdict, ordered by topic,
+	// partition and then newest first.
+	List(ctx context.Context) ([]Entry, error)
+	Close() error
+}
+
+// Source tells where restored state came from.
+type Source string
+
+const (
+	SourceLatest   Source = "latest"   // the newest snapshot
+	SourceFallback Source = "fallback" // an older snapshot: newer ones were rejected
+	SourceEmpty    Source = "empty"    // no usable snapshot: the caller starts with empty state
+)
+
+// Entry is one snapshot as seen by List.
+type Entry struct {
+	Meta  Meta
+	Where string // file path or Kafka manifest key
+	Err   error  // nil: checksums verified
+}
