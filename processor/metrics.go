@@ -1,0 +1,198 @@
+package processor
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Outcomes of one input record, the values of dedup_messages_total{outcome}.
+const (
+	OutcomeForwarded  = "forwarded"
+	OutcomeDuplicate  = "duplicate"
+	OutcomeRetraction = "retraction"
+	OutcomeUnkeyed    = "unkeyed"
+)
+
+// Metrics holds every dedup_ family. Build it with NewMetrics, which
+// registers all of them at once so that /metrics lists each family from
+// the start. Safe for concurrent use.
+type Metrics struct {
+	messages          *prometheus.CounterVec
+	replaySuppressed  *prometheus.CounterVec
+	fill              *prometheus.GaugeVec
+	estimatedKeys     *prometheus.GaugeVec
+	fpRate            *prometheus.GaugeVec
+	saturated         *prometheus.GaugeVec
+	fpTarget          prometheus.Gauge
+	expectedKeys      prometheus.Gauge
+	windowSeconds     prometheus.Gauge
+	windowElapsed     *prometheus.GaugeVec
+	filterBytes       *prometheus.GaugeVec
+	rotations         *prometheus.CounterVec
+	lag               *prometheus.GaugeVec
+	assigned          prometheus.Gauge
+	produceErrors     *prometheus.CounterVec
+	latency           prometheus.Histogram
+	checkpointSeconds *prometheus.HistogramVec
+	checkpointSize    *prometheus.GaugeVec
+	checkpointLast    *prometheus.GaugeVec
+	checkpoints       *prometheus.CounterVec
+	checkpointFails   *prometheus.CounterVec
+	restores          *prometheus.CounterVec
+	buildInfo         *prometheus.GaugeVec
+}
+
+// NewMetrics creates the dedup_ families and registers them on reg. It
+// panics if reg already holds one of them, as prometheus.MustRegister does:
+// that is a wiring mistake, not a runtime condition.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	pt := []string{"topic", "partition"}
+	ptg := []string{"topic", "partition", "generation"}
+	m := &Metrics{
+		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dedup_messages_total",
+			Help: "Input records by outcome: forwarded, duplicate, retraction, unkeyed.",
+		}, []string{"topic", "partition", "outcome"}),
+		replaySuppressed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dedup_replay_suppressed_total",
+			Help: "Replayed input records whose output was already in the output topic, not forwarded again.",
+		}, pt),
+		fill: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "dedup_filter_fill_ratio",
+			Help: "Fraction of non-zero counters (counting) or set bits (plain) per filter generation.",
+		}, ptg),
+		estimatedKeys: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "dedup_filter_estimated_keys",
+			Help: "Distinct keys estimated from the fill of each filter generation.",
+		}, ptg),
+		fpRate: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "dedup_filter_false_positive_rate",
+			Help: "Estimated current false-positive rate of each filter generation.",
+		}, ptg),
+		saturated: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "dedup_filter_saturated_counters",
+			Help: "Counters stuck at their maximum (counting mode); such keys can no longer be removed.",
+		}, ptg),
+		fpTarget: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "dedup_filter_false_positive_target",
+			Help: "Configured target false-positive rate (DEDUP_FP_RATE).",
+		}),
+		expectedKeys: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "dedup_filter_expected_keys",
+			Help: "Configured distinct keys per partition per window (DEDUP_EXPECTED_KEYS).",
+		}),
+		windowSeconds: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "dedup_filter_window_seconds",
+			Help: "Configured window length (DEDUP_WINDOW).",
+		}),
+		windowElapsed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "dedup_filter_window_elapsed_ratio",
+			Help: "Fraction of the current window elapsed, by the event time of the last record.",
+		}, pt),
+		filterBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "dedup_filter_bytes",
+			Help: "Memory held by both filter generations of a partition.",
+		}, pt),
+		rotations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dedup_rotations_total",
+			Help: "Filter rotations (window boundaries crossed by event time).",
+		}, pt),
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "dedup_consumer_lag",
+			Help: "Records between the last record read and the partition's high-water mark.",
+		}, pt),
+		assigned: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "dedup_assigned_partitions",
+			Help: "Input partitions currently assigned to this member.",
+		}),
+		produceErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dedup_produce_errors_total",
+			Help: "Output records the writer failed to deliver after its retries.",
+		}, []string{"topic"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "dedup_end_to_end_latency_seconds",
+			Help:    "Output acknowledgement time minus input record timestamp.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10), // 1ms .. ~4.4min
+		}),
+		checkpointSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "dedup_checkpoint_duration_seconds",
+			Help:    "Time from the end-offset read to the durable save of a checkpoint.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 3, 10), // 1ms .. ~20s
+		}, []string{"store"}),
+		checkpointSize: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "dedup_checkpoint_size_bytes",
+			Help: "Size of the last checkpoint: raw (uncompressed) and stored.",
+		}, []string{"topic", "partition", "kind"}),
+		checkpointLast: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "dedup_checkpoint_last_success_timestamp_seconds",
+			Help: "Unix time of the last successful checkpoint; age = time() - this.",
+		}, pt),
+		checkpoints: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dedup_checkpoints_total",
+			Help: "Checkpoints saved and committed.",
+		}, pt),
+		checkpointFails: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dedup_checkpoint_failures_total",
+			Help: "Checkpoints that failed (nothing was committed for them).",
+		}, pt),
+		restores: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dedup_restores_total",
+			Help: "Partition assignments by where the filter state came from: latest, fallback or empty.",
+		}, []string{"source"}),
+		buildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "dedup_build_info",
+			Help: "Always 1; labels name the version and the filter mode.",
+		}, []string{"version", "mode"}),
+	}
+	reg.MustRegister(
+		m.messages, m.replaySuppressed, m.fill, m.estimatedKeys, m.fpRate, m.saturated,
+		m.fpTarget, m.expectedKeys, m.windowSeconds, m.windowElapsed, m.filterBytes,
+		m.rotations, m.lag, m.assigned, m.produceErrors, m.latency, m.checkpointSeconds,
+		m.checkpointSize, m.checkpointLast, m.checkpoints, m.checkpointFails, m.restores,
+		m.buildInfo,
+	)
+	for _, s := range []string{"latest", "fallback", "empty"} {
+		m.restores.WithLabelValues(s)
+	}
+	return m
+}
+
+// partitionMetrics are one partition's series, looked up once per
+// assignment so the hot path never hashes label values.
+type partitionMetrics struct {
+	forwarded, duplicate, retraction, unkeyed prometheus.Counter
+	replaySuppressed                          prometheus.Counter
+	fill, estKeys, fpRate, saturated          [2]prometheus.Gauge // current, previous
+	windowElapsed, bytes, lag                 prometheus.Gauge
+	rotations                                 prometheus.Counter
+	cpRaw, cpStored, cpLast                   prometheus.Gauge
+	checkpoints, checkpointFails              prometheus.Counter
+}
+
+func (m *Metrics) partition(topic string, partition int) *partitionMetrics {
+	p := strconv.Itoa(partition)
+	pm := &partitionMetrics{
+		forwarded:        m.messages.WithLabelValues(topic, p, OutcomeForwarded),
+		duplicate:        m.messages.WithLabelValues(topic, p, OutcomeDuplicate),
+		retraction:       m.messages.WithLabelValues(topic, p, OutcomeRetraction),
+		unkeyed:          m.messages.WithLabelValues(topic, p, OutcomeUnkeyed),
+		replaySuppressed: m.replaySuppressed.WithLabelValues(topic, p),
+		windowElapsed:    m.windowElapsed.WithLabelValues(topic, p),
+		bytes:            m.filterBytes.WithLabelValues(topic, p),
+		lag:              m.lag.WithLabelValues(topic, p),
+		rotations:        m.rotations.WithLabelValues(topic, p),
+		cpRaw:            m.checkpointSize.WithLabelValues(topic, p, "raw"),
+		cpStored:         m.checkpointSize.WithLabelValues(topic, p, "stored"),
+		cpLast:           m.checkpointLast.WithLabelValues(topic, p),
+		checkpoints:      m.checkpoints.WithLabelValues(topic, p),
+		checkpointFails:  m.checkpointFails.WithLabelValues(topic, p),
+	}
+	for i, g := range []string{"current", "previous"} {
+		pm.fill[i] = m.fill.WithLabelValues(topic, p, g)
+		pm.estKeys[i] = m.estimatedKeys.WithLabelValues(topic, p, g)
+		pm.fpRate[i] = m.fpRate.WithLabelValues(topic, p, g)
+		pm.saturated[i] = m.saturated.WithLabelValues(topic, p, g)
+	}
+	return pm
+}
