@@ -325,29 +325,47 @@ func (s *FileStore) Load(ctx context.Context, topic string, partition int, decod
 		return Meta{}, "", fmt.Errorf("load checkpoint: %w", err)
 	}
 	dir := s.partitionDir(topic, partition)
-	seqs, err := snapshots(dir)
-	if err != nil {
-		return Meta{}, "", fmt.Errorf("load checkpoint %s/%d: %w", topic, partition, err)
-	}
-	if len(seqs) == 0 {
-		return Meta{}, "", fmt.Errorf("load checkpoint %s/%d: %w", topic, partition, ErrNotFound)
-	}
 	lerr := &LoadError{Topic: topic, Partition: partition}
-	for i, seq := range seqs {
-		if err := ctx.Err(); err != nil {
+	tried := 0
+	// A concurrent Save may prune files between listing and opening them;
+	// pruning only happens after something newer was published, so a vanished
+	// file sends Load back to the listing.
+	for relist := 0; ; relist++ {
+		seqs, err := snapshots(dir)
+		if err != nil {
 			return Meta{}, "", fmt.Errorf("load checkpoint %s/%d: %w", topic, partition, err)
 		}
-		path := filepath.Join(dir, fileName(seq))
-		m, err := loadFile(path, seq, decode)
-		if err == nil {
-			src := SourceLatest
-			if i > 0 {
-				src = SourceFallback
+		vanished := false
+		for _, seq := range seqs {
+			if slices.ContainsFunc(lerr.Rejected, func(r Rejection) bool { return r.Seq == seq }) {
+				continue
 			}
-			return m, src, nil
+			if err := ctx.Err(); err != nil {
+				return Meta{}, "", fmt.Errorf("load checkpoint %s/%d: %w", topic, partition, err)
+			}
+			path := filepath.Join(dir, fileName(seq))
+			m, err := loadFile(path, seq, decode)
+			if errors.Is(err, fs.ErrNotExist) && relist < 100 {
+				vanished = true
+				break
+			}
+			if err == nil {
+				src := SourceLatest
+				if tried > 0 {
+					src = SourceFallback
+				}
+				return m, src, nil
+			}
+			tried++
+			s.log.Warn("checkpoint rejected", "path", path, "seq", seq, "err", err)
+			lerr.Rejected = append(lerr.Rejected, Rejection{Seq: seq, Where: path, Err: err})
 		}
-		s.log.Warn("checkpoint rejected", "path", path, "seq", seq, "err", err)
-		lerr.Rejected = append(lerr.Rejected, Rejection{Seq: seq, Where: path, Err: err})
+		if !vanished {
+			break
+		}
+	}
+	if len(lerr.Rejected) == 0 {
+		return Meta{}, "", fmt.Errorf("load checkpoint %s/%d: %w", topic, partition, ErrNotFound)
 	}
 	return Meta{}, "", lerr
 }

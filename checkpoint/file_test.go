@@ -1,0 +1,253 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+func newFileStore(t *testing.T, dir string) *FileStore {
+	t.Helper()
+	s, err := NewFileStore(FileOptions{Dir: dir, Keep: 3})
+	if err != nil {
+		t.Fatalf("new file store: %v", err)
+	}
+	return s
+}
+
+func TestFileRoundTrip(t *testing.T) {
+	checkRoundTrip(t, newFileStore(t, t.TempDir()), 1<<20)
+}
+
+func TestFileKeepsLastN(t *testing.T) {
+	dir := t.TempDir()
+	checkKeep(t, newFileStore(t, dir), 3)
+	files, err := filepath.Glob(filepath.Join(dir, "keep", "0", "*"))
+	if err != nil || len(files) != 3 {
+		t.Errorf("files on disk: %v (%v), want 3", files, err)
+	}
+}
+
+func TestFileGroupLayout(t *testing.T) {
+	dir := t.TempDir()
+	s, err := NewFileStore(FileOptions{Dir: dir, Group: "grp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := testMeta("in", 7, 1)
+	m.Group = ""
+	saved := mustSave(t, s, m, newState(1, 100))
+	if saved.Group != "grp" {
+		t.Errorf("group = %q, want the store's", saved.Group)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "grp", "in", "7", fileName(saved.Seq))); err != nil {
+		t.Errorf("snapshot not at <dir>/<group>/<topic>/<partition>: %v", err)
+	}
+	m.Group = "other"
+	if _, err := s.Save(context.Background(), m, newState(1, 100)); err == nil {
+		t.Error("save of another group's meta succeeded")
+	}
+}
+
+// damage saves two snapshots, damages the newest with f, and expects Load to
+// fall back to the older one and List to flag the newest.
+func damage(t *testing.T, f func(path string) error, want error) {
+	t.Helper()
+	s := newFileStore(t, t.TempDir())
+	st1 := newState(1, 200_000)
+	m1 := mustSave(t, s, testMeta("in", 0, 10), st1)
+	m2 := mustSave(t, s, testMeta("in", 0, 20), newState(2, 200_000))
+	path := filepath.Join(s.partitionDir("in", 0), fileName(m2.Seq))
+	if err := f(path); err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	var meta Meta
+	loaded, src, err := s.Load(context.Background(), "in", 0, collect(&got, &meta))
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	if src != SourceFallback || loaded.Seq != m1.Seq || loaded.Offset != 10 || string(got) != string(st1) {
+		t.Errorf("loaded seq %d offset %d source %q, want the older snapshot %d as fallback", loaded.Seq, loaded.Offset, src, m1.Seq)
+	}
+	entries, err := s.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 2 || entries[0].Meta.Seq != m2.Seq || entries[1].Err != nil {
+		t.Fatalf("entries %+v", entries)
+	}
+	var ce *CorruptError
+	if !errors.As(entries[0].Err, &ce) || ce.Path != path || !errors.Is(ce, want) {
+		t.Errorf("damaged entry error %v, want *CorruptError for %s wrapping %v", entries[0].Err, path, want)
+	}
+}
+
+func flipByte(at func(size int64) int64) func(string) error {
+	return func(path string) error {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		b[at(int64(len(b)))] ^= 0x40
+		return os.WriteFile(path, b, 0o644)
+	}
+}
+
+func TestFileCorruptPayloadFallsBack(t *testing.T) {
+	damage(t, flipByte(func(size int64) int64 { return size / 3 }), ErrChecksum)
+}
+
+func TestFileCorruptMetaFallsBack(t *testing.T) {
+	damage(t, flipByte(func(size int64) int64 { return size - int64(footerFixed) - 5 }), ErrChecksum)
+}
+
+func TestFileTruncatedFallsBack(t *testing.T) {
+	damage(t, func(path string) error {
+		info, err := os.Stat(path)
+		if err != nil {
+			return err
+		}
+		return os.Truncate(path, info.Size()/2)
+	}, ErrTruncated)
+}
+
+func TestFileAllRejected(t *testing.T) {
+	s := newFileStore(t, t.TempDir())
+	m1 := mustSave(t, s, testMeta("in", 0, 10), newState(1, 1000))
+	m2 := mustSave(t, s, testMeta("in", 0, 20), newState(2, 1000))
+	if err := os.Truncate(filepath.Join(s.partitionDir("in", 0), fileName(m2.Seq)), 10); err != nil {
+		t.Fatal(err)
+	}
+	refuse := errors.New("refused by decode")
+	_, _, err := s.Load(context.Background(), "in", 0, func(Meta, io.Reader) error { return refuse })
+	var le *LoadError
+	if !errors.As(err, &le) || len(le.Rejected) != 2 || le.Rejected[0].Seq != m2.Seq || le.Rejected[1].Seq != m1.Seq {
+		t.Fatalf("load error %v, want *LoadError rejecting seq %d then %d", err, m2.Seq, m1.Seq)
+	}
+	var ce *CorruptError
+	if !errors.As(le.Rejected[0].Err, &ce) || !errors.Is(err, refuse) {
+		t.Errorf("rejections %v: want a *CorruptError and the decode error", err)
+	}
+}
+
+func TestFileSweepsStaleTemporaries(t *testing.T) {
+	dir := t.TempDir()
+	part := filepath.Join(dir, "in", "0")
+	if err := os.MkdirAll(part, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stale, fresh := filepath.Join(part, tempPrefix+"1.ckpt"), filepath.Join(part, tempPrefix+"2.ckpt")
+	for _, p := range []string{stale, fresh} {
+		if err := os.WriteFile(p, []byte("half a snapshot"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(stale, old, old); err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewFileStore(FileOptions{Dir: dir, StaleAfter: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stale temporary still there: %v", err)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Errorf("fresh temporary (maybe another writer's) removed: %v", err)
+	}
+	if _, _, err := s.Load(context.Background(), "in", 0, collect(new([]byte), new(Meta))); !errors.Is(err, ErrNotFound) {
+		t.Errorf("load with only temporaries: %v, want ErrNotFound", err)
+	}
+}
+
+// Several stores on one directory, several goroutines each: every Save gets
+// its own seq, nothing half-written is ever visible, Load returns the newest.
+func TestFileConcurrentWriters(t *testing.T) {
+	dir := t.TempDir()
+	const stores, writers, saves = 2, 3, 4
+	var (
+		mu     sync.Mutex
+		states = map[uint64]state{}
+		wg     sync.WaitGroup
+	)
+	for i := range stores {
+		s := newFileStore(t, dir)
+		for w := range writers {
+			wg.Go(func() {
+				for n := range saves {
+					st := newState(uint64(i*100+w*10+n), 50_000)
+					m, err := s.Save(context.Background(), testMeta("in", 0, int64(n)), st)
+					if err != nil {
+						t.Errorf("save: %v", err)
+						return
+					}
+					mu.Lock()
+					if _, dup := states[m.Seq]; dup {
+						t.Errorf("seq %d given twice", m.Seq)
+					}
+					states[m.Seq] = st
+					mu.Unlock()
+					// Readers run alongside the writers and must never fail.
+					if _, _, err := s.Load(context.Background(), "in", 0, collect(new([]byte), new(Meta))); err != nil {
+						t.Errorf("load during writes: %v", err)
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if len(states) != stores*writers*saves {
+		t.Fatalf("%d distinct seqs, want %d", len(states), stores*writers*saves)
+	}
+	s := newFileStore(t, dir)
+	entries, err := s.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Err != nil {
+			t.Errorf("entry %s: %v", e.Where, e.Err)
+		}
+	}
+	seqs := make([]uint64, 0, len(states))
+	for seq := range states {
+		seqs = append(seqs, seq)
+	}
+	newest := slices.Max(seqs)
+	var got []byte
+	m, _, err := s.Load(context.Background(), "in", 0, collect(&got, new(Meta)))
+	if err != nil || m.Seq != newest || string(got) != string(states[newest]) {
+		t.Errorf("load: seq %d err %v, want the newest seq %d with its state", m.Seq, err, newest)
+	}
+	tmps, _ := filepath.Glob(filepath.Join(dir, "in", "0", tempPrefix+"*"))
+	if len(tmps) != 0 {
+		t.Errorf("temporaries left: %v", tmps)
+	}
+}
+
+func TestFileOpenListed(t *testing.T) {
+	s := newFileStore(t, t.TempDir())
+	st := newState(5, 10_000)
+	mustSave(t, s, testMeta("in", 1, 5), st)
+	entries, err := s.List(context.Background())
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("list: %v %v", entries, err)
+	}
+	rc, err := s.Open(context.Background(), entries[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	got, err := io.ReadAll(rc)
+	if err != nil || string(got) != string(st) {
+		t.Errorf("open: %d bytes, err %v", len(got), err)
+	}
+}
