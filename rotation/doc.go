@@ -1,0 +1,79 @@
+// Package rotation keeps the "seen recently?" memory of a deduplicator: a
+// pair of Bloom filters, current and previous, that rotate on event-time
+// windows.
+//
+// # Time and the guarantee
+//
+// Time is the record timestamp (event time), never the wall clock, so
+// replaying the same records makes the same decisions. Window boundaries are
+// multiples of Options.Window since the Unix epoch. The pair's time is the
+// highest window any record has reached; it never moves backwards. When a
+// record's timestamp enters the next window, the previous generation is
+// dropped, the current one becomes previous, and the dropped one's memory is
+// cleared and becomes current (no allocation). A jump of two or more windows
+// clears both. A late record (timestamp before the current window) is tested
+// and added like any other, to the current generation.
+//
+// TestAndAdd tests both generations and adds the key to the current one only
+// when neither holds it, so each key is held from its first occurrence and
+// duplicates do not extend its life. Hence, for keys added with in-order
+// timestamps:
+//
+//   - a key added less than one window earlier (by timestamp) is reported seen:
+//     Bloom filters have no false negatives;
+//   - a key last added two windows or more earlier is reported new, unless it
+//     is a false positive (probability about Options.FPRate with ExpectedKeys
+//     keys per window);
+//   - in between, either.
+//
+// Precisely: a key added while the current window starts at S is reported
+// seen as long as the current window starts at or before S+Window, and
+// forgotten once it starts at S+2·Window or later. A late record is added to
+// the current window, so it is remembered from that window's start, not from
+// its own timestamp. Remove (counting mode) takes a key out of whichever
+// generation holds it, after which it is reported new again.
+//
+// # Filters and memory
+//
+// Counting mode (the default) uses a blocked counting Bloom filter: 4-bit
+// saturating counters, 128 to a 64-byte block, and a key's k counters are k
+// distinct counters of a single block chosen by its hash (xxhash64), so a
+// test or an add costs one cache miss per generation instead of k. A counter
+// that reaches 15 is saturated and never decremented. Blocking makes block
+// loads uneven, which raises the false-positive rate of a classic filter of
+// the same size, so the filter is sized by an exact model of the blocked
+// filter: starting from bloom.EstimateParameters, for each k it takes the
+// fewest blocks B such that
+//
+//	Σ_j Poisson(j; n/B) · E[C(U_j,k)] / C(128,k) ≤ FPRate
+//
+// where U_j is the number of non-zero counters of a block holding j keys.
+// Memory is 64·B bytes per generation, two generations per pair. At
+// FPRate = 0.001 this is 18.7 counters (74.8 bits) per key and generation with
+// k = 8, against 14.4 bits for a classic bit filter and the lower bound
+// log2(1/ε) = 9.97 bits per key for any structure with false-positive rate ε.
+//
+// Plain mode, for deployments that never retract, uses bits-and-blooms/bloom/v3
+// filters sized by bloom.EstimateParameters: m = ⌈n·ln(1/ε)/ln²2⌉ bits
+// (1.44·log2(1/ε) bits per key) per generation. Remove returns
+// ErrRemoveUnsupported.
+//
+// Stats are O(1): counting mode keeps the numbers of non-zero and saturated
+// counters up to date on every change; plain mode counts keys added as new
+// and reports the expected fill 1 - e^{-kn/m}.
+//
+// # Snapshots
+//
+// WriteTo and ReadFrom encode the whole pair (options, geometry, window,
+// rotations, both generations) in a versioned format protected by CRC-32C
+// checksums. A truncated, corrupt or unknown-version snapshot is refused with
+// a *CorruptError wrapping ErrTruncated, ErrChecksum, ErrInvalid or
+// ErrVersion; the receiver is then left untouched.
+//
+// # Concurrency
+//
+// A Pair is not safe for concurrent use and takes no locks: one goroutine
+// owns it (one Pair per partition). To snapshot without stopping the owner,
+// the owner copies the pair with CopyTo into a spare Pair (no allocation)
+// and hands the copy to the writer goroutine.
+package rotation

@@ -1,0 +1,39 @@
+package rotation
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Mode selects the filter kind of both generations.
+type Mode uint8
+
+const (
+	// Counting uses counting Bloom filters with 4-bit saturating counters:
+	// keys can be removed (retractions).
+	Counting Mode = iota + 1
+	// Plain uses bits-and-blooms/bloom/v3 bit filters: about 4x less memory,
+	// but keys cannot be removed.
+	Plain
+)
+
+// ParseMode parses "counting" or "plain" (case-insensitive).
+func ParseMode(s string) (Mode, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "counting":
+		return Counting, nil
+	case "plain":
+		return Plain, nil
+	}
+	return 0, fmt.Errorf("parse mode %q: want counting or plain", s)
+}
+
+func (m Mode) String() string {
+	switch m {
+	case Counting:
+		return "counting"
+	case Plain:
+		return "plain"
+	}
+	return fmt.Sprintf("Mode(%d)", uint8(m))
+}

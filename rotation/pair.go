@@ -1,0 +1,233 @@
+package rotation
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// Pair is a current and a previous generation of filters that rotate on
+// event-time window boundaries. See the package documentation for what it
+// guarantees. A Pair is not safe for concurrent use: give each partition its
+// own Pair and touch it from one goroutine only (use CopyTo to hand a copy to
+// another goroutine).
+type Pair struct {
+	opts      Options
+	window    int64 // window length in nanoseconds
+	start     int64 // start of the current window, Unix nanoseconds
+	started   bool  // a record has set the current window
+	rotations uint64
+
+	// Geometry shared by both generations: counters (counting) or bits (plain), and k.
+	m uint64
+	k int
+
+	cur, prev   *counting // Counting mode
+	pcur, pprev *plain    // Plain mode
+	model       *blockModel
+}
+
+// New validates o and allocates both generations.
+func New(o Options) (*Pair, error) {
+	o, err := o.normalize()
+	if err != nil {
+		return nil, err
+	}
+	m, k := geometry(o)
+	return newPair(o, m, k), nil
+}
+
+// geometry returns the counters (or bits) of one generation, and k.
+func geometry(o Options) (m uint64, k int) {
+	if o.Mode == Plain {
+		return plainGeometry(o.ExpectedKeys, o.FPRate)
+	}
+	blocks, k := countingGeometry(o.ExpectedKeys, o.FPRate)
+	return blocks * blockCounters, k
+}
+
+// newPair allocates a pair of normalised options o and the given geometry.
+func newPair(o Options, m uint64, k int) *Pair {
+	p := &Pair{opts: o, window: int64(o.Window), m: m, k: k}
+	if o.Mode == Plain {
+		p.pcur, p.pprev = newPlain(m, k), newPlain(m, k)
+	} else {
+		blocks := m / blockCounters
+		p.cur, p.prev = newCounting(blocks, k), newCounting(blocks, k)
+		p.model = modelFor(k)
+	}
+	return p
+}
+
+// TestAndAdd moves time forward to ts (never backwards), reports whether key
+// is in either generation, and adds it to the current generation when it is
+// not. A key already seen is left as it is: duplicates neither refresh nor
+// re-count it, so the pair holds each key from its first occurrence, and one
+// Remove undoes one TestAndAdd. A zero ts leaves time where it is.
+func (p *Pair) TestAndAdd(key []byte, ts time.Time) (seen bool) {
+	p.advance(ts)
+	if p.cur == nil {
+		return p.testAndAddPlain(key)
+	}
+	var pr probe
+	p.cur.locate(xxhash.Sum64(key), &pr)
+	if p.cur.contains(&pr) || p.prev.contains(&pr) {
+		return true
+	}
+	p.cur.add(&pr)
+	return false
+}
+
+func (p *Pair) testAndAddPlain(key []byte) bool {
+	if p.pprev.f.Test(key) || p.pcur.f.TestOrAdd(key) {
+		return true
+	}
+	p.pcur.added++
+	return false
+}
+
+// Remove moves time forward to ts, then removes key from each generation
+// that holds it (a key that does not test present is left alone, so a
+// retraction of a key never added removes nothing). It reports whether
+// anything was removed. In Plain mode it changes nothing and returns
+// ErrRemoveUnsupported.
+func (p *Pair) Remove(key []byte, ts time.Time) (removed bool, err error) {
+	if p.cur == nil {
+		return false, ErrRemoveUnsupported
+	}
+	p.advance(ts)
+	var pr probe
+	p.cur.locate(xxhash.Sum64(key), &pr)
+	for _, g := range [2]*counting{p.cur, p.prev} {
+		if g.contains(&pr) {
+			g.remove(&pr)
+			removed = true
+		}
+	}
+	return removed, nil
+}
+
+// Test reports whether key is in either generation, without changing
+// anything (not even time).
+func (p *Pair) Test(key []byte) bool {
+	if p.cur == nil {
+		return p.pcur.f.Test(key) || p.pprev.f.Test(key)
+	}
+	var pr probe
+	p.cur.locate(xxhash.Sum64(key), &pr)
+	return p.cur.contains(&pr) || p.prev.contains(&pr)
+}
+
+// Bounds on event time, in Unix nanoseconds; keeping well inside int64 means
+// window arithmetic cannot overflow.
+const (
+	minNanos = math.MinInt64 / 4
+	maxNanos = math.MaxInt64 / 4
+)
+
+// advance moves the current window to the one holding ts. One window
+// forward rotates (previous is dropped, current becomes previous, the
+// dropped memory is cleared and becomes current); two or more clear both.
+// Earlier timestamps (late records) and a zero ts change nothing.
+func (p *Pair) advance(ts time.Time) {
+	if ts.IsZero() {
+		return
+	}
+	var t int64
+	switch {
+	case ts.Unix() < minNanos/1_000_000_000:
+		t = minNanos
+	case ts.Unix() > maxNanos/1_000_000_000:
+		t = maxNanos
+	default:
+		t = ts.UnixNano()
+	}
+	w := t / p.window
+	if t%p.window < 0 {
+		w--
+	}
+	w *= p.window
+	switch {
+	case !p.started:
+		p.start, p.started = w, true
+		return
+	case w <= p.start:
+		return
+	case w-p.start == p.window:
+		p.rotate()
+	default:
+		p.clearBoth()
+	}
+	p.start = w
+	p.rotations++
+}
+
+func (p *Pair) rotate() {
+	if p.cur == nil {
+		p.pcur, p.pprev = p.pprev, p.pcur
+		p.pcur.reset()
+		return
+	}
+	p.cur, p.prev = p.prev, p.cur
+	p.cur.reset()
+}
+
+func (p *Pair) clearBoth() {
+	if p.cur == nil {
+		p.pcur.reset()
+		p.pprev.reset()
+		return
+	}
+	p.cur.reset()
+	p.prev.reset()
+}
+
+// Options returns the options the pair was built (or decoded) with; Mode is
+// never zero.
+func (p *Pair) Options() Options { return p.opts }
+
+// SizeBytes is the memory of both generations' filter data.
+func (p *Pair) SizeBytes() int {
+	if p.cur != nil {
+		return 8 * (len(p.cur.words) + len(p.prev.words))
+	}
+	if p.pcur != nil {
+		return 8 * (len(p.pcur.words) + len(p.pprev.words))
+	}
+	return 0
+}
+
+// CopyTo copies the whole state of p into dst without allocating. dst must
+// have the same options and geometry (built by New with the same Options, or
+// by Clone); otherwise it returns an error wrapping ErrMismatch. A zero dst
+// is initialised, which allocates.
+func (p *Pair) CopyTo(dst *Pair) error {
+	if dst.cur == nil && dst.pcur == nil {
+		*dst = *newPair(p.opts, p.m, p.k)
+	}
+	if dst.opts != p.opts || dst.m != p.m || dst.k != p.k {
+		return fmt.Errorf("copy pair: %w: have %+v (m=%d k=%d), destination %+v (m=%d k=%d)",
+			ErrMismatch, p.opts, p.m, p.k, dst.opts, dst.m, dst.k)
+	}
+	dst.start, dst.started, dst.rotations = p.start, p.started, p.rotations
+	if p.cur != nil {
+		dst.cur.copyFrom(p.cur)
+		dst.prev.copyFrom(p.prev)
+	} else {
+		dst.pcur.copyFrom(p.pcur)
+		dst.pprev.copyFrom(p.pprev)
+	}
+	return nil
+}
+
+// Clone returns a deep copy of p.
+func (p *Pair) Clone() *Pair {
+	var c Pair
+	if p.cur == nil && p.pcur == nil {
+		return &c
+	}
+	_ = p.CopyTo(&c) // cannot fail: c is zero, so it takes p's geometry
+	return &c
+}

@@ -1,0 +1,307 @@
+package rotation
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math"
+	"math/bits"
+	"time"
+)
+
+// Snapshot format, version 1 (all integers little-endian):
+//
+//	offset size
+//	     0    4  magic "DDRP"
+//	     4    2  format version (1)
+//	     6    1  mode (1 counting, 2 plain)
+//	     7    1  flags (bit 0: a record has set the current window)
+//	     8    8  Options.ExpectedKeys
+//	    16    8  Options.FPRate (IEEE 754 bits)
+//	    24    8  Options.Window (nanoseconds)
+//	    32    8  current window start (Unix nanoseconds)
+//	    40    8  rotations
+//	    48    8  m: counters (counting) or bits (plain) per generation
+//	    56    4  k
+//	    60    4  reserved (0)
+//	    64   16  current generation counts: non-zero, saturated counters (counting) or keys added, 0 (plain)
+//	    80   16  previous generation counts
+//	    96    4  CRC-32C of bytes 0..95 (checked before anything is allocated)
+//	   100    …  current generation words (uint64), then previous generation words
+//	     …    4  CRC-32C of every byte before it
+//
+// A counting generation has m/16 words, a plain one ceil(m/64).
+const (
+	snapshotMagic   = "DDRP"
+	snapshotVersion = 1
+	headerSize      = 100
+	chunkBytes      = 64 << 10
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// snapWriter counts and checksums what it writes.
+type snapWriter struct {
+	w   io.Writer
+	crc uint32
+	n   int64
+}
+
+func (s *snapWriter) write(b []byte) error {
+	n, err := s.w.Write(b)
+	s.crc = crc32.Update(s.crc, castagnoli, b[:n])
+	s.n += int64(n)
+	if err != nil {
+		return fmt.Errorf("write snapshot: %w", err)
+	}
+	return nil
+}
+
+func (s *snapWriter) writeWords(words []uint64, buf []byte) error {
+	for len(words) > 0 {
+		n := min(len(words), len(buf)/8)
+		for i, x := range words[:n] {
+			binary.LittleEndian.PutUint64(buf[8*i:], x)
+		}
+		if err := s.write(buf[:8*n]); err != nil {
+			return err
+		}
+		words = words[n:]
+	}
+	return nil
+}
+
+// WriteTo writes a versioned, checksummed snapshot of the whole pair: options,
+// window, rotations, geometry, and both generations. It streams the filters
+// through a small buffer.
+func (p *Pair) WriteTo(w io.Writer) (int64, error) {
+	if p.cur == nil && p.pcur == nil {
+		return 0, errors.New("write snapshot: pair not initialised (use New)")
+	}
+	var h [headerSize]byte
+	copy(h[0:], snapshotMagic)
+	binary.LittleEndian.PutUint16(h[4:], snapshotVersion)
+	h[6] = byte(p.opts.Mode)
+	if p.started {
+		h[7] = 1
+	}
+	binary.LittleEndian.PutUint64(h[8:], p.opts.ExpectedKeys)
+	binary.LittleEndian.PutUint64(h[16:], math.Float64bits(p.opts.FPRate))
+	binary.LittleEndian.PutUint64(h[24:], uint64(p.opts.Window))
+	binary.LittleEndian.PutUint64(h[32:], uint64(p.start))
+	binary.LittleEndian.PutUint64(h[40:], p.rotations)
+	binary.LittleEndian.PutUint64(h[48:], p.m)
+	binary.LittleEndian.PutUint32(h[56:], uint32(p.k))
+	var cur, prev []uint64
+	if p.cur != nil {
+		binary.LittleEndian.PutUint64(h[64:], p.cur.nonzero)
+		binary.LittleEndian.PutUint64(h[72:], p.cur.saturated)
+		binary.LittleEndian.PutUint64(h[80:], p.prev.nonzero)
+		binary.LittleEndian.PutUint64(h[88:], p.prev.saturated)
+		cur, prev = p.cur.words, p.prev.words
+	} else {
+		binary.LittleEndian.PutUint64(h[64:], p.pcur.added)
+		binary.LittleEndian.PutUint64(h[80:], p.pprev.added)
+		cur, prev = p.pcur.words, p.pprev.words
+	}
+	binary.LittleEndian.PutUint32(h[96:], crc32.Checksum(h[:96], castagnoli))
+
+	sw := &snapWriter{w: w}
+	if err := sw.write(h[:]); err != nil {
+		return sw.n, err
+	}
+	buf := make([]byte, chunkBytes)
+	if err := sw.writeWords(cur, buf); err != nil {
+		return sw.n, err
+	}
+	if err := sw.writeWords(prev, buf); err != nil {
+		return sw.n, err
+	}
+	var t [4]byte
+	binary.LittleEndian.PutUint32(t[:], sw.crc)
+	err := sw.write(t[:])
+	return sw.n, err
+}
+
+// snapReader counts and checksums what it reads.
+type snapReader struct {
+	r   io.Reader
+	crc uint32
+	n   int64
+}
+
+func (s *snapReader) read(b []byte, what string) error {
+	n, err := io.ReadFull(s.r, b)
+	s.crc = crc32.Update(s.crc, castagnoli, b[:n])
+	s.n += int64(n)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		return &CorruptError{What: what, Offset: s.n, Err: ErrTruncated}
+	default:
+		return fmt.Errorf("read snapshot %s: %w", what, err)
+	}
+}
+
+func (s *snapReader) readWords(words []uint64, buf []byte, what string) error {
+	for len(words) > 0 {
+		n := min(len(words), len(buf)/8)
+		if err := s.read(buf[:8*n], what); err != nil {
+			return err
+		}
+		for i := range words[:n] {
+			words[i] = binary.LittleEndian.Uint64(buf[8*i:])
+		}
+		words = words[n:]
+	}
+	return nil
+}
+
+func invalid(what string, off int64, format string, args ...any) error {
+	return &CorruptError{What: what, Offset: off, Err: fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)}
+}
+
+// ReadFrom decodes a snapshot written by WriteTo and replaces the receiver's
+// whole state (options included) with it; it works on a zero Pair. It reads
+// exactly one snapshot and nothing after it. The receiver is changed only
+// when the snapshot is complete, its checksums match and every field is
+// consistent; otherwise the error is a *CorruptError wrapping ErrTruncated,
+// ErrChecksum, ErrVersion or ErrInvalid (or a read error from r).
+//
+// Before allocating the filters the decoder checks the header's own checksum
+// and that the declared geometry is within a factor of two of what the
+// declared options size, so a corrupt header cannot make it allocate more
+// than a valid snapshot of those options would.
+func (p *Pair) ReadFrom(r io.Reader) (int64, error) {
+	sr := &snapReader{r: r}
+	var h [headerSize]byte
+	if err := sr.read(h[:], "header"); err != nil {
+		return sr.n, err
+	}
+	if string(h[0:4]) != snapshotMagic {
+		return sr.n, invalid("magic", 0, "got %q, want %q", h[0:4], snapshotMagic)
+	}
+	if v := binary.LittleEndian.Uint16(h[4:]); v != snapshotVersion {
+		return sr.n, &CorruptError{What: "version", Offset: 4, Err: fmt.Errorf("%w %d (this build reads %d)", ErrVersion, v, snapshotVersion)}
+	}
+	if got, want := binary.LittleEndian.Uint32(h[96:]), crc32.Checksum(h[:96], castagnoli); got != want {
+		return sr.n, &CorruptError{What: "header", Offset: 96, Err: fmt.Errorf("%w: stored %08x, computed %08x", ErrChecksum, got, want)}
+	}
+	q, err := decodeHeader(&h)
+	if err != nil {
+		return sr.n, err
+	}
+
+	buf := make([]byte, min(chunkBytes, q.SizeBytes()))
+	var cur, prev []uint64
+	if q.cur != nil {
+		cur, prev = q.cur.words, q.prev.words
+	} else {
+		cur, prev = q.pcur.words, q.pprev.words
+	}
+	if err := sr.readWords(cur, buf, "current generation"); err != nil {
+		return sr.n, err
+	}
+	if err := sr.readWords(prev, buf, "previous generation"); err != nil {
+		return sr.n, err
+	}
+	computed := sr.crc
+	var t [4]byte
+	if err := sr.read(t[:], "checksum"); err != nil {
+		return sr.n, err
+	}
+	if stored := binary.LittleEndian.Uint32(t[:]); stored != computed {
+		return sr.n, &CorruptError{What: "checksum", Offset: sr.n - 4, Err: fmt.Errorf("%w: stored %08x, computed %08x", ErrChecksum, stored, computed)}
+	}
+	if err := q.validateData(&h); err != nil {
+		return sr.n, err
+	}
+	*p = *q
+	return sr.n, nil
+}
+
+// decodeHeader checks the header fields and allocates a pair for them.
+func decodeHeader(h *[headerSize]byte) (*Pair, error) {
+	o := Options{
+		Mode:         Mode(h[6]),
+		ExpectedKeys: binary.LittleEndian.Uint64(h[8:]),
+		FPRate:       math.Float64frombits(binary.LittleEndian.Uint64(h[16:])),
+		Window:       time.Duration(binary.LittleEndian.Uint64(h[24:])),
+	}
+	if o.Mode != Counting && o.Mode != Plain {
+		return nil, invalid("mode", 6, "mode %d", h[6])
+	}
+	o, err := o.normalize()
+	if err != nil {
+		return nil, invalid("options", 8, "%v", err)
+	}
+	flags := h[7]
+	if flags&^1 != 0 {
+		return nil, invalid("flags", 7, "unknown flags %#x", flags)
+	}
+	started := flags&1 != 0
+	start := int64(binary.LittleEndian.Uint64(h[32:]))
+	rotations := binary.LittleEndian.Uint64(h[40:])
+	switch {
+	case started && (start < minNanos || start > maxNanos || start%int64(o.Window) != 0):
+		return nil, invalid("window start", 32, "%d is not a window boundary of %v", start, o.Window)
+	case !started && (start != 0 || rotations != 0):
+		return nil, invalid("window start", 32, "window start %d and %d rotations before the first record", start, rotations)
+	}
+	m := binary.LittleEndian.Uint64(h[48:])
+	k := binary.LittleEndian.Uint32(h[56:])
+	if r := binary.LittleEndian.Uint32(h[60:]); r != 0 {
+		return nil, invalid("reserved", 60, "reserved field %#x", r)
+	}
+	wantM, wantK := geometry(o)
+	switch {
+	case m < wantM/2 || m > 2*wantM:
+		return nil, invalid("geometry", 48, "m=%d far from the %d the options size", m, wantM)
+	case o.Mode == Counting && m%blockCounters != 0:
+		return nil, invalid("geometry", 48, "m=%d is not a whole number of %d-counter blocks", m, blockCounters)
+	case k == 0 || k > maxK || int(k) > 2*wantK:
+		return nil, invalid("geometry", 56, "k=%d (options give %d)", k, wantK)
+	}
+	for i, off := range []int{64, 80} {
+		a, b := binary.LittleEndian.Uint64(h[off:]), binary.LittleEndian.Uint64(h[off+8:])
+		if o.Mode == Counting && (a > m || b > a) || o.Mode == Plain && b != 0 {
+			return nil, invalid([2]string{"current counts", "previous counts"}[i], int64(off), "counts %d, %d", a, b)
+		}
+	}
+	p := newPair(o, m, int(k))
+	p.start, p.started, p.rotations = start, started, rotations
+	if p.cur != nil {
+		p.cur.nonzero, p.cur.saturated = binary.LittleEndian.Uint64(h[64:]), binary.LittleEndian.Uint64(h[72:])
+		p.prev.nonzero, p.prev.saturated = binary.LittleEndian.Uint64(h[80:]), binary.LittleEndian.Uint64(h[88:])
+	} else {
+		p.pcur.added, p.pprev.added = binary.LittleEndian.Uint64(h[64:]), binary.LittleEndian.Uint64(h[80:])
+	}
+	return p, nil
+}
+
+// validateData checks that the decoded filters agree with the header: exact
+// counter counts (counting) and no bits beyond m (plain).
+func (p *Pair) validateData(h *[headerSize]byte) error {
+	if p.cur != nil {
+		for i, g := range [2]*counting{p.cur, p.prev} {
+			nz, sat := g.recount()
+			if nz != g.nonzero || sat != g.saturated {
+				return invalid([2]string{"current counts", "previous counts"}[i], int64(64+16*i),
+					"header says %d non-zero, %d saturated; data has %d, %d", g.nonzero, g.saturated, nz, sat)
+			}
+		}
+		return nil
+	}
+	for i, g := range [2]*plain{p.pcur, p.pprev} {
+		if tail := p.m % 64; tail != 0 {
+			if last := g.words[len(g.words)-1]; last>>tail != 0 {
+				return invalid([2]string{"current generation", "previous generation"}[i], headerSize,
+					"%d bits set beyond m=%d", bits.OnesCount64(last>>tail), p.m)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,71 @@
+package rotation
+
+import (
+	"math"
+	"time"
+)
+
+// Stats describes a pair; computing it costs O(1) (no scan of the filters).
+type Stats struct {
+	Mode        Mode
+	Window      time.Duration
+	WindowStart time.Time // start of the current window (zero before the first record)
+	Rotations   uint64    // cumulative number of rotations (a 2+ window jump counts as one rotation event)
+	Bytes       int
+	Current     FilterStats
+	Previous    FilterStats
+}
+
+// FilterStats describes one generation.
+type FilterStats struct {
+	M             uint64  // counters (counting) or bits (plain)
+	K             uint32
+	Fill          float64 // fraction of non-zero counters / set bits
+	EstimatedKeys float64 // -(m/k) ln(1 - fill)
+	FPRate        float64 // estimated current false-positive rate
+	Saturated     uint64  // counters stuck at 15 (0 in plain mode)
+}
+
+// Stats returns the pair's statistics. In Counting mode the fill is exact
+// (counts kept by every change) and the false-positive estimate comes from
+// the blocked filter's model at the estimated load. In Plain mode the fill is
+// the expected fill 1 - e^{-kn/m} of the n keys added as new (keys rejected
+// as false positives are not counted), and the estimate is fill^k.
+func (p *Pair) Stats() Stats {
+	s := Stats{Mode: p.opts.Mode, Window: p.opts.Window, Rotations: p.rotations, Bytes: p.SizeBytes()}
+	if p.started {
+		s.WindowStart = time.Unix(0, p.start).UTC()
+	}
+	switch {
+	case p.cur != nil:
+		s.Current, s.Previous = p.countingStats(p.cur), p.countingStats(p.prev)
+	case p.pcur != nil:
+		s.Current, s.Previous = p.plainStats(p.pcur), p.plainStats(p.pprev)
+	}
+	return s
+}
+
+func (p *Pair) countingStats(c *counting) FilterStats {
+	fs := FilterStats{M: p.m, K: uint32(p.k), Saturated: c.saturated}
+	fs.Fill = float64(c.nonzero) / float64(p.m)
+	fs.EstimatedKeys = estimateKeys(fs.Fill, p.m, p.k)
+	fs.FPRate = p.model.rate(fs.EstimatedKeys / float64(c.blocks))
+	return fs
+}
+
+func (p *Pair) plainStats(g *plain) FilterStats {
+	fs := FilterStats{M: p.m, K: uint32(p.k)}
+	fs.Fill = -math.Expm1(-float64(p.k) * float64(g.added) / float64(p.m))
+	fs.EstimatedKeys = float64(g.added)
+	fs.FPRate = math.Pow(fs.Fill, float64(p.k))
+	return fs
+}
+
+// estimateKeys inverts the expected fill: n ≈ -(m/k) ln(1 - fill). A full
+// filter has no finite estimate; report +Inf.
+func estimateKeys(fill float64, m uint64, k int) float64 {
+	if fill >= 1 {
+		return math.Inf(1)
+	}
+	return -float64(m) / float64(k) * math.Log1p(-fill)
+}
