@@ -18,7 +18,7 @@ type Stats struct {
 
 // FilterStats describes one generation.
 type FilterStats struct {
-	M             uint64  // counters (counting) or bits (plain)
+	M             uint64 // counters (counting) or bits (plain)
 	K             uint32
 	Fill          float64 // fraction of non-zero counters / set bits
 	EstimatedKeys float64 // -(m/k) ln(1 - fill)
