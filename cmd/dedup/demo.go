@@ -1,0 +1,251 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"dedup/processor"
+)
+
+// demoFlags are the generator's knobs; the rest of the configuration comes
+// from the environment as for `dedup run`.
+type demoFlags struct {
+	generateOnly bool
+	duration     time.Duration
+	gen          GeneratorOptions
+}
+
+func parseDemoFlags(args []string, stderr io.Writer) (demoFlags, error) {
+	var f demoFlags
+	fs := flag.NewFlagSet("dedup demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage: dedup demo [flags]
+
+Without --generate-only: starts the stage (and the embedded broker when KAFKA_BROKERS is empty),
+sends generated traffic to INPUT_TOPIC and redraws a progress line twice a second.
+With --generate-only: only sends traffic to INPUT_TOPIC on KAFKA_BROKERS, logging its rate.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	fs.BoolVar(&f.generateOnly, "generate-only", false, "only generate traffic (needs KAFKA_BROKERS)")
+	fs.DurationVar(&f.duration, "duration", 0, "stop after this long (0 = until SIGTERM/SIGINT)")
+	fs.IntVar(&f.gen.Rate, "rate", 500, "records per second")
+	fs.IntVar(&f.gen.Keys, "keys", 0, "distinct keys before fresh keys repeat (0 = never repeat)")
+	fs.Float64Var(&f.gen.DuplicateRate, "dup", 0.3, "fraction of records that resend a recent record")
+	fs.Float64Var(&f.gen.RetractRate, "retract", 0.02, "fraction of records that retract a recent key")
+	fs.Float64Var(&f.gen.UnkeyedRate, "unkeyed", 0.02, "fraction of records without a key")
+	fs.IntVar(&f.gen.ValueSize, "value-size", 64, "filler bytes per value")
+	fs.Uint64Var(&f.gen.Seed, "seed", 1, "random seed (same seed, same traffic)")
+	if err := fs.Parse(args); err != nil {
+		return f, err
+	}
+	if fs.NArg() > 0 {
+		return f, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if f.duration < 0 {
+		return f, fmt.Errorf("--duration must be >= 0, got %s", f.duration)
+	}
+	return f, nil
+}
+
+// runDemo is `dedup demo`.
+func runDemo(ctx context.Context, args []string, lookup LookupFunc, stdout, stderr io.Writer) int {
+	flags, err := parseDemoFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "dedup demo: %v\n", err)
+		return exitConfig
+	}
+	// The progress line shares the terminal with the logs: unless asked
+	// otherwise, the demo logs warnings only.
+	if _, set := lookup("LOG_LEVEL"); !set && !flags.generateOnly {
+		lookup = withDefault(lookup, "LOG_LEVEL", "warn")
+	}
+	cfg, log, code := setup(lookup, stderr)
+	if code != exitOK {
+		return code
+	}
+	if flags.generateOnly && cfg.Embedded() {
+		reportConfigError(stderr, &ConfigError{Problems: []Problem{{Var: "KAFKA_BROKERS", Msg: "dedup demo --generate-only needs brokers to send to"}}})
+		return exitConfig
+	}
+	flags.gen.Topic = cfg.InputTopic
+	flags.gen.RetractHeader = cfg.RetractHeader
+	flags.gen.Logger = log
+	if _, err := NewGenerator(flags.gen); err != nil {
+		fmt.Fprintf(stderr, "dedup demo: %v\n", err)
+		return exitConfig
+	}
+	if flags.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, flags.duration)
+		defer cancel()
+	}
+	if flags.generateOnly {
+		err = generateOnly(ctx, cfg, flags.gen, log)
+	} else {
+		err = demo(ctx, cfg, flags.gen, log, stdout)
+	}
+	if err != nil {
+		log.Error("dedup demo failed", "err", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+// withDefault answers name with value when the environment does not set it.
+func withDefault(lookup LookupFunc, name, value string) LookupFunc {
+	return func(k string) (string, bool) {
+		if v, ok := lookup(k); ok || k != name {
+			return v, ok
+		}
+		return value, true
+	}
+}
+
+// demo runs the stage, the generator and the progress line together.
+func demo(ctx context.Context, cfg *Config, gopts GeneratorOptions, log *slog.Logger, stdout io.Writer) (err error) {
+	cluster, err := openCluster(ctx, cfg, log, stdout)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, cluster.Close()) }()
+	stage, err := newStage(ctx, cfg, cluster, log)
+	if err != nil {
+		return err
+	}
+	gopts.Brokers = cluster.Conn.Brokers
+	gopts.Transport = cluster.Conn.Transport
+	gen, err := NewGenerator(gopts)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "Generating %d records/s into %s (%.0f%% duplicates, %.0f%% retractions, %.0f%% unkeyed); Ctrl-C to stop.\n",
+		gopts.Rate, cfg.InputTopic, 100*gopts.DuplicateRate, 100*gopts.RetractRate, 100*gopts.UnkeyedRate)
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return stage.Run(gctx) })
+	g.Go(func() error { return gen.Run(gctx) })
+	line := &progressLine{w: stdout, redraw: isTerminal(stdout)}
+	g.Go(func() error { line.run(gctx, stage.Progress, gen.Stats); return nil })
+	return g.Wait()
+}
+
+// generateOnly sends traffic to KAFKA_BROKERS and logs its rate.
+func generateOnly(ctx context.Context, cfg *Config, gopts GeneratorOptions, log *slog.Logger) (err error) {
+	conn, err := newConnection(cfg, cfg.BrokerList())
+	if err != nil {
+		return err
+	}
+	defer conn.Transport.CloseIdleConnections()
+	gopts.Brokers = conn.Brokers
+	gopts.Transport = conn.Transport
+	gen, err := NewGenerator(gopts)
+	if err != nil {
+		return err
+	}
+	log.Info("generating traffic", "topic", cfg.InputTopic, "brokers", conn.Brokers, "rate", gopts.Rate,
+		"dup", gopts.DuplicateRate, "retract", gopts.RetractRate, "unkeyed", gopts.UnkeyedRate)
+	done := make(chan error, 1)
+	go func() { done <- gen.Run(ctx) }()
+	ticker := time.NewTicker(10 * time.Second)
+	defer ticker.Stop()
+	last, lastAt := gen.Stats(), time.Now()
+	for {
+		select {
+		case err := <-done:
+			s := gen.Stats()
+			log.Info("generator stopped", "sent", s.Sent, "duplicates", s.Duplicates, "retractions", s.Retractions, "unkeyed", s.Unkeyed)
+			return err
+		case now := <-ticker.C:
+			s := gen.Stats()
+			log.Info("generator progress", "sent", s.Sent, "rate_per_s", rate(s.Sent-last.Sent, now.Sub(lastAt)),
+				"duplicates", s.Duplicates, "retractions", s.Retractions, "unkeyed", s.Unkeyed)
+			last, lastAt = s, now
+		}
+	}
+}
+
+func rate(n uint64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+// isTerminal reports whether w is a character device, where redrawing one
+// line with \r reads well; elsewhere (a log file, docker logs) the progress
+// goes out as ordinary lines, less often.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// progressLine shows the stage at work: records in and out, the share
+// dropped as duplicates, and throughput.
+type progressLine struct {
+	w      io.Writer
+	redraw bool // terminal: one line redrawn with \r twice a second
+}
+
+func (p *progressLine) run(ctx context.Context, stage func() processor.Progress, gen func() GeneratorStats) {
+	every := 500 * time.Millisecond
+	if !p.redraw {
+		every = 5 * time.Second
+	}
+	ticker := time.NewTicker(every)
+	defer ticker.Stop()
+	last, lastAt := stage(), time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			p.draw(stage(), last, gen(), time.Since(lastAt))
+			if p.redraw {
+				fmt.Fprintln(p.w)
+			}
+			return
+		case now := <-ticker.C:
+			cur := stage()
+			p.draw(cur, last, gen(), now.Sub(lastAt))
+			last, lastAt = cur, now
+		}
+	}
+}
+
+func (p *progressLine) draw(cur, last processor.Progress, gen GeneratorStats, d time.Duration) {
+	dupRate := 0.0
+	if cur.In > 0 {
+		dupRate = 100 * float64(cur.Duplicates) / float64(cur.In)
+	}
+	out, lastOut := forwarded(cur), forwarded(last)
+	text := fmt.Sprintf("sent %d | in %d | out %d | dropped %d (%.1f%%) | retractions %d | unkeyed %d | %.0f in/s, %.0f out/s",
+		gen.Sent, cur.In, out, cur.Duplicates, dupRate, cur.Retractions, cur.Unkeyed,
+		rate(cur.In-last.In, d), rate(out-lastOut, d))
+	if p.redraw {
+		// \033[K clears what a longer previous line left behind.
+		fmt.Fprintf(p.w, "\r%s\033[K", text)
+		return
+	}
+	fmt.Fprintln(p.w, text)
+}
+
+// forwarded counts every record written to the output: first occurrences,
+// retractions and unkeyed records alike.
+func forwarded(p processor.Progress) uint64 { return p.Forwarded + p.Retractions + p.Unkeyed }

@@ -1,0 +1,239 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// GeneratorOptions shapes the demo traffic.
+type GeneratorOptions struct {
+	Brokers   []string
+	Transport *kafka.Transport // TLS/SASL; nil = plaintext
+	Topic     string
+
+	Rate          int     // records per second (> 0)
+	Keys          int     // distinct keys before fresh keys repeat; 0 = never repeat
+	DuplicateRate float64 // fraction of records that resend a recently sent record
+	RetractRate   float64 // fraction of records that retract a recently sent key
+	UnkeyedRate   float64 // fraction of records without a key
+	ValueSize     int     // bytes of filler in each value
+	RetractHeader string
+	Seed          uint64 // random seed; the same seed sends the same traffic
+	Logger        *slog.Logger
+}
+
+func (o *GeneratorOptions) validate() error {
+	var errs []error
+	if o.Rate <= 0 {
+		errs = append(errs, fmt.Errorf("rate must be > 0, got %d", o.Rate))
+	}
+	if o.Keys < 0 {
+		errs = append(errs, fmt.Errorf("keys must be >= 0, got %d", o.Keys))
+	}
+	for _, r := range []struct {
+		name string
+		v    float64
+	}{{"dup", o.DuplicateRate}, {"retract", o.RetractRate}, {"unkeyed", o.UnkeyedRate}} {
+		if r.v < 0 || r.v > 1 {
+			errs = append(errs, fmt.Errorf("%s ratio must be in [0, 1], got %v", r.name, r.v))
+		}
+	}
+	if s := o.DuplicateRate + o.RetractRate + o.UnkeyedRate; s > 1 {
+		errs = append(errs, fmt.Errorf("dup + retract + unkeyed ratios must not exceed 1, got %v", s))
+	}
+	if o.ValueSize < 0 {
+		errs = append(errs, fmt.Errorf("value size must be >= 0, got %d", o.ValueSize))
+	}
+	if o.Topic == "" {
+		errs = append(errs, errors.New("topic must not be empty"))
+	}
+	return errors.Join(errs...)
+}
+
+// GeneratorStats counts what a Generator has sent (acknowledged by the broker).
+type GeneratorStats struct {
+	Sent, Fresh, Duplicates, Retractions, Unkeyed uint64
+}
+
+// Generator produces duplicate-laden traffic at a steady rate: fresh keyed
+// records, exact resends of recent records, retractions of recent keys and
+// unkeyed records, in the configured proportions. Run it once; Stats may be
+// read concurrently.
+type Generator struct {
+	o      GeneratorOptions
+	rng    *rand.Rand
+	recent []kafka.Message // ring of recently sent keyed records, the pool duplicates come from
+	next   int             // next fresh key number
+	filler []byte
+
+	sent, fresh, dups, retracts, unkeyed atomic.Uint64
+}
+
+// recentRecords bounds how far back a duplicate reaches: far enough to be
+// realistic, near enough to stay well inside any sensible window.
+const recentRecords = 4096
+
+// NewGenerator checks the options.
+func NewGenerator(o GeneratorOptions) (*Generator, error) {
+	if err := o.validate(); err != nil {
+		return nil, fmt.Errorf("configure generator: %w", err)
+	}
+	if o.RetractHeader == "" {
+		o.RetractHeader = "dedup-retract"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	filler := make([]byte, o.ValueSize)
+	for i := range filler {
+		filler[i] = 'a' + byte(i%26)
+	}
+	return &Generator{
+		o:      o,
+		rng:    rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15)),
+		filler: filler,
+	}, nil
+}
+
+// Stats returns the cumulative counts.
+func (g *Generator) Stats() GeneratorStats {
+	return GeneratorStats{
+		Sent: g.sent.Load(), Fresh: g.fresh.Load(), Duplicates: g.dups.Load(),
+		Retractions: g.retracts.Load(), Unkeyed: g.unkeyed.Load(),
+	}
+}
+
+// generatorTick is how often a batch goes out; Rate/ticks records per batch.
+const generatorTick = 50 * time.Millisecond
+
+// Run sends until ctx ends (returning nil) or a write fails.
+func (g *Generator) Run(ctx context.Context) (err error) {
+	w := &kafka.Writer{
+		Addr:         kafka.TCP(g.o.Brokers...),
+		Topic:        g.o.Topic,
+		Transport:    g.o.Transport,
+		Balancer:     &kafka.Hash{},
+		RequiredAcks: kafka.RequireAll,
+		BatchSize:    max(g.o.Rate, 100),
+		BatchTimeout: time.Millisecond,
+	}
+	defer func() { err = errors.Join(err, closeWriter(w)) }()
+
+	ticker := time.NewTicker(generatorTick)
+	defer ticker.Stop()
+	start := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+		}
+		// Send what is due since start rather than a fixed amount per tick,
+		// so a slow write does not lower the rate for good.
+		n := int(float64(g.o.Rate)*time.Since(start).Seconds()) - int(g.sent.Load())
+		if n <= 0 {
+			continue
+		}
+		n = min(n, max(g.o.Rate, 10)) // never more than a second's worth at once
+		batch, kinds := g.batch(n)
+		if err := w.WriteMessages(ctx, batch...); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("write generated records: %w", err)
+		}
+		g.count(kinds)
+	}
+}
+
+func closeWriter(w *kafka.Writer) error {
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("close generator writer: %w", err)
+	}
+	return nil
+}
+
+type recordKind uint8
+
+const (
+	kindFresh recordKind = iota
+	kindDuplicate
+	kindRetraction
+	kindUnkeyed
+)
+
+// batch makes n records.
+func (g *Generator) batch(n int) ([]kafka.Message, []recordKind) {
+	msgs := make([]kafka.Message, 0, n)
+	kinds := make([]recordKind, 0, n)
+	now := time.Now()
+	for range n {
+		m, k := g.record(now)
+		msgs = append(msgs, m)
+		kinds = append(kinds, k)
+	}
+	return msgs, kinds
+}
+
+// record draws one record. Duplicates and retractions need a record sent
+// before; until there is one, a fresh record goes out instead.
+func (g *Generator) record(now time.Time) (kafka.Message, recordKind) {
+	u := g.rng.Float64()
+	switch {
+	case u < g.o.DuplicateRate && len(g.recent) > 0:
+		m := g.recent[g.rng.IntN(len(g.recent))]
+		m.Time = now
+		return m, kindDuplicate
+	case u < g.o.DuplicateRate+g.o.RetractRate && len(g.recent) > 0:
+		prev := g.recent[g.rng.IntN(len(g.recent))]
+		return kafka.Message{
+			Key:     prev.Key,
+			Value:   []byte(`{"retract":true}`),
+			Headers: []kafka.Header{{Key: g.o.RetractHeader, Value: []byte("1")}},
+			Time:    now,
+		}, kindRetraction
+	case u < g.o.DuplicateRate+g.o.RetractRate+g.o.UnkeyedRate:
+		return kafka.Message{Value: g.value("unkeyed", g.rng.Uint64()), Time: now}, kindUnkeyed
+	}
+	id := g.next
+	g.next++
+	if g.o.Keys > 0 {
+		id %= g.o.Keys
+	}
+	m := kafka.Message{Key: []byte("key-" + strconv.Itoa(id)), Time: now}
+	m.Value = g.value(string(m.Key), uint64(g.next))
+	if len(g.recent) < recentRecords {
+		g.recent = append(g.recent, m)
+	} else {
+		g.recent[g.rng.IntN(recentRecords)] = m
+	}
+	return m, kindFresh
+}
+
+func (g *Generator) value(key string, n uint64) []byte {
+	return fmt.Appendf(nil, `{"key":%q,"n":%d,"pad":%q}`, key, n, g.filler)
+}
+
+func (g *Generator) count(kinds []recordKind) {
+	for _, k := range kinds {
+		switch k {
+		case kindFresh:
+			g.fresh.Add(1)
+		case kindDuplicate:
+			g.dups.Add(1)
+		case kindRetraction:
+			g.retracts.Add(1)
+		case kindUnkeyed:
+			g.unkeyed.Add(1)
+		}
+	}
+	g.sent.Add(uint64(len(kinds)))
+}

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Probe is what the HTTP endpoints ask the processor.
+type Probe interface {
+	Ready() bool
+	Healthy() error
+}
+
+// newRegistry is the binary's own registry: the processor's families plus
+// the process and Go runtime collectors, and nothing from the global default.
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		collectors.NewGoCollector(),
+	)
+	return reg
+}
+
+// StatusServer serves /metrics, /healthz and /readyz on METRICS_ADDR.
+type StatusServer struct {
+	ln  net.Listener
+	srv *http.Server
+	log *slog.Logger
+}
+
+// ListenStatus binds addr now, so that a taken port fails the start rather
+// than surfacing later; Serve starts answering.
+func ListenStatus(addr string, reg *prometheus.Registry, probe Probe, log *slog.Logger) (*StatusServer, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on METRICS_ADDR %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := probe.Healthy(); err != nil {
+			http.Error(w, "unhealthy: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !probe.Ready() {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	return &StatusServer{
+		ln:  ln,
+		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second},
+		log: log,
+	}, nil
+}
+
+// Addr is the bound address (useful when METRICS_ADDR asks for port 0).
+func (s *StatusServer) Addr() string { return s.ln.Addr().String() }
+
+// Serve answers requests until Shutdown.
+func (s *StatusServer) Serve() {
+	if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		s.log.Error("serve metrics", "err", err)
+	}
+}
+
+// Shutdown stops accepting and waits for requests in flight until ctx ends.
+func (s *StatusServer) Shutdown(ctx context.Context) error {
+	if err := s.srv.Shutdown(ctx); err != nil {
+		return fmt.Errorf("shut down metrics server: %w", err)
+	}
+	return nil
+}

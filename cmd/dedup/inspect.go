@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"dedup/checkpoint"
+	"dedup/rotation"
+)
+
+// snapshotReader is what inspect needs of a checkpoint store: the list of
+// snapshots with their verdicts, and the state behind each.
+type snapshotReader interface {
+	List(ctx context.Context) ([]checkpoint.Entry, error)
+	Open(ctx context.Context, e checkpoint.Entry) (io.ReadCloser, error)
+}
+
+// runInspect is `dedup inspect`: every snapshot the configured store holds,
+// newest first per partition, with the filter statistics decoded from it.
+// It reads the store only; with CHECKPOINT_STORE=kafka and no KAFKA_BROKERS
+// it reads from the embedded broker of a running `dedup` at
+// EMBEDDED_BROKER_ADDR.
+func runInspect(ctx context.Context, args []string, lookup LookupFunc, stdout, stderr io.Writer) int {
+	if code, ok := noArgs("inspect", args, stdout, stderr); !ok {
+		return code
+	}
+	cfg, log, code := setup(lookup, stderr)
+	if code != exitOK {
+		return code
+	}
+	if err := inspect(ctx, cfg, log, stdout); err != nil {
+		log.Error("dedup inspect failed", "err", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+func inspect(ctx context.Context, cfg *Config, log *slog.Logger, w io.Writer) (err error) {
+	brokers := cfg.BrokerList()
+	if cfg.Embedded() {
+		brokers = []string{cfg.EmbeddedBrokerAddr}
+	}
+	conn, err := newConnection(cfg, brokers)
+	if err != nil {
+		return err
+	}
+	defer conn.Transport.CloseIdleConnections()
+	store, err := openStore(ctx, cfg, conn, log)
+	if err != nil {
+		return fmt.Errorf("open checkpoint store: %w", err)
+	}
+	defer func() { err = errors.Join(err, store.Close()) }()
+	reader, ok := store.(snapshotReader)
+	if !ok {
+		return fmt.Errorf("inspect: %T cannot open snapshots", store)
+	}
+	entries, err := reader.List(ctx)
+	if err != nil {
+		return fmt.Errorf("list checkpoints: %w", err)
+	}
+	where := cfg.CheckpointDir
+	if cfg.CheckpointStore == storeKafka {
+		where = "topic " + cfg.CheckpointTopic + " on " + fmt.Sprint(brokers)
+	}
+	fmt.Fprintf(w, "checkpoint store: %s (%s), group %s: %d snapshot(s)\n", cfg.CheckpointStore, where, cfg.GroupID, len(entries))
+	now := time.Now()
+	for _, e := range entries {
+		printEntry(ctx, w, reader, e, now)
+	}
+	return nil
+}
+
+// printEntry prints one snapshot; a snapshot that fails its checks is
+// reported as such, never skipped.
+func printEntry(ctx context.Context, w io.Writer, r snapshotReader, e checkpoint.Entry, now time.Time) {
+	m := e.Meta
+	verdict := "ok"
+	if e.Err != nil {
+		verdict = "BAD: " + e.Err.Error()
+	}
+	fmt.Fprintf(w, "\n%s/%d  seq %d  offset %d  created %s (age %s)\n", m.Topic, m.Partition, m.Seq, m.Offset,
+		m.Created.UTC().Format(time.RFC3339), now.Sub(m.Created).Round(time.Second))
+	fmt.Fprintf(w, "  size: raw %s, stored %s (%.1fx)  checksum %08x: %s\n", byteSize(m.RawBytes), byteSize(m.StoredBytes),
+		ratio(m.RawBytes, m.StoredBytes), m.Checksum, verdict)
+	fmt.Fprintf(w, "  where: %s\n", e.Where)
+	if e.Err != nil {
+		return
+	}
+	st, err := decodeEntry(ctx, r, e)
+	if err != nil {
+		fmt.Fprintf(w, "  state: cannot decode: %v\n", err)
+		return
+	}
+	start := "none yet"
+	if !st.WindowStart.IsZero() {
+		start = st.WindowStart.Format(time.RFC3339)
+	}
+	fmt.Fprintf(w, "  filter: %s, window %s starting %s, %d rotation(s), %s in memory\n",
+		st.Mode, st.Window, start, st.Rotations, byteSize(int64(st.Bytes)))
+	for _, g := range []struct {
+		name string
+		f    rotation.FilterStats
+	}{{"current", st.Current}, {"previous", st.Previous}} {
+		fmt.Fprintf(w, "  %-8s fill %6.3f%%  est. keys %-10.0f est. FP rate %.3g  saturated %d  (m=%d, k=%d)\n",
+			g.name+":", 100*g.f.Fill, g.f.EstimatedKeys, g.f.FPRate, g.f.Saturated, g.f.M, g.f.K)
+	}
+}
+
+func decodeEntry(ctx context.Context, r snapshotReader, e checkpoint.Entry) (rotation.Stats, error) {
+	rc, err := r.Open(ctx, e)
+	if err != nil {
+		return rotation.Stats{}, err
+	}
+	defer rc.Close()
+	var p rotation.Pair
+	if _, err := p.ReadFrom(rc); err != nil {
+		return rotation.Stats{}, fmt.Errorf("decode filter state: %w", err)
+	}
+	return p.Stats(), nil
+}
+
+func ratio(raw, stored int64) float64 {
+	if stored <= 0 {
+		return 0
+	}
+	return float64(raw) / float64(stored)
+}
+
+// byteSize prints n in binary units.
+func byteSize(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
