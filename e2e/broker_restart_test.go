@@ -1,0 +1,85 @@
+package e2e_test
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+const (
+	brokerRecords  = 20000
+	brokerRestarts = 2
+)
+
+// restartable is a kfake broker with a data directory on a fixed port, so it
+// can be closed and reopened under the same address with its log intact.
+type restartable struct {
+	mu   sync.Mutex
+	opts []kfake.Opt
+	c    *kfake.Cluster
+}
+
+func (r *restartable) open(t *testing.T) {
+	t.Helper()
+	c, err := kfake.NewCluster(r.opts...)
+	if err != nil {
+		t.Fatalf("open kfake: %v", err)
+	}
+	r.mu.Lock()
+	r.c = c
+	r.mu.Unlock()
+}
+
+func (r *restartable) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.c != nil {
+		r.c.Close()
+		r.c = nil
+	}
+}
+
+// TestBrokerRestart closes the broker and reopens it from its data directory
+// on the same port while the stage runs (the kafka checkpoint store lives on
+// that broker too): no loss, no duplicates, and the stage rides it out.
+func TestBrokerRestart(t *testing.T) {
+	rng := newRand(testSeed(t))
+	_, portStr, err := net.SplitHostPort(freeAddr(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &restartable{opts: clusterOpts(kfake.DataDir(t.TempDir()), kfake.Ports(port))}
+	b.open(t)
+	t.Cleanup(b.close)
+	brokers := net.JoinHostPort("127.0.0.1", portStr)
+
+	w := newWorkload(rng, brokerRecords, time.Now().Truncate(time.Millisecond))
+	obs := startObserver(t, brokers)
+	p := startProc(t, "dedup#1", stageEnv(t, brokers, "kafka"))
+	guard := func() error { return alive(p) }
+	pr := startProducer(t, brokers, w, obs, 1500)
+
+	for i, at := range killPoints(rng, w.nFirsts, brokerRestarts) {
+		obs.waitCount(t, 60*time.Second, int64(at), fmt.Sprintf("the output to reach restart point %d (%d records)", i+1, at), guard)
+		start := time.Now()
+		b.close()
+		b.open(t)
+		t.Logf("broker restart %d/%d at %d output records (%d input produced): down for %s",
+			i+1, brokerRestarts, obs.count(), pr.produced.Load(), time.Since(start).Round(time.Millisecond))
+	}
+
+	pr.waitDone(t, 90*time.Second, guard)
+	obs.waitSentinels(t, 90*time.Second, guard)
+	waitLagZero(t, p)
+	p.termOK(t)
+	verify(t, w, obs.drain(t, brokers))
+}

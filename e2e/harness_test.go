@@ -1,0 +1,482 @@
+package e2e_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+const (
+	inputTopic    = "events"
+	outputTopic   = "events-deduped"
+	numPartitions = 3
+
+	hdrSourceTopic     = "dedup-source-topic"
+	hdrSourcePartition = "dedup-source-partition"
+	hdrSourceOffset    = "dedup-source-offset"
+
+	// sessionTimeout is what the binary asks the group for; the broker's
+	// minimum is lowered below it so a killed member's partitions move fast.
+	sessionTimeout = "1s"
+	// shutdownTimeout is SHUTDOWN_TIMEOUT: a SIGTERM must end in exit 0
+	// within it.
+	shutdownTimeout = 10 * time.Second
+	// pollEvery is the period of every wait on an observable condition.
+	pollEvery = 10 * time.Millisecond
+)
+
+// testSeed returns the seed of the test's random choices: E2E_SEED when set,
+// else a fresh one, logged so that a failure can be replayed.
+func testSeed(t *testing.T) uint64 {
+	t.Helper()
+	if s := os.Getenv("E2E_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("parse E2E_SEED=%q: %v", s, err)
+		}
+		t.Logf("seed %d (from E2E_SEED)", v)
+		return v
+	}
+	v := uint64(time.Now().UnixNano())
+	t.Logf("seed %d (rerun with E2E_SEED=%d)", v, v)
+	return v
+}
+
+func newRand(seed uint64) *rand.Rand {
+	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+}
+
+// clusterOpts are the broker options every test shares: one broker, the two
+// topics with three partitions each, and a session-timeout floor low enough
+// for sessionTimeout.
+func clusterOpts(extra ...kfake.Opt) []kfake.Opt {
+	return append([]kfake.Opt{
+		kfake.NumBrokers(1),
+		kfake.SeedTopics(numPartitions, inputTopic, outputTopic),
+		kfake.GroupMinSessionTimeout(100 * time.Millisecond),
+	}, extra...)
+}
+
+func newCluster(t *testing.T, extra ...kfake.Opt) (*kfake.Cluster, string) {
+	t.Helper()
+	c, err := kfake.NewCluster(clusterOpts(extra...)...)
+	if err != nil {
+		t.Fatalf("start kfake: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c, c.ListenAddrs()[0]
+}
+
+// freeAddr returns a loopback address nothing listens on at the moment.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("find a free port: %v", err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		t.Fatalf("close probe listener: %v", err)
+	}
+	return addr
+}
+
+// stageEnv is the environment of one deduplication stage: everything the
+// binary needs, nothing inherited from the test's own environment except
+// PATH and HOME.
+func stageEnv(t *testing.T, brokers, store string) map[string]string {
+	t.Helper()
+	dataDir := t.TempDir()
+	return map[string]string{
+		"KAFKA_BROKERS":         brokers,
+		"INPUT_TOPIC":           inputTopic,
+		"OUTPUT_TOPIC":          outputTopic,
+		"GROUP_ID":              "e2e",
+		"CHECKPOINT_STORE":      store,
+		"CHECKPOINT_DIR":        filepath.Join(dataDir, "checkpoints"),
+		"CHECKPOINT_INTERVAL":   "200ms",
+		"KAFKA_SESSION_TIMEOUT": sessionTimeout,
+		"DATA_DIR":              dataDir,
+		"DEDUP_WINDOW":          "24h",
+		// Sized so that a false positive (a first occurrence dropped) has
+		// negligible probability: ~7,000 keys per partition against a
+		// filter built for 50,000 at 1e-6.
+		"DEDUP_EXPECTED_KEYS": "50000",
+		"DEDUP_FP_RATE":       "0.000001",
+		"SHUTDOWN_TIMEOUT":    shutdownTimeout.String(),
+		"LOG_LEVEL":           "info",
+	}
+}
+
+func cloneEnv(env map[string]string) map[string]string {
+	out := make(map[string]string, len(env))
+	for k, v := range env {
+		out[k] = v
+	}
+	return out
+}
+
+func envList(env map[string]string) []string {
+	list := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		list = append(list, k+"="+env[k])
+	}
+	return list
+}
+
+// proc is one run of the binary.
+type proc struct {
+	name    string
+	metrics string // METRICS_ADDR
+	logPath string // stdout and stderr
+	cmd     *exec.Cmd
+	started time.Time
+	termAt  time.Time     // when SIGTERM was sent
+	stopped bool          // the test sent SIGTERM or SIGKILL
+	done    chan struct{} // closed once Wait returned
+	waitErr error
+}
+
+// startProc starts the binary with env plus a fresh METRICS_ADDR. Cleanup
+// kills it if it still runs and, when the test failed, copies the tail of
+// its output into the test log.
+func startProc(t *testing.T, name string, env map[string]string) *proc {
+	t.Helper()
+	env = cloneEnv(env)
+	env["METRICS_ADDR"] = freeAddr(t)
+	p := &proc{
+		name:    name,
+		metrics: env["METRICS_ADDR"],
+		logPath: filepath.Join(t.TempDir(), name+".log"),
+		done:    make(chan struct{}),
+	}
+	logf, err := os.Create(p.logPath)
+	if err != nil {
+		t.Fatalf("create log of %s: %v", name, err)
+	}
+	p.cmd = exec.Command(binPath)
+	p.cmd.Env = envList(env)
+	p.cmd.Stdout = logf
+	p.cmd.Stderr = logf
+	if err := p.cmd.Start(); err != nil {
+		logf.Close()
+		t.Fatalf("start %s: %v", name, err)
+	}
+	p.started = time.Now()
+	go func() {
+		p.waitErr = p.cmd.Wait()
+		logf.Close()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		if !p.exited() {
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("---- %s (pid %d, %s) output tail:\n%s", p.name, p.cmd.Process.Pid, p.status(), tail(p.logPath, 12<<10))
+		}
+	})
+	return p
+}
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// exitCode is the process's exit status; -1 when a signal ended it.
+func (p *proc) exitCode() int { return p.cmd.ProcessState.ExitCode() }
+
+func (p *proc) status() string {
+	if !p.exited() {
+		return "running"
+	}
+	return p.cmd.ProcessState.String()
+}
+
+// kill SIGKILLs the process and waits for it to be gone.
+func (p *proc) kill(t *testing.T) {
+	t.Helper()
+	p.stopped = true
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil && !p.exited() {
+		t.Fatalf("SIGKILL %s: %v", p.name, err)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s still running 10s after SIGKILL", p.name)
+	}
+}
+
+// sigterm sends SIGTERM; waitTermOK then asserts how the process ended.
+func (p *proc) sigterm(t *testing.T) {
+	t.Helper()
+	p.termAt = time.Now()
+	p.stopped = true
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("SIGTERM %s: %v (%s)", p.name, err, p.status())
+	}
+}
+
+// waitTermOK asserts the contract for SIGTERM: exit 0 within
+// SHUTDOWN_TIMEOUT.
+func (p *proc) waitTermOK(t *testing.T) {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(time.Until(p.termAt.Add(shutdownTimeout + 5*time.Second))):
+		t.Fatalf("%s still running %s after SIGTERM (SHUTDOWN_TIMEOUT=%s)", p.name, time.Since(p.termAt).Round(time.Millisecond), shutdownTimeout)
+	}
+	took := time.Since(p.termAt)
+	if code := p.exitCode(); code != 0 {
+		t.Fatalf("%s: SIGTERM ended in %s after %s, want exit 0", p.name, p.status(), took.Round(time.Millisecond))
+	}
+	if took > shutdownTimeout {
+		t.Errorf("%s: SIGTERM exit took %s, more than SHUTDOWN_TIMEOUT=%s", p.name, took.Round(time.Millisecond), shutdownTimeout)
+	}
+	t.Logf("%s: SIGTERM -> exit 0 in %s", p.name, took.Round(time.Millisecond))
+}
+
+// termOK stops the process with SIGTERM and asserts exit 0 in time.
+func (p *proc) termOK(t *testing.T) {
+	t.Helper()
+	p.sigterm(t)
+	p.waitTermOK(t)
+}
+
+func tail(path string, n int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Sprintf("(open log: %v)", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Sprintf("(stat log: %v)", err)
+	}
+	if st.Size() > n {
+		if _, err := f.Seek(st.Size()-n, io.SeekStart); err != nil {
+			return fmt.Sprintf("(seek log: %v)", err)
+		}
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return fmt.Sprintf("(read log: %v)", err)
+	}
+	return string(b)
+}
+
+// errNotYet is what a poll condition returns while it waits.
+var errNotYet = errors.New("not yet")
+
+// waitFor polls cond every pollEvery until it returns nil, fails the test
+// when cond returns another error, and fails it when the deadline passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, errNotYet) {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s (%v)", timeout, what, err)
+		}
+		<-tick.C
+	}
+}
+
+// alive is a poll guard: a stage process that exits on its own while the test
+// waits is a failure, not something to wait out.
+func alive(ps ...*proc) error {
+	for _, p := range ps {
+		if p.exited() {
+			return fmt.Errorf("%s exited on its own: %s", p.name, p.status())
+		}
+	}
+	return nil
+}
+
+var httpClient = &http.Client{Timeout: 2 * time.Second}
+
+// httpStatus returns the status code of GET http://addr/path, or 0 when the
+// request failed.
+func httpStatus(addr, path string) int {
+	resp, err := httpClient.Get("http://" + addr + path)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode
+}
+
+// waitReady waits until /readyz answers 200.
+func waitReady(t *testing.T, p *proc, timeout time.Duration) {
+	t.Helper()
+	waitFor(t, timeout, p.name+" /readyz 200", func() error {
+		if err := alive(p); err != nil {
+			return err
+		}
+		if code := httpStatus(p.metrics, "/readyz"); code != http.StatusOK {
+			return fmt.Errorf("%w: /readyz %d", errNotYet, code)
+		}
+		return nil
+	})
+}
+
+// sample is one line of the Prometheus text format.
+type sample struct {
+	name   string
+	labels map[string]string
+	value  float64
+}
+
+// scrape reads /metrics. The text format is simple enough to parse here;
+// label values with commas or escaped quotes are not expected.
+func scrape(ctx context.Context, addr string) ([]sample, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("scrape metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("scrape metrics: status %d", resp.StatusCode)
+	}
+	var out []sample
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		s := sample{labels: map[string]string{}}
+		rest := line
+		if i := strings.IndexByte(line, '{'); i >= 0 {
+			j := strings.LastIndexByte(line, '}')
+			if j < i {
+				return nil, fmt.Errorf("parse metrics line %q", line)
+			}
+			s.name = line[:i]
+			for _, kv := range strings.Split(line[i+1:j], ",") {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok {
+					continue
+				}
+				s.labels[strings.TrimSpace(k)] = strings.Trim(strings.TrimSpace(v), `"`)
+			}
+			rest = strings.TrimSpace(line[j+1:])
+		} else {
+			name, r, _ := strings.Cut(line, " ")
+			s.name, rest = name, r
+		}
+		fields := strings.Fields(rest)
+		if len(fields) == 0 {
+			return nil, fmt.Errorf("parse metrics line %q", line)
+		}
+		v, err := strconv.ParseFloat(fields[0], 64)
+		if err != nil {
+			return nil, fmt.Errorf("parse metrics line %q: %w", line, err)
+		}
+		s.value = v
+		out = append(out, s)
+	}
+	return out, sc.Err()
+}
+
+// sum adds the samples of one family whose labels include match.
+func sum(samples []sample, name string, match map[string]string) (total float64, n int) {
+next:
+	for _, s := range samples {
+		if s.name != name {
+			continue
+		}
+		for k, v := range match {
+			if s.labels[k] != v {
+				continue next
+			}
+		}
+		total += s.value
+		n++
+	}
+	return total, n
+}
+
+// waitLagZero waits until the process reports consumer lag 0 on every
+// partition it owns (dedup_consumer_lag), after the last input was seen in
+// the output.
+func waitLagZero(t *testing.T, ps ...*proc) {
+	t.Helper()
+	waitFor(t, 30*time.Second, "dedup_consumer_lag to reach 0", func() error {
+		if err := alive(ps...); err != nil {
+			return err
+		}
+		var lag float64
+		var series int
+		for _, p := range ps {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			samples, err := scrape(ctx, p.metrics)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("%w: %s: %v", errNotYet, p.name, err)
+			}
+			l, n := sum(samples, "dedup_consumer_lag", map[string]string{"topic": inputTopic})
+			lag += l
+			series += n
+		}
+		if series < numPartitions || lag != 0 {
+			return fmt.Errorf("%w: lag %v over %d series", errNotYet, lag, series)
+		}
+		return nil
+	})
+}
+
+// procSet hands out numbered incarnations of one stage.
+type procSet struct {
+	mu  sync.Mutex
+	seq int
+}
+
+func (s *procSet) next(prefix string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seq++
+	return fmt.Sprintf("%s#%d", prefix, s.seq)
+}

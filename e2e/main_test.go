@@ -1,0 +1,50 @@
+// Package e2e_test drives the built dedup binary as a real process against an
+// in-process kfake broker, configured only through the environment variables
+// of the outside contract (/work/shared/contract.md). It proves the
+// contract's exactly-once promise across SIGKILL, SIGTERM, rebalances and a
+// broker restart, and the configuration-error exit code.
+package e2e_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+)
+
+// binPath is the dedup binary built once for the whole package.
+var binPath string
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "dedup-e2e-bin-")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: create temp dir: %v\n", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	binPath = filepath.Join(dir, "dedup")
+
+	// Built without -race on purpose: the binary is the subject, not the
+	// test process, and a race-instrumented binary is several times slower.
+	cmd := exec.Command(goTool(), "build", "-o", binPath, "dedup/cmd/dedup")
+	cmd.Stdout = os.Stderr
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: build dedup/cmd/dedup: %v\n", err)
+		return 1
+	}
+	return m.Run()
+}
+
+func goTool() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return filepath.Join(runtime.GOROOT(), "bin", "go")
+}
