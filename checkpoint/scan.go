@@ -3,26 +3,87 @@ package checkpoint
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 
 	"github.com/segmentio/kafka-go"
 )
 
 // ScanOptions configures ScanOutput.
 type ScanOptions struct {
-	Brokers                                    []string
-	Dialer                                     *kafka.Dialer      // TLS/SASL (nil = none)
-	Transport                                  kafka.RoundTripper // optional; derived from Dialer when nil
-	OutputTopic                                string
-	From                                       map[int]int64 // Meta.OutputEnds
-	SourceTopic                                string
-	SourcePartition                            int
-	MinOffset                                  int64 // Meta.Offset
+	Brokers     []string
+	Dialer      *kafka.Dialer      // TLS/SASL used when Transport is nil
+	Transport   kafka.RoundTripper // nil = a transport built from Dialer
+	OutputTopic string
+	// From is Meta.OutputEnds: where to start in each output partition.
+	// Partitions of the output topic missing from From (added after the
+	// snapshot) are read from their first offset.
+	From            map[int]int64
+	SourceTopic     string
+	SourcePartition int
+	MinOffset       int64 // Meta.Offset
+	// Names of the headers that carry a record's source; partition and
+	// offset values are decimal strings.
 	HeaderTopic, HeaderPartition, HeaderOffset string
 }
 
-// ScanOutput reads each output partition from From[p] to its current end and
-// returns the source offsets >= MinOffset of records whose source headers
-// name (SourceTopic, SourcePartition).
+// ScanOutput reads each output partition from From[p] to its end as of the
+// call and returns the source offsets >= MinOffset of records whose source
+// headers name (SourceTopic, SourcePartition). Records without or with
+// malformed source headers are not counted.
+//
+// Offsets already deleted by retention cannot be read and are skipped.
 func ScanOutput(ctx context.Context, o ScanOptions) (map[int64]struct{}, error) {
-	return nil, errors.New("not implemented")
+	if len(o.Brokers) == 0 || o.OutputTopic == "" || o.HeaderTopic == "" || o.HeaderPartition == "" || o.HeaderOffset == "" {
+		return nil, errors.New("scan output: brokers, output topic and header names are required")
+	}
+	rt, own := transportFor(o.Transport, o.Dialer)
+	if own != nil {
+		defer own.CloseIdleConnections()
+	}
+	c := &kafka.Client{Addr: kafka.TCP(o.Brokers...), Transport: rt}
+	parts, err := partitionIDs(ctx, c, o.OutputTopic)
+	if err != nil {
+		return nil, fmt.Errorf("scan output: %w", err)
+	}
+	ends, err := listOffsets(ctx, c, o.OutputTopic, parts)
+	if err != nil {
+		return nil, fmt.Errorf("scan output: %w", err)
+	}
+	sourcePartition := strconv.Itoa(o.SourcePartition)
+	seen := map[int64]struct{}{}
+	for _, p := range parts {
+		r := ends[p]
+		from, ok := o.From[p]
+		if !ok || from < r.first {
+			from = r.first
+		}
+		err := readRange(ctx, c, o.OutputTopic, p, from, r.end, func(rec *kafka.Record) error {
+			var topic, partition, offset string
+			var hasTopic, hasPartition bool
+			for _, h := range rec.Headers {
+				switch h.Key {
+				case o.HeaderTopic:
+					topic, hasTopic = string(h.Value), true
+				case o.HeaderPartition:
+					partition, hasPartition = string(h.Value), true
+				case o.HeaderOffset:
+					offset = string(h.Value)
+				}
+			}
+			if !hasTopic || !hasPartition || topic != o.SourceTopic || partition != sourcePartition {
+				return nil
+			}
+			off, err := strconv.ParseInt(offset, 10, 64)
+			if err != nil || off < o.MinOffset {
+				return nil
+			}
+			seen[off] = struct{}{}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("scan output: %w", err)
+		}
+	}
+	return seen, nil
 }
