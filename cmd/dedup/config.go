@@ -258,6 +258,18 @@ func (c *Config) validate() []Problem {
 		}
 	}
 
+	// A directory is created on first use; anything else in its place is
+	// an error now rather than after connecting.
+	dirOrAbsent := func(v, path string) {
+		if path == "" {
+			bad(v, "must not be empty")
+			return
+		}
+		if st, err := os.Stat(path); err == nil && !st.IsDir() {
+			bad(v, "%s exists and is not a directory", path)
+		}
+	}
+
 	for _, b := range c.BrokerList() {
 		hostPort("KAFKA_BROKERS", b)
 	}
@@ -281,8 +293,9 @@ func (c *Config) validate() []Problem {
 	if c.InputTopic != "" && c.InputTopic == c.OutputTopic {
 		bad("OUTPUT_TOPIC", "must differ from INPUT_TOPIC (both %q)", c.InputTopic)
 	}
-	if c.GroupID == "" {
-		bad("GROUP_ID", "must not be empty")
+	// GROUP_ID also names the checkpoint topic and directory.
+	if err := checkTopicName(c.GroupID); err != nil {
+		bad("GROUP_ID", "%v", strings.Replace(err.Error(), "topic name", "group id", 1))
 	}
 	positive("KAFKA_SESSION_TIMEOUT", c.SessionTimeout)
 
@@ -301,8 +314,8 @@ func (c *Config) validate() []Problem {
 	if !(c.FPRate > 0 && c.FPRate < 1) {
 		bad("DEDUP_FP_RATE", "must be in (0, 1), got %v", c.FPRate)
 	}
-	if c.RetractHeader == "" {
-		bad("DEDUP_RETRACT_HEADER", "must not be empty")
+	if strings.TrimSpace(c.RetractHeader) != c.RetractHeader || c.RetractHeader == "" {
+		bad("DEDUP_RETRACT_HEADER", "must be a header name without surrounding blanks, got %q", c.RetractHeader)
 	}
 
 	positiveInt("PRODUCE_BATCH_SIZE", int64(c.ProduceBatchSize))
@@ -324,9 +337,7 @@ func (c *Config) validate() []Problem {
 			bad("CHECKPOINT_TOPIC", "must differ from INPUT_TOPIC and OUTPUT_TOPIC, got %q", c.CheckpointTopic)
 		}
 	case storeFile:
-		if c.CheckpointDir == "" {
-			bad("CHECKPOINT_DIR", "must not be empty")
-		}
+		dirOrAbsent("CHECKPOINT_DIR", c.CheckpointDir)
 	default:
 		bad("CHECKPOINT_STORE", "must be kafka or file, got %q", c.CheckpointStore)
 	}
@@ -338,9 +349,7 @@ func (c *Config) validate() []Problem {
 	if c.MetricsAddr != "" {
 		hostPort("METRICS_ADDR", c.MetricsAddr)
 	}
-	if c.DataDir == "" {
-		bad("DATA_DIR", "must not be empty")
-	}
+	dirOrAbsent("DATA_DIR", c.DataDir)
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		bad("LOG_LEVEL", "%v", err)
 	}
