@@ -1,0 +1,148 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// input is what the harness remembers of the generated input.
+type input struct {
+	records uint64
+	firsts  uint64
+	first   bitset // bit i: record i is the first occurrence of its key
+	ends    []int64
+}
+
+type bitset []uint64
+
+func newBitset(n uint64) bitset    { return make(bitset, (n+63)/64) }
+func (b bitset) get(i uint64) bool { return b[i/64]&(1<<(i%64)) != 0 }
+func (b bitset) set(i uint64)      { b[i/64] |= 1 << (i % 64) }
+func (b bitset) clearAll()         { clear(b) }
+
+// preload produces the workload's records into the input topic, each key's
+// records to its partition, timestamps spread over one window.
+func preload(ctx context.Context, brokers []string, w Workload, window time.Duration, bar *bar) (input, error) {
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(brokers...),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.ProducerBatchMaxBytes(1<<20),
+		kgo.MaxBufferedRecords(1<<16),
+		kgo.ProducerLinger(time.Millisecond),
+	)
+	if err != nil {
+		return input{}, fmt.Errorf("connect loader: %w", err)
+	}
+	defer cl.Close()
+
+	in := input{records: w.Records, first: newBitset(w.Records), ends: make([]int64, w.Partitions)}
+	base := time.Now().Truncate(window)
+	step := window / time.Duration(w.Records+1)
+	var (
+		acked   atomic.Uint64
+		errOnce sync.Once
+		prodErr error
+	)
+	done := func(_ *kgo.Record, err error) {
+		if err != nil {
+			errOnce.Do(func() { prodErr = err })
+			return
+		}
+		acked.Add(1)
+	}
+	stop := bar.follow(acked.Load)
+	defer stop()
+	g := NewGenerator(w)
+	for r := g.Next(); r != nil; r = g.Next() {
+		if r.First {
+			in.first.set(r.Index)
+			in.firsts++
+		}
+		in.ends[r.Partition]++
+		buf := make([]byte, len(r.Key)+len(r.Value))
+		copy(buf, r.Key)
+		copy(buf[len(r.Key):], r.Value)
+		cl.Produce(ctx, &kgo.Record{
+			Topic:     inputTopic,
+			Partition: int32(r.Partition),
+			Key:       buf[:len(r.Key):len(r.Key)],
+			Value:     buf[len(r.Key):],
+			Timestamp: base.Add(time.Duration(r.Index) * step),
+		}, done)
+	}
+	if err := cl.Flush(ctx); err != nil {
+		return input{}, fmt.Errorf("load input: %w", err)
+	}
+	if prodErr != nil {
+		return input{}, fmt.Errorf("load input: %w", prodErr)
+	}
+	stop()
+	bar.finish("")
+	return in, nil
+}
+
+// verify reads the whole output topic and compares it with the input.
+func verify(ctx context.Context, brokers []string, topic string, partitions int, in input) (Verification, error) {
+	total, err := outputEnds(ctx, &kafka.Client{Addr: kafka.TCP(brokers...)}, topic, partitions)
+	if err != nil {
+		return Verification{}, err
+	}
+	start := map[int32]kgo.Offset{}
+	for p := range partitions {
+		start[int32(p)] = kgo.NewOffset().AtStart()
+	}
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(brokers...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: start}),
+		kgo.FetchMaxBytes(64<<20),
+		kgo.FetchMaxWait(100*time.Millisecond),
+	)
+	if err != nil {
+		return Verification{}, fmt.Errorf("connect verifier: %w", err)
+	}
+	defer cl.Close()
+
+	var v Verification
+	seen := newBitset(in.records)
+	for v.Forwarded < total {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return v, err
+		}
+		var errs []error
+		fs.EachError(func(t string, p int32, err error) {
+			errs = append(errs, fmt.Errorf("fetch %s/%d: %w", t, p, err))
+		})
+		if err := errors.Join(errs...); err != nil {
+			return v, err
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			v.Forwarded++
+			idx, ok := RecordIndex(r.Value)
+			switch {
+			case !ok || idx >= in.records:
+				v.Foreign++
+			case seen.get(idx):
+				v.Repeated++
+			default:
+				seen.set(idx)
+				if in.first.get(idx) {
+					v.FirstForwarded++
+				} else {
+					v.DupForwarded++
+				}
+			}
+		})
+	}
+	v.FalseDrops = in.firsts - v.FirstForwarded
+	v.DupsDropped = in.records - in.firsts - v.DupForwarded
+	return v, nil
+}

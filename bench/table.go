@@ -1,0 +1,126 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// WriteTable writes one run's results as a Markdown table, with each figure's
+// ratio to the stage in counting mode.
+func WriteTable(w io.Writer, r Report) error {
+	ref, hasRef := r.Outcome(StageCounting)
+	base, hasBase := r.Outcome(Copy)
+	rows := [][]string{{
+		"contender", "records/s", "vs stage-counting", "peak RSS", "vs stage-counting",
+		"RSS over copy / key", "state / key", "dups dropped", "false drops", "dups forwarded",
+	}}
+	for _, o := range r.Outcomes {
+		row := []string{
+			o.Name,
+			count(o.RecordsPerSecond()),
+			ratio(o.RecordsPerSecond(), ref.RecordsPerSecond(), hasRef),
+			mib(o.PeakRSS),
+			ratio(float64(o.PeakRSS), float64(ref.PeakRSS), hasRef),
+			"—",
+			"—",
+			fmt.Sprint(o.Verify.DupsDropped),
+			fmt.Sprintf("%d (%s)", o.Verify.FalseDrops, percent(float64(o.Verify.FalseDrops), float64(r.Firsts))),
+			fmt.Sprint(o.Verify.DupForwarded + o.Verify.Repeated),
+		}
+		if hasBase && o.Name != Copy {
+			row[5] = fmt.Sprintf("%.1f B", float64(o.PeakRSS-base.PeakRSS)/float64(r.Workload.Keys))
+		}
+		if o.StateHow != "none" {
+			row[6] = fmt.Sprintf("%.1f B", float64(o.StateBytes)/float64(r.Workload.Keys))
+		}
+		rows = append(rows, row)
+	}
+	return writeMarkdown(w, rows)
+}
+
+// WriteSweep writes the runs of a sweep as one Markdown table, one row per
+// distinct-key count and contender.
+func WriteSweep(w io.Writer, reports []Report) error {
+	rows := [][]string{{
+		"distinct keys", "records", "contender", "records/s", "vs stage-counting",
+		"peak RSS", "vs exact-set", "RSS over copy / key", "state / key", "false drops",
+	}}
+	for _, r := range reports {
+		ref, hasRef := r.Outcome(StageCounting)
+		exact, hasExact := r.Outcome(ExactSet)
+		base, hasBase := r.Outcome(Copy)
+		for _, o := range r.Outcomes {
+			row := []string{
+				count(float64(r.Workload.Keys)), count(float64(r.Workload.Records)), o.Name,
+				count(o.RecordsPerSecond()),
+				ratio(o.RecordsPerSecond(), ref.RecordsPerSecond(), hasRef),
+				mib(o.PeakRSS),
+				ratio(float64(o.PeakRSS), float64(exact.PeakRSS), hasExact),
+				"—", "—",
+				percent(float64(o.Verify.FalseDrops), float64(r.Firsts)),
+			}
+			if hasBase && o.Name != Copy {
+				row[7] = fmt.Sprintf("%.1f B", float64(o.PeakRSS-base.PeakRSS)/float64(r.Workload.Keys))
+			}
+			if o.StateHow != "none" {
+				row[8] = fmt.Sprintf("%.1f B", float64(o.StateBytes)/float64(r.Workload.Keys))
+			}
+			rows = append(rows, row)
+		}
+	}
+	return writeMarkdown(w, rows)
+}
+
+func writeMarkdown(w io.Writer, rows [][]string) error {
+	widths := make([]int, len(rows[0]))
+	for _, row := range rows {
+		for i, c := range row {
+			widths[i] = max(widths[i], len([]rune(c)))
+		}
+	}
+	var b strings.Builder
+	line := func(row []string) {
+		b.WriteString("|")
+		for i, c := range row {
+			pad := widths[i] - len([]rune(c))
+			if i == 0 {
+				fmt.Fprintf(&b, " %s%s |", c, strings.Repeat(" ", pad))
+			} else {
+				fmt.Fprintf(&b, " %s%s |", strings.Repeat(" ", pad), c)
+			}
+		}
+		b.WriteString("\n")
+	}
+	line(rows[0])
+	b.WriteString("|")
+	for i, wd := range widths {
+		if i == 0 {
+			b.WriteString(" " + strings.Repeat("-", wd) + " |")
+		} else {
+			b.WriteString(" " + strings.Repeat("-", wd-1) + ": |")
+		}
+	}
+	b.WriteString("\n")
+	for _, row := range rows[1:] {
+		line(row)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func ratio(a, b float64, ok bool) string {
+	if !ok || b == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f×", a/b)
+}
+
+func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+func percent(a, b float64) string {
+	if b == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.4f%%", 100*a/b)
+}

@@ -1,0 +1,243 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"dedup/bench"
+)
+
+// benchContender is the hidden subcommand the bench harness starts each
+// contender process with: `dedup bench contender SPEC-JSON`.
+const benchContender = "contender"
+
+// Presets of `dedup bench`.
+const (
+	quickKeys = "200k"
+	fullKeys  = "1M,3M,10M,30M"
+)
+
+const benchUsage = `Usage: dedup bench [flags]
+
+Runs every contender over the same generated input on an embedded broker, one
+process at a time, and prints records/s, peak resident memory, bytes per
+distinct key, duplicates dropped and false drops, each as a ratio to the stage
+in counting mode. Progress bars go to stderr, tables to stdout.
+
+  dedup bench --quick                     under a minute (200k distinct keys)
+  dedup bench --full --plot docs/bench    the sweep: 1M,3M,10M,30M distinct keys
+  dedup bench --keys 1M,10M,100M          any sweep (each point is a separate run)
+
+Flags:
+`
+
+// runBench is `dedup bench`.
+func runBench(ctx context.Context, args []string) int {
+	if len(args) > 0 && args[0] == benchContender {
+		return runBenchContender(ctx, args[1:])
+	}
+	fs := flag.NewFlagSet("dedup bench", flag.ContinueOnError)
+	fs.SetOutput(os.Stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), benchUsage)
+		fs.PrintDefaults()
+	}
+	var (
+		quick      = fs.Bool("quick", false, "small run that finishes in under a minute (keys "+quickKeys+")")
+		full       = fs.Bool("full", false, "the sweep over distinct keys "+fullKeys)
+		keys       = fs.String("keys", "1M", "distinct keys; a comma-separated list runs a sweep (k, M, G suffixes)")
+		records    = fs.String("records", "0", "input records per run; 0 = keys/(1-dup-ratio)")
+		dupRatio   = fs.Float64("dup-ratio", 0.5, "fraction of records that repeat an earlier key")
+		valueSize  = fs.Int("value-size", 64, "value bytes per record (at least 8)")
+		keySize    = fs.Int("key-size", 16, "key bytes per record (at least 16)")
+		partitions = fs.Int("partitions", 4, "partitions of the input and output topics")
+		seed       = fs.Uint64("seed", 1, "generator seed")
+		fpRate     = fs.Float64("fp-rate", 0.001, "false-positive rate the filters are sized for")
+		expected   = fs.String("expected-keys", "0", "distinct keys per partition the filters are sized for; 0 = the input's")
+		window     = fs.Duration("window", time.Hour, "filter window; every record is timestamped within one window")
+		contenders = fs.String("contenders", strings.Join(bench.DefaultContenders, ","), "comma-separated contenders (also: cuckoo)")
+		plotDir    = fs.String("plot", "", "write throughput.png and memory.png (against distinct keys) to this directory")
+		jsonOut    = fs.String("json", "", "also write the reports as JSON to this file")
+		from       = fs.String("from", "", "run nothing: read reports from this JSON file (written by --json) and print/plot them")
+		perTimeout = fs.Duration("contender-timeout", time.Hour, "longest one contender process may run")
+	)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitConfig
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "dedup bench: unexpected arguments %q\n", fs.Args())
+		return exitConfig
+	}
+
+	if *from != "" {
+		reports, err := readReportsFile(*from)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "dedup bench: %v\n", err)
+			return exitConfig
+		}
+		return finishBench(reports, *plotDir, "")
+	}
+
+	var problems []error
+	keyList := *keys
+	switch {
+	case *quick && *full:
+		problems = append(problems, errors.New("--quick and --full exclude each other"))
+	case *quick:
+		keyList = quickKeys
+	case *full:
+		keyList = fullKeys
+	}
+	sweep, err := bench.ParseCounts(keyList)
+	if err != nil {
+		problems = append(problems, fmt.Errorf("--keys: %w", err))
+	}
+	nRecords, err := bench.ParseCount(*records)
+	if err != nil {
+		problems = append(problems, fmt.Errorf("--records: %w", err))
+	}
+	if nRecords != 0 && len(sweep) > 1 {
+		problems = append(problems, errors.New("--records needs a single --keys value (a sweep derives records from --dup-ratio)"))
+	}
+	nExpected, err := bench.ParseCount(*expected)
+	if err != nil {
+		problems = append(problems, fmt.Errorf("--expected-keys: %w", err))
+	}
+	names, err := bench.ParseContenders(*contenders)
+	if err != nil {
+		problems = append(problems, fmt.Errorf("--contenders: %w", err))
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		problems = append(problems, fmt.Errorf("find own executable: %w", err))
+	}
+	base := bench.Options{
+		Workload: bench.Workload{
+			Records: nRecords, DupRatio: *dupRatio, KeySize: *keySize, ValueSize: *valueSize,
+			Partitions: *partitions, Seed: *seed,
+		},
+		Contenders:       names,
+		FPRate:           *fpRate,
+		ExpectedKeys:     nExpected,
+		Window:           *window,
+		Exe:              exe,
+		Args:             []string{"bench", benchContender},
+		Progress:         os.Stderr,
+		ContenderTimeout: *perTimeout,
+	}
+	for _, k := range sweep {
+		w := base.Workload
+		w.Keys = k
+		if err := w.Validate(); err != nil {
+			problems = append(problems, fmt.Errorf("keys %d: %w", k, err))
+		}
+	}
+	if *fpRate <= 0 || *fpRate >= 1 {
+		problems = append(problems, fmt.Errorf("--fp-rate: %v is not in (0, 1)", *fpRate))
+	}
+	if *window <= 0 {
+		problems = append(problems, fmt.Errorf("--window: %v is not positive", *window))
+	}
+	if err := errors.Join(problems...); err != nil {
+		fmt.Fprintf(os.Stderr, "dedup bench: %v\n", err)
+		return exitConfig
+	}
+
+	var reports []bench.Report
+	for i, k := range sweep {
+		o := base
+		o.Workload.Keys = k
+		if len(sweep) > 1 {
+			fmt.Fprintf(os.Stderr, "\n== run %d of %d: %d distinct keys\n", i+1, len(sweep), k)
+		}
+		rep, err := bench.Run(ctx, o)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "dedup bench: %v\n", err)
+			return exitFailure
+		}
+		reports = append(reports, rep)
+		printReport(os.Stdout, rep)
+	}
+	return finishBench(reports, *plotDir, *jsonOut)
+}
+
+// printReport prints one run's table with the input it ran on.
+func printReport(w io.Writer, r bench.Report) {
+	wl := r.Workload
+	fmt.Fprintf(w, "\n%d records, %d distinct keys, %d partitions, key %d B, value %d B; filters sized for %d keys/partition at fp-rate %g\n\n",
+		wl.Records, wl.Keys, wl.Partitions, wl.KeySize, wl.ValueSize, r.ExpectedKeys, r.FPRate)
+	if err := bench.WriteTable(w, r); err != nil {
+		fmt.Fprintf(os.Stderr, "dedup bench: %v\n", err)
+	}
+}
+
+// finishBench prints the sweep table, writes the JSON and the plots.
+func finishBench(reports []bench.Report, plotDir, jsonOut string) int {
+	if len(reports) > 1 {
+		fmt.Fprintln(os.Stdout, "\nsweep:")
+		fmt.Fprintln(os.Stdout)
+		if err := bench.WriteSweep(os.Stdout, reports); err != nil {
+			fmt.Fprintf(os.Stderr, "dedup bench: %v\n", err)
+			return exitFailure
+		}
+	}
+	if jsonOut != "" {
+		b, err := json.MarshalIndent(reports, "", "  ")
+		if err == nil {
+			err = os.WriteFile(jsonOut, b, 0o644)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "dedup bench: write reports: %v\n", err)
+			return exitFailure
+		}
+	}
+	if plotDir != "" {
+		files, err := bench.Plot(plotDir, reports)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "dedup bench: %v\n", err)
+			return exitFailure
+		}
+		for _, f := range files {
+			fmt.Fprintf(os.Stderr, "wrote %s\n", f)
+		}
+	}
+	return exitOK
+}
+
+func readReportsFile(path string) ([]bench.Report, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read reports: %w", err)
+	}
+	var reports []bench.Report
+	if err := json.Unmarshal(b, &reports); err != nil {
+		return nil, fmt.Errorf("decode reports %s: %w", path, err)
+	}
+	for _, r := range reports {
+		printReport(os.Stdout, r)
+	}
+	return reports, nil
+}
+
+// runBenchContender is the body of one contender process.
+func runBenchContender(ctx context.Context, args []string) int {
+	if len(args) != 1 {
+		fmt.Fprintln(os.Stderr, "dedup bench contender: want one JSON spec argument")
+		return exitConfig
+	}
+	if err := bench.RunContender(ctx, args[0], os.Stdout); err != nil {
+		fmt.Fprintf(os.Stderr, "dedup bench contender: %v\n", err)
+		return exitFailure
+	}
+	return exitOK
+}
