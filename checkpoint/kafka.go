@@ -117,6 +117,7 @@ type chunkLoc struct {
 type partIndex struct {
 	mu        sync.Mutex // held while reading or writing the partition
 	next      int64      // next offset to read
+	read      int        // records read from Kafka so far (a Save's own records are learned, not read)
 	manifests map[snapID]map[uint64]*manifestLoc
 	chunks    map[string]*chunkLoc
 }
@@ -227,8 +228,8 @@ func (s *KafkaStore) fitChunks(ctx context.Context) error {
 	res, err := s.client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
 		ResourceType: kafka.ResourceTypeTopic,
 		ResourceName: s.topic,
-		ConfigNames:  []string{"cleanup.policy", "max.message.bytes"},
-	}}})
+	}}}) // all configs: some brokers report the broker-level name (message.max.bytes) too
+
 	if err != nil {
 		s.log.Warn("cannot read checkpoint topic configuration", "topic", s.topic, "err", err)
 		return nil
@@ -245,7 +246,7 @@ func (s *KafkaStore) fitChunks(ctx context.Context) error {
 					s.log.Warn("checkpoint topic is not compacted: old snapshots are kept until retention deletes them",
 						"topic", s.topic, "cleanup.policy", e.ConfigValue)
 				}
-			case "max.message.bytes":
+			case "max.message.bytes", "message.max.bytes":
 				max, err := strconv.Atoi(e.ConfigValue)
 				if err != nil || max <= 0 || s.chunk+recordOverhead <= max {
 					continue
@@ -412,6 +413,7 @@ func (s *KafkaStore) refresh(ctx context.Context, pi *partIndex, cp int) error {
 		}
 		s.apply(pi, string(key), value, rec.Value == nil, rec.Offset)
 		pi.next = rec.Offset + 1
+		pi.read++
 		return nil
 	})
 	if err != nil {
@@ -690,7 +692,9 @@ func (s *KafkaStore) superseded(pi *partIndex, id snapID, newSeq uint64) []kafka
 	}
 	var chunkKeys []string
 	for key, c := range pi.chunks {
-		if c.id == id && c.seq < newSeq && !referenced[fmt.Sprintf("%d/%s", c.seq, c.nonce)] {
+		// seq+1 < newSeq: chunks of the newest seq may belong to another
+		// process's Save still in progress.
+		if c.id == id && c.seq+1 < newSeq && !referenced[fmt.Sprintf("%d/%s", c.seq, c.nonce)] {
 			chunkKeys = append(chunkKeys, key)
 		}
 	}

@@ -1,0 +1,340 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+func newCluster(t *testing.T, opts ...kfake.Opt) []string {
+	t.Helper()
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
+	if err != nil {
+		t.Fatalf("start kfake: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c.ListenAddrs()
+}
+
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func newKafkaStore(t *testing.T, brokers []string, opts KafkaOptions) *KafkaStore {
+	t.Helper()
+	opts.Brokers = brokers
+	if opts.Topic == "" {
+		opts.Topic = "g-dedup-state"
+	}
+	if opts.Group == "" {
+		opts.Group = "g"
+	}
+	s, err := NewKafkaStore(testContext(t), opts)
+	if err != nil {
+		t.Fatalf("new kafka store: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return s
+}
+
+func TestKafkaCreatesCompactedTopic(t *testing.T) {
+	brokers := newCluster(t)
+	newKafkaStore(t, brokers, KafkaOptions{Topic: "state", Partitions: 3})
+	c := &kafka.Client{Addr: kafka.TCP(brokers...)}
+	res, err := c.DescribeConfigs(testContext(t), &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
+		ResourceType: kafka.ResourceTypeTopic, ResourceName: "state", ConfigNames: []string{"cleanup.policy"},
+	}}})
+	if err != nil || len(res.Resources) != 1 || len(res.Resources[0].ConfigEntries) != 1 {
+		t.Fatalf("describe configs: %+v, %v", res, err)
+	}
+	if v := res.Resources[0].ConfigEntries[0].ConfigValue; v != "compact" {
+		t.Errorf("cleanup.policy = %q, want compact", v)
+	}
+	parts, err := partitionIDs(testContext(t), c, "state")
+	if err != nil || len(parts) != 3 {
+		t.Errorf("partitions %v (%v), want 3", parts, err)
+	}
+	// A second store finds the topic and does not fail on it.
+	newKafkaStore(t, brokers, KafkaOptions{Topic: "state", Partitions: 3})
+}
+
+func TestKafkaRoundTrip(t *testing.T) {
+	checkRoundTrip(t, newKafkaStore(t, newCluster(t), KafkaOptions{ChunkBytes: 64 << 10}), 1<<20)
+}
+
+// describeIndex renders what a store knows of checkpoint partition 0.
+func describeIndex(s *KafkaStore) string {
+	pi := s.index(0)
+	defer pi.mu.Unlock()
+	var lines []string
+	for _, ms := range pi.manifests {
+		for _, loc := range ms {
+			lines = append(lines, fmt.Sprintf("%s@%d %v %s %v", loc.key, loc.offset, loc.err, loc.m.Nonce, loc.m.Chunks))
+		}
+	}
+	for key, c := range pi.chunks {
+		lines = append(lines, fmt.Sprintf("%s@%d %+v", key, c.offset, *c))
+	}
+	slices.Sort(lines)
+	return fmt.Sprintf("next %d\n%s", pi.next, strings.Join(lines, "\n"))
+}
+
+func TestKafkaKeepsLastN(t *testing.T) {
+	brokers := newCluster(t)
+	w := newKafkaStore(t, brokers, KafkaOptions{Keep: 2, ChunkBytes: 4 << 10})
+	checkKeep(t, w, 2)
+	// The writer learned its own records instead of reading them back, and
+	// what it learned is what a reader of the topic finds.
+	if pi := w.index(0); pi.read != 0 {
+		pi.mu.Unlock()
+		t.Errorf("writer read %d of its own records back", pi.read)
+	} else {
+		pi.mu.Unlock()
+	}
+	reader := newKafkaStore(t, brokers, KafkaOptions{})
+	if _, err := reader.List(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := describeIndex(w), describeIndex(reader); got != want {
+		t.Errorf("learned index:\n%s\nread index:\n%s", got, want)
+	}
+	// What a fresh instance reads from the topic agrees, chunks included:
+	// only the kept snapshots' chunks are live (not tombstoned).
+	s := newKafkaStore(t, brokers, KafkaOptions{Keep: 2})
+	entries, err := s.List(testContext(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []uint64
+	for _, e := range entries {
+		if e.Meta.Topic == "keep" {
+			seqs = append(seqs, e.Meta.Seq)
+		}
+	}
+	if fmt.Sprint(seqs) != "[5 4]" {
+		t.Errorf("fresh store lists %v, want [5 4]", seqs)
+	}
+	pi := s.index(0)
+	defer pi.mu.Unlock()
+	for key, c := range pi.chunks {
+		if c.id.topic == "keep" && c.seq < 4 {
+			t.Errorf("chunk %s of a superseded snapshot not tombstoned", key)
+		}
+	}
+}
+
+// Partitions map to checkpoint partitions, and any instance restores any
+// partition.
+func TestKafkaPartitionsAndInstances(t *testing.T) {
+	brokers := newCluster(t)
+	a := newKafkaStore(t, brokers, KafkaOptions{Partitions: 2})
+	states := map[int]state{}
+	for p := range 4 {
+		states[p] = newState(uint64(p), 20_000)
+		mustSave(t, a, testMeta("in", p, int64(p)), states[p])
+	}
+	b := newKafkaStore(t, brokers, KafkaOptions{})
+	for p := range 4 {
+		var got []byte
+		m, _, err := b.Load(testContext(t), "in", p, collect(&got, new(Meta)))
+		if err != nil || m.Offset != int64(p) || string(got) != string(states[p]) {
+			t.Errorf("partition %d: offset %d err %v", p, m.Offset, err)
+		}
+		pi := b.index(p % 2)
+		_, held := pi.manifests[snapID{"in", p}]
+		pi.mu.Unlock()
+		if !held {
+			t.Errorf("partition %d not on checkpoint partition %d", p, p%2)
+		}
+	}
+}
+
+// produce writes raw records to the checkpoint topic, as a damaged or
+// interfering writer would.
+func produce(t *testing.T, s *KafkaStore, msgs ...kafka.Message) {
+	t.Helper()
+	if err := s.write(testContext(t), msgs...); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+}
+
+func kafkaDamage(t *testing.T, damage func(s *KafkaStore, chunkKey string) kafka.Message, want error) {
+	t.Helper()
+	brokers := newCluster(t)
+	s := newKafkaStore(t, brokers, KafkaOptions{ChunkBytes: 8 << 10})
+	st1 := newState(1, 100_000)
+	m1 := mustSave(t, s, testMeta("in", 0, 10), st1)
+	m2 := mustSave(t, s, testMeta("in", 0, 20), newState(2, 100_000))
+	pi := s.index(0)
+	loc := pi.manifests[snapID{"in", 0}][m2.Seq]
+	pi.mu.Unlock()
+	if len(loc.m.Chunks) < 3 {
+		t.Fatalf("%d chunks, want several", len(loc.m.Chunks))
+	}
+	produce(t, s, damage(s, s.chunkKey(snapID{"in", 0}, m2.Seq, loc.m.Nonce, 1)))
+
+	r := newKafkaStore(t, brokers, KafkaOptions{}) // a fresh instance: nothing cached
+	var got []byte
+	loaded, src, err := r.Load(testContext(t), "in", 0, collect(&got, new(Meta)))
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	if src != SourceFallback || loaded.Seq != m1.Seq || string(got) != string(st1) {
+		t.Errorf("loaded seq %d source %q, want seq %d as fallback", loaded.Seq, src, m1.Seq)
+	}
+	entries, err := r.List(testContext(t))
+	if err != nil || len(entries) != 2 {
+		t.Fatalf("list: %v %v", entries, err)
+	}
+	var ce *CorruptError
+	if !errors.As(entries[0].Err, &ce) || !errors.Is(ce, want) || !strings.Contains(ce.Key, "/c/") || entries[1].Err != nil {
+		t.Errorf("verdicts %v / %v, want a *CorruptError of a chunk wrapping %v, then nil", entries[0].Err, entries[1].Err, want)
+	}
+}
+
+func TestKafkaCorruptChunkFallsBack(t *testing.T) {
+	kafkaDamage(t, func(s *KafkaStore, key string) kafka.Message {
+		v := newState(2, 8<<10)
+		return kafka.Message{Key: []byte(key), Value: v}
+	}, ErrChecksum)
+}
+
+func TestKafkaMissingChunkFallsBack(t *testing.T) {
+	kafkaDamage(t, func(s *KafkaStore, key string) kafka.Message {
+		return kafka.Message{Key: []byte(key)} // tombstone
+	}, ErrMissing)
+}
+
+// failingState writes n bytes and then fails, like a crash mid-Save.
+type failingState int
+
+func (f failingState) WriteTo(w io.Writer) (int64, error) {
+	n, err := w.Write(newState(9, int(f))[:f/2*2])
+	if err != nil {
+		return int64(n), err
+	}
+	return int64(n), errors.New("crash")
+}
+
+func TestKafkaChunksWithoutManifestIgnored(t *testing.T) {
+	brokers := newCluster(t)
+	s := newKafkaStore(t, brokers, KafkaOptions{ChunkBytes: 1 << 10})
+	st := newState(1, 10_000)
+	m1 := mustSave(t, s, testMeta("in", 0, 10), st)
+	if _, err := s.Save(testContext(t), testMeta("in", 0, 20), failingState(200_000)); err == nil {
+		t.Fatal("save of a failing state succeeded")
+	}
+	r := newKafkaStore(t, brokers, KafkaOptions{})
+	var got []byte
+	m, src, err := r.Load(testContext(t), "in", 0, collect(&got, new(Meta)))
+	if err != nil || m.Seq != m1.Seq || src != SourceLatest || string(got) != string(st) {
+		t.Fatalf("load: seq %d source %q err %v, want seq %d as latest", m.Seq, src, err, m1.Seq)
+	}
+	orphans := func(s *KafkaStore) int {
+		pi := s.index(0)
+		defer pi.mu.Unlock()
+		n := 0
+		for _, c := range pi.chunks {
+			if c.seq != m1.Seq {
+				n++
+			}
+		}
+		return n
+	}
+	if orphans(r) == 0 {
+		t.Fatal("the failed save wrote no chunks: the test does not test a partial write")
+	}
+	// Two more saves: the partial write's chunks are no longer of the newest
+	// seq and get tombstoned.
+	mustSave(t, r, testMeta("in", 0, 30), newState(3, 1000))
+	last := mustSave(t, r, testMeta("in", 0, 40), newState(4, 1000))
+	fresh := newKafkaStore(t, brokers, KafkaOptions{})
+	if _, err := fresh.List(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	pi := fresh.index(0)
+	for key, c := range pi.chunks {
+		if c.seq != m1.Seq && c.seq < last.Seq-1 {
+			t.Errorf("chunk %s of the partial write still live", key)
+		}
+	}
+	pi.mu.Unlock()
+}
+
+func TestKafkaSplitsBeyondMaxMessageBytes(t *testing.T) {
+	const maxMessage = 32 << 10
+	brokers := newCluster(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": fmt.Sprint(maxMessage)}))
+	s := newKafkaStore(t, brokers, KafkaOptions{}) // default ChunkBytes is above the limit
+	st := newState(7, 300_000)
+	m := mustSave(t, s, testMeta("in", 0, 1), st)
+	if m.StoredBytes <= maxMessage {
+		t.Fatalf("stored %d bytes: not above max.message.bytes", m.StoredBytes)
+	}
+	var got []byte
+	if _, _, err := newKafkaStore(t, brokers, KafkaOptions{}).Load(testContext(t), "in", 0, collect(&got, new(Meta))); err != nil || string(got) != string(st) {
+		t.Fatalf("load: %v", err)
+	}
+	pi := s.index(0)
+	chunks := len(pi.manifests[snapID{"in", 0}][m.Seq].m.Chunks)
+	pi.mu.Unlock()
+	if want := int(m.StoredBytes/int64(s.chunk)) + 1; chunks != want || s.chunk+recordOverhead > maxMessage {
+		t.Errorf("%d chunks of %d bytes, want %d under %d", chunks, s.chunk, want, maxMessage)
+	}
+}
+
+func TestKafkaConcurrentWriters(t *testing.T) {
+	brokers := newCluster(t)
+	const stores, writers, saves = 2, 2, 3
+	type saved struct {
+		seq uint64
+		st  state
+	}
+	var (
+		mu  sync.Mutex
+		all []saved
+		wg  sync.WaitGroup
+	)
+	for i := range stores {
+		s := newKafkaStore(t, brokers, KafkaOptions{ChunkBytes: 4 << 10})
+		for w := range writers {
+			wg.Go(func() {
+				for n := range saves {
+					st := newState(uint64(i*100+w*10+n), 30_000)
+					m, err := s.Save(testContext(t), testMeta("in", 0, int64(n)), st)
+					if err != nil {
+						t.Errorf("save: %v", err)
+						return
+					}
+					mu.Lock()
+					all = append(all, saved{m.Seq, st})
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	newest := slices.MaxFunc(all, func(a, b saved) int { return compareU64(a.seq, b.seq) }).seq
+	var got []byte
+	m, _, err := newKafkaStore(t, brokers, KafkaOptions{}).Load(testContext(t), "in", 0, collect(&got, new(Meta)))
+	if err != nil || m.Seq != newest {
+		t.Fatalf("load: seq %d err %v, want the newest seq %d", m.Seq, err, newest)
+	}
+	if !slices.ContainsFunc(all, func(s saved) bool { return s.seq == newest && string(s.st) == string(got) }) {
+		t.Error("loaded state is not one saved under the newest seq")
+	}
+}
