@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
+	"golang.org/x/sync/errgroup"
 
 	"dedup/checkpoint"
 	"dedup/rotation"
@@ -79,21 +81,32 @@ var ErrRunTwice = errors.New("processor already run")
 // Processor deduplicates InputTopic into OutputTopic as one consumer-group
 // member. Its methods are safe for concurrent use; Run is called once.
 type Processor struct {
-	o       Options
-	log     *slog.Logger
-	metrics *Metrics
-	started atomic.Bool
+	o         Options
+	log       *slog.Logger
+	metrics   *Metrics
+	storeKind string // dedup_checkpoint_duration_seconds{store}
+	flushAt   int
+	started   atomic.Bool
+
+	client *kafka.Client // admin requests: metadata, list offsets
+	writer *kafka.Writer // shared by all partitions; set by Run
 
 	progress struct {
 		in, forwarded, duplicates, retractions, unkeyed, suppressed atomic.Uint64
 	}
 
-	mu      sync.Mutex
-	healthy error
-	ready   bool
+	commitMu sync.Mutex // one offset commit at a time on the generation's connection
+
+	mu       sync.Mutex
+	fatal    error
+	cancel   context.CancelFunc
+	inGen    bool
+	assigned int
+	readyN   int
 }
 
-// New validates o and returns a Processor. It does not touch Kafka.
+// New validates o, fills defaults and returns a Processor. It does not
+// touch Kafka.
 func New(o Options) (*Processor, error) {
 	var errs []error
 	if len(o.Brokers) == 0 {
@@ -114,9 +127,89 @@ func New(o Options) (*Processor, error) {
 	if o.Key.IsZero() {
 		errs = append(errs, errors.New("no key source"))
 	}
-	// Filter options are validated by rotation.New once rotation lands.
+	if _, err := rotation.New(o.Filter); err != nil {
+		errs = append(errs, err)
+	}
+	if o.StartOffset == 0 {
+		o.StartOffset = kafka.FirstOffset
+	}
+	if o.StartOffset != kafka.FirstOffset && o.StartOffset != kafka.LastOffset {
+		errs = append(errs, fmt.Errorf("start offset %d: want kafka.FirstOffset or kafka.LastOffset", o.StartOffset))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"session timeout", o.SessionTimeout}, {"rebalance timeout", o.RebalanceTimeout},
+		{"heartbeat interval", o.HeartbeatInterval}, {"batch timeout", o.BatchTimeout},
+		{"fetch max wait", o.FetchMaxWait}, {"checkpoint interval", o.CheckpointInterval},
+	} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("%s %v: want >= 0", d.name, d.v))
+		}
+	}
+	if o.BatchSize < 0 || o.BatchBytes < 0 || o.FetchMinBytes < 0 || o.FetchMaxBytes < 0 {
+		errs = append(errs, errors.New("negative batch or fetch size"))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("validate processor options: %w", err)
+	}
+	o = withDefaults(o)
+	p := &Processor{
+		o:         o,
+		log:       o.Logger,
+		metrics:   o.Metrics,
+		storeKind: storeKind(o.Store),
+		flushAt:   min(o.BatchSize, 1024),
+		client:    &kafka.Client{Addr: kafka.TCP(o.Brokers...), Timeout: 10 * time.Second},
+	}
+	if t := p.transport(); t != nil {
+		p.client.Transport = t
+	}
+	p.metrics.fpTarget.Set(o.Filter.FPRate)
+	p.metrics.expectedKeys.Set(float64(o.Filter.ExpectedKeys))
+	p.metrics.windowSeconds.Set(o.Filter.Window.Seconds())
+	mode := o.Filter.Mode
+	if mode == 0 {
+		mode = rotation.Counting
+	}
+	p.metrics.buildInfo.WithLabelValues(o.Version, mode.String()).Set(1)
+	if p.storeKind != "" {
+		p.metrics.checkpointSeconds.WithLabelValues(p.storeKind)
+	}
+	return p, nil
+}
+
+func withDefaults(o Options) Options {
+	if o.SessionTimeout == 0 {
+		o.SessionTimeout = 30 * time.Second
+	}
+	if o.RebalanceTimeout == 0 {
+		o.RebalanceTimeout = o.SessionTimeout
+	}
+	if o.HeartbeatInterval == 0 {
+		o.HeartbeatInterval = min(3*time.Second, max(10*time.Millisecond, o.SessionTimeout/10))
+	}
+	if o.BatchSize == 0 {
+		o.BatchSize = 1000
+	}
+	if o.BatchBytes == 0 {
+		o.BatchBytes = 1 << 20
+	}
+	if o.BatchTimeout == 0 {
+		o.BatchTimeout = 5 * time.Millisecond
+	}
+	if o.FetchMinBytes == 0 {
+		o.FetchMinBytes = 1
+	}
+	if o.FetchMaxBytes == 0 {
+		o.FetchMaxBytes = 10 << 20
+	}
+	if o.FetchMaxWait == 0 {
+		o.FetchMaxWait = 250 * time.Millisecond
+	}
+	if o.CheckpointInterval == 0 {
+		o.CheckpointInterval = 10 * time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -124,26 +217,152 @@ func New(o Options) (*Processor, error) {
 	if o.Metrics == nil {
 		o.Metrics = NewMetrics(prometheus.NewRegistry())
 	}
-	p := &Processor{o: o, log: o.Logger, metrics: o.Metrics}
-	return p, nil
+	if o.Version == "" {
+		o.Version = "(devel)"
+		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+			o.Version = bi.Main.Version
+		}
+	}
+	return o
+}
+
+// storeKind names a store for the {store} label.
+func storeKind(s Store) string {
+	switch s.(type) {
+	case nil:
+		return ""
+	case *checkpoint.FileStore:
+		return "file"
+	case *checkpoint.KafkaStore:
+		return "kafka"
+	}
+	return "other"
+}
+
+// transport returns the configured transport as a RoundTripper, or nil (not
+// a typed nil) for kafka-go's default.
+func (p *Processor) transport() kafka.RoundTripper {
+	if p.o.Transport == nil {
+		return nil
+	}
+	return p.o.Transport
+}
+
+// inflightCap sizes a partition's ack ring: room for two full writer
+// batches per output partition, so batching never starves, bounded so
+// a stalled writer holds a bounded amount of memory.
+func (p *Processor) inflightCap(outputPartitions int) int {
+	return min(1<<18, max(8192, 2*p.o.BatchSize*max(1, outputPartitions)))
 }
 
 // Run consumes until ctx is cancelled or a fatal error occurs. On cancel it
 // stops reading, flushes what is in flight, checkpoints, commits, leaves
-// the group and returns nil.
-func (p *Processor) Run(ctx context.Context) error {
+// the group and returns nil. A record the writer fails to deliver is fatal:
+// Run returns a *ProduceError after committing only what precedes it, so a
+// restart replays from there and loses nothing.
+func (p *Processor) Run(ctx context.Context) (err error) {
 	if !p.started.CompareAndSwap(false, true) {
 		return ErrRunTwice
 	}
-	<-ctx.Done()
-	return nil
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	p.mu.Lock()
+	p.cancel = cancel
+	p.mu.Unlock()
+
+	p.writer = &kafka.Writer{
+		Addr:     kafka.TCP(p.o.Brokers...),
+		Topic:    p.o.OutputTopic,
+		Balancer: kafka.BalancerFunc(routeChosen),
+		// The zero value means no acknowledgement at all.
+		RequiredAcks: kafka.RequireAll,
+		Async:        true,
+		Completion:   p.completion,
+		BatchSize:    p.o.BatchSize,
+		BatchBytes:   p.o.BatchBytes,
+		BatchTimeout: p.o.BatchTimeout,
+		// kafka-go has no idempotent producer: a retried batch whose first
+		// acknowledgement was lost lands twice. Few, quick retries keep that
+		// window small; after them the stage stops (see Run) and a restart's
+		// replay scan finds what did land.
+		MaxAttempts:     3,
+		WriteBackoffMin: 50 * time.Millisecond,
+		WriteBackoffMax: 500 * time.Millisecond,
+		Transport:       p.transport(),
+		ErrorLogger:     kafkaLogger{log: p.log.With("component", "writer")},
+	}
+	defer func() {
+		// Last: Close waits for every batch still in the writer, so nothing
+		// this process queued lands after it exits.
+		if cerr := p.writer.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("close writer: %w", cerr))
+		}
+	}()
+
+	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
+		ID:                p.o.GroupID,
+		Brokers:           p.o.Brokers,
+		Dialer:            p.o.Dialer,
+		Topics:            []string{p.o.InputTopic},
+		SessionTimeout:    p.o.SessionTimeout,
+		RebalanceTimeout:  p.o.RebalanceTimeout,
+		HeartbeatInterval: p.o.HeartbeatInterval,
+		JoinGroupBackoff:  time.Second,
+		StartOffset:       p.o.StartOffset,
+		ErrorLogger:       kafkaLogger{log: p.log.With("component", "group")},
+	})
+	if err != nil {
+		return fmt.Errorf("create consumer group: %w", err)
+	}
+
+	eg, egCtx := errgroup.WithContext(runCtx)
+	eg.Go(func() error {
+		// Closing the group ends the current generation: workers flush,
+		// checkpoint and commit, then the member leaves the group.
+		<-egCtx.Done()
+		return cg.Close()
+	})
+	eg.Go(func() error {
+		for {
+			gen, err := cg.Next(egCtx)
+			switch {
+			case egCtx.Err() != nil, errors.Is(err, kafka.ErrGroupClosed):
+				return nil
+			case err != nil:
+				p.log.Warn("join consumer group", "group", p.o.GroupID, "err", err)
+				continue // kafka-go backs off before the next attempt
+			}
+			p.runGeneration(gen)
+		}
+	})
+	err = eg.Wait()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.fatal != nil {
+		return p.fatal
+	}
+	return err
 }
 
-// Ready reports whether every assigned partition is restored and consuming.
+// fail stops Run with err (the first one wins).
+func (p *Processor) fail(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.fatal == nil {
+		p.fatal = err
+		p.log.Error("stopping: fatal error", "err", err)
+	}
+	if p.cancel != nil {
+		p.cancel()
+	}
+}
+
+// Ready reports whether the member is in a generation and every partition
+// assigned to it is restored and consuming.
 func (p *Processor) Ready() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.ready
+	return p.fatal == nil && p.inGen && p.readyN == p.assigned
 }
 
 // Healthy returns nil while the processor runs well, or the error that
@@ -151,7 +370,7 @@ func (p *Processor) Ready() bool {
 func (p *Processor) Healthy() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.healthy
+	return p.fatal
 }
 
 // Progress returns cumulative counts since New.

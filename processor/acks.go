@@ -1,0 +1,177 @@
+package processor
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// ackTracker follows the outputs of one input partition from the worker to
+// the writer's Completion, and answers the question a commit asks: below
+// which input offset is every output acknowledged?
+//
+// Slots form a ring in input-offset order. The worker reserves slots
+// without locking (it alone owns the tail), publishes them to the writer in
+// batches under the lock, and the Completion callback marks them done and
+// retires the done prefix. One worker goroutine; any number of Completion
+// goroutines.
+type ackTracker struct {
+	partition int // input partition, for errors
+	slots     []ackSlot
+	mask  uint64
+
+	mu        sync.Mutex
+	head      uint64 // first slot not retired
+	published uint64 // slots [head, published) are with the writer
+	err       error  // first produce failure; sticky
+	wake      chan struct{}
+
+	// worker-owned
+	tail  uint64 // next slot to reserve
+	limit uint64 // tail may not reach this (head+len at the last publish)
+}
+
+// ackSlot is one output in flight. Its address rides in
+// kafka.Message.WriterData, so reserving a slot allocates nothing.
+type ackSlot struct {
+	t      *ackTracker
+	offset int64     // input offset
+	ts     time.Time // input timestamp, for the end-to-end latency
+	done   bool
+}
+
+// ProduceError is a forwarded record the writer failed to deliver.
+type ProduceError struct {
+	Partition int   // input partition
+	Offset    int64 // input offset
+	Err       error
+}
+
+func (e *ProduceError) Error() string {
+	return fmt.Sprintf("produce output of input partition %d offset %d: %v", e.Partition, e.Offset, e.Err)
+}
+
+func (e *ProduceError) Unwrap() error { return e.Err }
+
+func newAckTracker(partition, capacity int) *ackTracker {
+	n := 1
+	for n < capacity {
+		n <<= 1
+	}
+	t := &ackTracker{partition: partition, slots: make([]ackSlot, n), mask: uint64(n - 1)}
+	for i := range t.slots {
+		t.slots[i].t = t
+	}
+	t.limit = uint64(n)
+	return t
+}
+
+// reserve returns a slot for the output of input offset, or nil when the
+// ring is full as of the last publish (then publish and wait for room).
+func (t *ackTracker) reserve(offset int64, ts time.Time) *ackSlot {
+	if t.tail >= t.limit {
+		return nil
+	}
+	s := &t.slots[t.tail&t.mask]
+	s.offset, s.ts, s.done = offset, ts, false
+	t.tail++
+	return s
+}
+
+// publish marks every reserved slot as handed to the writer and refreshes
+// the worker's view of free room. It returns the sticky produce error.
+func (t *ackTracker) publish() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.published = t.tail
+	t.retireLocked() // Completion may have marked slots before they were published
+	t.limit = t.head + uint64(len(t.slots))
+	return t.err
+}
+
+// complete records the writer's verdict on one slot; the caller holds t.mu.
+func (t *ackTracker) completeLocked(s *ackSlot, err error) {
+	if err != nil {
+		if t.err == nil {
+			t.err = &ProduceError{Partition: t.partition, Offset: s.offset, Err: err}
+		}
+		return // never retired: nothing at or after it is committed
+	}
+	s.done = true
+}
+
+// retireLocked drops the acknowledged prefix and wakes a waiter.
+func (t *ackTracker) retireLocked() {
+	moved := false
+	for t.head < t.published && t.slots[t.head&t.mask].done {
+		t.head++
+		moved = true
+	}
+	if (moved || t.err != nil) && t.wake != nil {
+		close(t.wake)
+		t.wake = nil
+	}
+}
+
+// acknowledgedBelow reports whether every published output of an input
+// offset below off is acknowledged.
+func (t *ackTracker) acknowledgedBelowLocked(off int64) bool {
+	return t.head == t.published || t.slots[t.head&t.mask].offset >= off
+}
+
+// waitAcknowledged blocks until every published output of an input offset
+// below off is acknowledged, a produce failed, or ctx ends.
+func (t *ackTracker) waitAcknowledged(ctx context.Context, off int64) error {
+	return t.waitFor(ctx, func() bool { return t.acknowledgedBelowLocked(off) })
+}
+
+// waitRoom blocks until at least one slot is free.
+func (t *ackTracker) waitRoom(ctx context.Context) error {
+	return t.waitFor(ctx, func() bool { return t.published-t.head < uint64(len(t.slots)) })
+}
+
+// waitFor blocks until cond (called with t.mu held) holds, a produce
+// failed, or ctx ends.
+func (t *ackTracker) waitFor(ctx context.Context, cond func() bool) error {
+	for {
+		t.mu.Lock()
+		if t.err != nil {
+			err := t.err
+			t.mu.Unlock()
+			return err
+		}
+		if cond() {
+			t.mu.Unlock()
+			return nil
+		}
+		if t.wake == nil {
+			t.wake = make(chan struct{})
+		}
+		wake := t.wake
+		t.mu.Unlock()
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// fail records a failure the writer did not report through Completion
+// (it refused the messages outright).
+func (t *ackTracker) fail(offset int64, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.err == nil {
+		t.err = &ProduceError{Partition: t.partition, Offset: offset, Err: err}
+	}
+	t.retireLocked()
+}
+
+// failed returns the sticky produce error.
+func (t *ackTracker) failed() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.err
+}

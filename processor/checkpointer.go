@@ -1,0 +1,186 @@
+package processor
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"dedup/checkpoint"
+	"dedup/rotation"
+)
+
+// checkpointer runs one partition's checkpoints (or, without a Store, its
+// commits) in a background saver goroutine, so that the worker only pays
+// for a flush and an in-memory copy of its pair.
+//
+// One checkpoint, in order:
+//  1. the worker, when one is due, wakes the saver (start);
+//  2. the saver reads the output topic's end offsets E;
+//  3. the saver raises wanted; the worker, at its next record or tick,
+//     flushes its buffered outputs, copies its pair into the spare pair
+//     (rotation.CopyTo: no allocation) and sends its position P (snap).
+//     Every output of an input >= P is produced after E was read, so it
+//     lands at or after E: a replay scan from E is complete;
+//  4. the saver waits until every output of an input < P is acknowledged,
+//  5. saves {Offset: P, OutputEnds: E} with the spare pair durably,
+//  6. and only then commits P to the group.
+//
+// The spare pair belongs to the saver from step 3 until it reports done.
+type checkpointer struct {
+	interval time.Duration
+	store    Store
+	spare    *rotation.Pair // nil without a store
+
+	wanted atomic.Bool   // saver → worker: copy now
+	start  chan struct{} // worker → saver
+	snap   chan int64    // worker → saver: position of the copy
+	done   chan cpResult // saver → worker
+	stop   chan struct{}
+	exited chan struct{}
+
+	// worker-owned
+	busy bool
+	last int64 // position of the last committed checkpoint (-1: none)
+	next time.Time
+}
+
+type cpResult struct {
+	offset int64
+	err    error
+}
+
+func (c *checkpointer) init(interval time.Duration, store Store, spare *rotation.Pair, committed int64) {
+	c.interval = interval
+	c.store = store
+	c.spare = spare
+	c.start = make(chan struct{}, 1)
+	c.snap = make(chan int64, 1)
+	c.done = make(chan cpResult, 1)
+	c.stop = make(chan struct{})
+	c.exited = make(chan struct{})
+	c.last = committed
+	c.next = time.Now().Add(interval)
+}
+
+func (c *checkpointer) startSaver(w *worker) {
+	go func() {
+		defer close(c.exited)
+		for {
+			select {
+			case <-c.start:
+			case <-c.stop:
+				return
+			}
+			began := time.Now()
+			var ends map[int]int64
+			if c.store != nil {
+				var err error
+				if ends, err = w.p.outputEnds(context.Background(), w.gen.route, w.partition); err != nil {
+					c.done <- cpResult{err: w.checkpointFailed(fmt.Errorf("read output end offsets: %w", err))}
+					continue
+				}
+			}
+			c.wanted.Store(true)
+			var pos int64
+			select {
+			case pos = <-c.snap:
+			case <-c.stop:
+				c.wanted.Store(false)
+				return
+			}
+			err := w.finishCheckpoint(context.Background(), pos, ends, c.spare, began)
+			c.done <- cpResult{offset: pos, err: err}
+		}
+	}()
+}
+
+// maybeStart begins a checkpoint when one is due, none is running and the
+// position moved since the last one. Worker goroutine.
+func (c *checkpointer) maybeStart(w *worker, now time.Time) {
+	select {
+	case r := <-c.done:
+		c.busy = false
+		if r.err == nil {
+			c.last = r.offset
+		}
+	default:
+	}
+	if c.busy || now.Before(c.next) || w.position == c.last || w.position < 0 {
+		return
+	}
+	c.busy = true
+	c.next = now.Add(c.interval)
+	c.start <- struct{}{}
+}
+
+// handOff is step 3 on the worker side.
+func (w *worker) handOff() error {
+	w.cp.wanted.Store(false)
+	if err := w.flush(); err != nil {
+		return err
+	}
+	if w.cp.spare != nil {
+		if err := w.pair.CopyTo(w.cp.spare); err != nil {
+			return fmt.Errorf("copy filter pair: %w", err)
+		}
+	}
+	w.cp.snap <- w.position
+	return nil
+}
+
+// finishCheckpoint is steps 4-6: wait for acknowledgements below pos, save
+// state (when checkpointing) and commit pos.
+func (w *worker) finishCheckpoint(ctx context.Context, pos int64, ends map[int]int64, state *rotation.Pair, began time.Time) error {
+	if err := w.acks.waitAcknowledged(ctx, pos); err != nil {
+		return w.checkpointFailed(fmt.Errorf("wait for outputs below %d: %w", pos, err))
+	}
+	if w.cp.store != nil {
+		m, err := w.cp.store.Save(ctx, checkpoint.Meta{
+			Group:       w.p.o.GroupID,
+			Topic:       w.topic,
+			Partition:   w.partition,
+			Offset:      pos,
+			OutputTopic: w.p.o.OutputTopic,
+			OutputEnds:  ends,
+			Created:     time.Now(),
+		}, state)
+		if err != nil {
+			return w.checkpointFailed(fmt.Errorf("save checkpoint at %d: %w", pos, err))
+		}
+		w.p.metrics.checkpointSeconds.WithLabelValues(w.p.storeKind).Observe(time.Since(began).Seconds())
+		w.pm.cpRaw.Set(float64(m.RawBytes))
+		w.pm.cpStored.Set(float64(m.StoredBytes))
+		w.pm.cpLast.Set(float64(time.Now().UnixNano()) / 1e9)
+		w.pm.checkpoints.Inc()
+	}
+	if err := w.p.commit(w.gen, w.topic, w.partition, pos); err != nil {
+		// The snapshot stands; the next checkpoint or a restore (which
+		// prefers the snapshot's offset) makes up for the missing commit.
+		return w.checkpointFailed(fmt.Errorf("commit %d: %w", pos, err))
+	}
+	return nil
+}
+
+func (w *worker) checkpointFailed(err error) error {
+	if w.cp.store != nil {
+		w.pm.checkpointFails.Inc()
+	}
+	w.log.Warn("checkpoint failed", "err", err)
+	return err
+}
+
+// stopSaver stops the saver and waits for it; a checkpoint it is finishing
+// completes first. Afterwards c.last is current.
+func (c *checkpointer) stopSaver() {
+	close(c.stop)
+	<-c.exited
+	select {
+	case r := <-c.done:
+		if r.err == nil {
+			c.last = r.offset
+		}
+	default:
+	}
+	c.busy = false
+}

@@ -1,0 +1,344 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"dedup/rotation"
+)
+
+// tickInterval bounds how long the worker blocks on an idle partition: it
+// flushes outputs, publishes counters and checks for a due checkpoint at
+// least this often.
+const tickInterval = 100 * time.Millisecond
+
+// worker owns one assigned input partition for one generation: its reader,
+// its filter pair, its ack tracker. Nothing on its hot path is shared with
+// another partition; the writer and the metrics are safe for concurrent use.
+type worker struct {
+	p         *Processor
+	gen       *generation
+	topic     string
+	partition int
+	log       *slog.Logger
+	pm        *partitionMetrics
+
+	reader *kafka.Reader
+	pair   *rotation.Pair
+	acks   *ackTracker
+	route  partitioner
+
+	position int64 // next input offset to read: everything below is decided
+	hwm      int64 // high-water mark seen with the last record
+	lastTime time.Time
+
+	// Replay suppression after a restore: input offsets whose output is
+	// already in the output topic. nil once the replay passed them all.
+	suppress   map[int64]struct{}
+	suppressTo int64
+
+	buf     []kafka.Message // outputs not yet handed to the writer
+	flushAt int
+	hdrs    []kafka.Header // arena for output headers
+	digits  []byte         // arena for source-offset header values
+	srcTop  []byte
+	srcPart []byte
+
+	counts       counts // not yet added to metrics and Progress
+	nextGauges   time.Time
+	rotations    uint64
+	removeWarned time.Time
+
+	cp checkpointer
+}
+
+// counts are per-outcome tallies the worker keeps locally and publishes
+// every tick, so the hot path touches no shared cache line per record.
+type counts struct {
+	in, forwarded, duplicates, retractions, unkeyed, suppressed uint64
+}
+
+// run consumes until ctx (the generation) ends or something fails. Its
+// deferred stop flushes, waits for acknowledgements, checkpoints and
+// commits whatever run finished, also after an error.
+func (w *worker) run(ctx context.Context) (err error) {
+	w.cp.startSaver(w)
+	defer func() { err = errors.Join(err, w.stop()) }()
+	for {
+		fctx, cancel := context.WithTimeout(ctx, tickInterval)
+		ferr := w.consume(fctx)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case ferr != nil && !errors.Is(ferr, context.DeadlineExceeded):
+			return ferr
+		}
+		if err := w.periodic(time.Now()); err != nil {
+			return err
+		}
+	}
+}
+
+// consume is the hot loop: read → key → pair → write, until fctx expires.
+func (w *worker) consume(fctx context.Context) error {
+	for {
+		m, err := w.reader.FetchMessage(fctx)
+		if err != nil {
+			if fctx.Err() != nil {
+				return fctx.Err()
+			}
+			return fmt.Errorf("fetch %s/%d: %w", w.topic, w.partition, err)
+		}
+		if err := w.process(&m); err != nil {
+			return err
+		}
+		if w.cp.wanted.Load() {
+			if err := w.handOff(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// process decides one input record and, unless it is a duplicate or a
+// replayed record already in the output, queues its output.
+func (w *worker) process(m *kafka.Message) error {
+	w.position = m.Offset + 1
+	w.hwm = m.HighWaterMark
+	w.lastTime = m.Time
+	w.counts.in++
+
+	key, keyed := w.p.o.Key.Extract(m)
+	outcome := &w.counts.forwarded
+	switch {
+	case !keyed:
+		outcome = &w.counts.unkeyed
+	case w.isRetraction(m):
+		outcome = &w.counts.retractions
+		if _, err := w.pair.Remove(key, m.Time); err != nil {
+			w.warnRemove(err)
+		}
+	case w.pair.TestAndAdd(key, m.Time):
+		w.counts.duplicates++
+		return w.flushIfCaughtUp()
+	}
+
+	if w.suppress != nil && w.suppressed(m.Offset) {
+		w.counts.suppressed++
+		return w.flushIfCaughtUp()
+	}
+	*outcome++
+
+	slot := w.acks.reserve(m.Offset, m.Time)
+	if slot == nil {
+		// The ring is full: hand what is buffered to the writer and wait for
+		// acknowledgements. Not cancellable: the record is already decided,
+		// so its output must be queued before anything moves on.
+		if err := w.flush(); err != nil {
+			return err
+		}
+		if err := w.acks.waitRoom(context.Background()); err != nil {
+			return err
+		}
+		if err := w.acks.publish(); err != nil {
+			return err
+		}
+		slot = w.acks.reserve(m.Offset, m.Time)
+	}
+	w.buf = append(w.buf, kafka.Message{
+		Key:        m.Key,
+		Value:      m.Value,
+		Headers:    w.outputHeaders(m),
+		Time:       m.Time,
+		Partition:  w.route.partition(w.partition, m.Key),
+		WriterData: slot,
+	})
+	if len(w.buf) >= w.flushAt {
+		return w.flush()
+	}
+	return w.flushIfCaughtUp()
+}
+
+// flushIfCaughtUp hands buffered outputs to the writer when the record just
+// read was the last one the broker had: more input is then not already on
+// its way, and waiting for it would only add latency. While behind, the
+// worker hands over up to flushAt outputs per call, which amortises
+// WriteMessages' per-call cost (a map and a metadata lookup).
+func (w *worker) flushIfCaughtUp() error {
+	if w.position >= w.hwm && len(w.buf) > 0 {
+		return w.flush()
+	}
+	return nil
+}
+
+// flush publishes the reserved slots and hands the buffered outputs to the
+// asynchronous writer; acknowledgements arrive in Processor.completion.
+func (w *worker) flush() error {
+	if err := w.acks.publish(); err != nil {
+		return err
+	}
+	if len(w.buf) == 0 {
+		return nil
+	}
+	// Not the generation's context: once decided, outputs are written even
+	// while the worker is being stopped. Async: this does not wait for acks.
+	if err := w.p.writer.WriteMessages(context.Background(), w.buf...); err != nil {
+		w.acks.fail(w.buf[0].WriterData.(*ackSlot).offset, fmt.Errorf("queue %d outputs: %w", len(w.buf), err))
+		return w.acks.failed()
+	}
+	clear(w.buf) // the writer holds copies; drop our references for the GC
+	w.buf = w.buf[:0]
+	return nil
+}
+
+func (w *worker) isRetraction(m *kafka.Message) bool {
+	if w.p.o.RetractHeader == "" {
+		return false
+	}
+	for i := range m.Headers {
+		if m.Headers[i].Key == w.p.o.RetractHeader {
+			return true
+		}
+	}
+	return false
+}
+
+// suppressed reports (once) whether the output of input offset off is
+// already in the output topic.
+func (w *worker) suppressed(off int64) bool {
+	if off >= w.suppressTo {
+		w.suppress = nil
+		return false
+	}
+	if _, ok := w.suppress[off]; ok {
+		delete(w.suppress, off)
+		return true
+	}
+	return false
+}
+
+// outputHeaders returns m's headers plus the three source headers. The
+// slices come from arenas shared by many records, so a record costs no
+// allocation of its own; an arena is dropped (not reused) when full because
+// the writer still references it.
+func (w *worker) outputHeaders(m *kafka.Message) []kafka.Header {
+	n := len(m.Headers) + 3
+	if cap(w.hdrs)-len(w.hdrs) < n {
+		w.hdrs = make([]kafka.Header, 0, max(4096, n))
+	}
+	start := len(w.hdrs)
+	h := w.hdrs[start : start : start+n]
+	w.hdrs = w.hdrs[:start+n]
+
+	if cap(w.digits)-len(w.digits) < 20 {
+		w.digits = make([]byte, 0, 64<<10)
+	}
+	d := len(w.digits)
+	w.digits = strconv.AppendInt(w.digits, m.Offset, 10)
+	off := w.digits[d:len(w.digits):len(w.digits)]
+
+	h = append(h, m.Headers...)
+	return append(h,
+		kafka.Header{Key: HeaderSourceTopic, Value: w.srcTop},
+		kafka.Header{Key: HeaderSourcePartition, Value: w.srcPart},
+		kafka.Header{Key: HeaderSourceOffset, Value: off},
+	)
+}
+
+// warnRemove logs, at most once a minute per partition, that a retraction
+// could not be applied (plain mode cannot remove keys). The retraction is
+// still forwarded.
+func (w *worker) warnRemove(err error) {
+	now := time.Now()
+	if now.Sub(w.removeWarned) < time.Minute {
+		return
+	}
+	w.removeWarned = now
+	if errors.Is(err, rotation.ErrRemoveUnsupported) {
+		w.log.Warn("retraction forwarded but not applied: filter mode cannot remove keys",
+			"mode", w.pair.Options().Mode.String(), "header", w.p.o.RetractHeader)
+		return
+	}
+	w.log.Warn("retraction forwarded but not applied", "err", err)
+}
+
+// periodic runs between hot-loop slices, at least every tickInterval.
+func (w *worker) periodic(now time.Time) error {
+	if err := w.flush(); err != nil {
+		return err
+	}
+	w.publishCounts()
+	if !now.Before(w.nextGauges) {
+		w.nextGauges = now.Add(time.Second)
+		w.updateGauges()
+	}
+	if w.cp.wanted.Load() {
+		if err := w.handOff(); err != nil {
+			return err
+		}
+	}
+	w.cp.maybeStart(w, now)
+	return nil
+}
+
+func (w *worker) publishCounts() {
+	c := w.counts
+	w.counts = counts{}
+	pm, pr := w.pm, &w.p.progress
+	if c.in == 0 {
+		return
+	}
+	pr.in.Add(c.in)
+	if c.forwarded > 0 {
+		pm.forwarded.Add(float64(c.forwarded))
+		pr.forwarded.Add(c.forwarded)
+	}
+	if c.duplicates > 0 {
+		pm.duplicate.Add(float64(c.duplicates))
+		pr.duplicates.Add(c.duplicates)
+	}
+	if c.retractions > 0 {
+		pm.retraction.Add(float64(c.retractions))
+		pr.retractions.Add(c.retractions)
+	}
+	if c.unkeyed > 0 {
+		pm.unkeyed.Add(float64(c.unkeyed))
+		pr.unkeyed.Add(c.unkeyed)
+	}
+	if c.suppressed > 0 {
+		pm.replaySuppressed.Add(float64(c.suppressed))
+		pr.suppressed.Add(c.suppressed)
+	}
+}
+
+// updateGauges refreshes the filter and lag gauges; Stats is O(1).
+func (w *worker) updateGauges() {
+	s := w.pair.Stats()
+	pm := w.pm
+	for i, f := range [2]rotation.FilterStats{s.Current, s.Previous} {
+		pm.fill[i].Set(f.Fill)
+		pm.estKeys[i].Set(f.EstimatedKeys)
+		pm.fpRate[i].Set(f.FPRate)
+		pm.saturated[i].Set(float64(f.Saturated))
+	}
+	pm.bytes.Set(float64(s.Bytes))
+	if s.Rotations > w.rotations {
+		pm.rotations.Add(float64(s.Rotations - w.rotations))
+		w.rotations = s.Rotations
+	}
+	if !s.WindowStart.IsZero() && s.Window > 0 {
+		// Event time of the window's progress: how far the last record's
+		// timestamp is into the current window.
+		pm.windowElapsed.Set(min(1, max(0, float64(w.lastTime.Sub(s.WindowStart))/float64(s.Window))))
+	}
+	if w.hwm > 0 {
+		pm.lag.Set(float64(max(0, w.hwm-w.position)))
+	}
+}
