@@ -119,11 +119,13 @@ func (g *Generator) Run(ctx context.Context) (err error) {
 	w := &kafka.Writer{
 		Addr:         kafka.TCP(g.o.Brokers...),
 		Topic:        g.o.Topic,
-		Transport:    g.o.Transport,
 		Balancer:     &kafka.Hash{},
 		RequiredAcks: kafka.RequireAll,
 		BatchSize:    max(g.o.Rate, 100),
 		BatchTimeout: time.Millisecond,
+	}
+	if g.o.Transport != nil { // a nil *Transport in the interface would not mean "default"
+		w.Transport = g.o.Transport
 	}
 	defer func() { err = errors.Join(err, closeWriter(w)) }()
 

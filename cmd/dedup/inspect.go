@@ -82,10 +82,15 @@ func printEntry(ctx context.Context, w io.Writer, r snapshotReader, e checkpoint
 	if e.Err != nil {
 		verdict = "BAD: " + e.Err.Error()
 	}
-	fmt.Fprintf(w, "\n%s/%d  seq %d  offset %d  created %s (age %s)\n", m.Topic, m.Partition, m.Seq, m.Offset,
-		m.Created.UTC().Format(time.RFC3339), now.Sub(m.Created).Round(time.Second))
-	fmt.Fprintf(w, "  size: raw %s, stored %s (%.1fx)  checksum %08x: %s\n", byteSize(m.RawBytes), byteSize(m.StoredBytes),
-		ratio(m.RawBytes, m.StoredBytes), m.Checksum, verdict)
+	if m.Created.IsZero() {
+		// The store could not read the metadata: say so rather than print zeros.
+		fmt.Fprintf(w, "\n%s/%d  seq %d  metadata unreadable\n  checksum: %s\n", m.Topic, m.Partition, m.Seq, verdict)
+	} else {
+		fmt.Fprintf(w, "\n%s/%d  seq %d  offset %d  created %s (age %s)\n", m.Topic, m.Partition, m.Seq, m.Offset,
+			m.Created.UTC().Format(time.RFC3339), now.Sub(m.Created).Round(time.Second))
+		fmt.Fprintf(w, "  size: raw %s, stored %s (%.1fx)  checksum %08x: %s\n", byteSize(m.RawBytes), byteSize(m.StoredBytes),
+			ratio(m.RawBytes, m.StoredBytes), m.Checksum, verdict)
+	}
 	fmt.Fprintf(w, "  where: %s\n", e.Where)
 	if e.Err != nil {
 		return
@@ -99,7 +104,7 @@ func printEntry(ctx context.Context, w io.Writer, r snapshotReader, e checkpoint
 	if !st.WindowStart.IsZero() {
 		start = st.WindowStart.Format(time.RFC3339)
 	}
-	fmt.Fprintf(w, "  filter: %s, window %s starting %s, %d rotation(s), %s in memory\n",
+	fmt.Fprintf(w, "  filter: mode %s, window %s starting %s, %d rotation(s), %s in memory\n",
 		st.Mode, st.Window, start, st.Rotations, byteSize(int64(st.Bytes)))
 	for _, g := range []struct {
 		name string

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"dedup/processor"
+)
+
+// endOffsets sums the end offsets of every partition of topic.
+func endOffsets(t *testing.T, addr, topic string, partitions int) int64 {
+	t.Helper()
+	n, err := sumEndOffsets(addr, topic, partitions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func sumEndOffsets(addr, topic string, partitions int) (int64, error) {
+	client := &kafka.Client{Addr: kafka.TCP(addr), Timeout: 10 * time.Second}
+	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
+	for p := range partitions {
+		req.Topics[topic] = append(req.Topics[topic], kafka.LastOffsetOf(p))
+	}
+	resp, err := client.ListOffsets(context.Background(), req)
+	if err != nil {
+		return 0, fmt.Errorf("list offsets of %s: %w", topic, err)
+	}
+	var sum int64
+	for _, po := range resp.Topics[topic] {
+		if po.Error != nil {
+			return 0, fmt.Errorf("list offsets of %s/%d: %w", topic, po.Partition, po.Error)
+		}
+		sum += po.LastOffset
+	}
+	return sum, nil
+}
+
+// checkForwarded asserts the output holds exactly one record per key,
+// the first occurrence, carrying the source headers.
+func checkForwarded(t *testing.T, out []*kgo.Record, keys int) {
+	t.Helper()
+	seen := make(map[string]bool)
+	for _, r := range out {
+		k := string(r.Key)
+		if seen[k] {
+			t.Errorf("key %s forwarded twice", k)
+		}
+		seen[k] = true
+		if !bytes.HasSuffix(r.Value, []byte("-copy0")) {
+			t.Errorf("key %s: forwarded %q, want the first occurrence (copy0)", k, r.Value)
+		}
+		if v, _ := headerValue(r, processor.HeaderSourceTopic); v != "events" {
+			t.Errorf("key %s: source topic header %q, want events", k, v)
+		}
+		for _, h := range []string{processor.HeaderSourcePartition, processor.HeaderSourceOffset} {
+			v, ok := headerValue(r, h)
+			if _, err := strconv.ParseInt(v, 10, 64); !ok || err != nil {
+				t.Errorf("key %s: header %s = %q, want an integer", k, h, v)
+			}
+		}
+	}
+	if len(seen) != keys {
+		t.Errorf("forwarded %d distinct keys, want %d", len(seen), keys)
+	}
+}
+
+// TestEmbeddedDefault runs the binary as a new user would: no KAFKA_BROKERS,
+// so it starts its own broker; a franz-go client produces duplicates; the
+// output, /metrics and /readyz show the stage at work; SIGTERM ends it with
+// exit 0 after a checkpoint that `dedup inspect` then shows.
+func TestEmbeddedDefault(t *testing.T) {
+	env := testEnv(t)
+	brokerAddr := freeAddr(t)
+	env["EMBEDDED_BROKER_ADDR"] = brokerAddr
+	metrics := env["METRICS_ADDR"]
+	bin := startBinary(t, env)
+
+	waitFor(t, "/readyz 200", 60*time.Second, func() (bool, error) {
+		select {
+		case <-bin.done:
+			t.Fatalf("dedup exited early with %d", bin.code)
+		default:
+		}
+		code, err := httpStatus("http://" + metrics + "/readyz")
+		return code == http.StatusOK, err
+	})
+	if code, err := httpStatus("http://" + metrics + "/healthz"); code != http.StatusOK {
+		t.Fatalf("/healthz = %d (%v), want 200", code, err)
+	}
+	for _, want := range []string{"kcat -P -b " + brokerAddr + " -t events -K:", "kcat -C -b " + brokerAddr + " -t events-deduped -f '%k %s %h\\n'"} {
+		if !strings.Contains(bin.stdout.String(), want) {
+			t.Errorf("stdout lacks the kcat hint %q:\n%s", want, bin.stdout)
+		}
+	}
+
+	const keys, copies = 20, 3
+	client := []kgo.Opt{kgo.SeedBrokers(brokerAddr)}
+	produce(t, client, keyedWithDuplicates("events", keys, copies)...)
+
+	waitFor(t, "every input record decided", 60*time.Second, func() (bool, error) {
+		dup, err := metricSum(metrics, "dedup_messages_total", `outcome="duplicate"`)
+		if err != nil {
+			return false, err
+		}
+		fwd, err := metricSum(metrics, "dedup_messages_total", `outcome="forwarded"`)
+		return dup == keys*(copies-1) && fwd == keys, err
+	})
+	out := consumeN(t, client, "events-deduped", keys)
+	checkForwarded(t, out, keys)
+	if n := endOffsets(t, brokerAddr, "events-deduped", 2); n != keys {
+		t.Errorf("output holds %d records, want %d", n, keys)
+	}
+	if dup, err := metricSum(metrics, "dedup_messages_total", `outcome="duplicate"`); err != nil || dup <= 0 {
+		t.Errorf(`dedup_messages_total{outcome="duplicate"} = %v (%v), want > 0`, dup, err)
+	}
+
+	if code := bin.stop(t, 30*time.Second); code != exitOK {
+		t.Fatalf("exit code after SIGTERM = %d, want 0", code)
+	}
+	if _, err := os.Stat(env["DATA_DIR"] + "/broker"); err != nil {
+		t.Errorf("embedded broker kept no data under DATA_DIR: %v", err)
+	}
+
+	// The stop wrote a checkpoint of every partition that saw records.
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"inspect"}, env.lookup, &stdout, &stderr); code != exitOK {
+		t.Fatalf("dedup inspect: exit %d\n%s", code, stderr.String())
+	}
+	report := stdout.String()
+	for _, want := range []string{"events/", "checksum", ": ok", "est. keys"} {
+		if !strings.Contains(report, want) {
+			t.Errorf("inspect output lacks %q:\n%s", want, report)
+		}
+	}
+}

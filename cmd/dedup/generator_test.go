@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func TestGeneratorOptionsValidated(t *testing.T) {
+	good := GeneratorOptions{Topic: "events", Rate: 10, DuplicateRate: 0.3, RetractRate: 0.1, UnkeyedRate: 0.1}
+	if _, err := NewGenerator(good); err != nil {
+		t.Fatalf("valid options rejected: %v", err)
+	}
+	for name, mutate := range map[string]func(*GeneratorOptions){
+		"rate":    func(o *GeneratorOptions) { o.Rate = 0 },
+		"keys":    func(o *GeneratorOptions) { o.Keys = -1 },
+		"dup":     func(o *GeneratorOptions) { o.DuplicateRate = 1.5 },
+		"sum":     func(o *GeneratorOptions) { o.DuplicateRate, o.RetractRate, o.UnkeyedRate = 0.5, 0.4, 0.2 },
+		"value":   func(o *GeneratorOptions) { o.ValueSize = -1 },
+		"topic":   func(o *GeneratorOptions) { o.Topic = "" },
+		"unkeyed": func(o *GeneratorOptions) { o.UnkeyedRate = -0.1 },
+	} {
+		o := good
+		mutate(&o)
+		if _, err := NewGenerator(o); err == nil {
+			t.Errorf("%s: invalid options accepted: %+v", name, o)
+		}
+	}
+}
+
+// TestGeneratorTraffic checks the records on the topic against the
+// generator's own counts and the configured proportions.
+func TestGeneratorTraffic(t *testing.T) {
+	cluster := newTestCluster(t)
+	addr := cluster.ListenAddrs()[0]
+	gen, err := NewGenerator(GeneratorOptions{
+		Brokers: []string{addr}, Topic: "events", Rate: 4000,
+		DuplicateRate: 0.3, RetractRate: 0.1, UnkeyedRate: 0.1, ValueSize: 16,
+		RetractHeader: "dedup-retract", Seed: 7,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = 2000
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- gen.Run(ctx) }()
+	waitFor(t, "generator to send 2000 records", 30*time.Second, func() (bool, error) {
+		select {
+		case err := <-done:
+			return false, errors.Join(errors.New("generator stopped early"), err)
+		default:
+		}
+		return gen.Stats().Sent >= want, nil
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("generator: %v", err)
+	}
+	st := gen.Stats()
+	if st.Fresh+st.Duplicates+st.Retractions+st.Unkeyed != st.Sent {
+		t.Fatalf("kinds do not add up: %+v", st)
+	}
+
+	recs := consumeN(t, []kgo.Opt{kgo.SeedBrokers(addr)}, "events", int(st.Sent))
+	if len(recs) != int(st.Sent) {
+		t.Fatalf("topic holds %d records, generator says %d", len(recs), st.Sent)
+	}
+	var unkeyed, retract, keyed int
+	byKey := make(map[string]int)
+	for _, r := range recs {
+		switch _, isRetract := headerValue(r, "dedup-retract"); {
+		case len(r.Key) == 0:
+			unkeyed++
+		case isRetract:
+			retract++
+		default:
+			keyed++
+			byKey[string(r.Key)]++
+			if !strings.HasPrefix(string(r.Key), "key-") {
+				t.Fatalf("unexpected key %q", r.Key)
+			}
+		}
+	}
+	if unkeyed != int(st.Unkeyed) || retract != int(st.Retractions) || keyed != int(st.Fresh+st.Duplicates) {
+		t.Errorf("topic: %d unkeyed, %d retractions, %d keyed; generator: %+v", unkeyed, retract, keyed, st)
+	}
+	// Duplicates resend keys already sent: the distinct keys are the fresh records.
+	if len(byKey) != int(st.Fresh) {
+		t.Errorf("%d distinct keys on the topic, want %d (fresh records)", len(byKey), st.Fresh)
+	}
+	// Proportions within 5 standard deviations of a binomial draw.
+	n := float64(st.Sent)
+	for _, c := range []struct {
+		name string
+		got  uint64
+		p    float64
+	}{{"duplicates", st.Duplicates, 0.3}, {"retractions", st.Retractions, 0.1}, {"unkeyed", st.Unkeyed, 0.1}} {
+		sd := math.Sqrt(n * c.p * (1 - c.p))
+		if math.Abs(float64(c.got)-n*c.p) > 5*sd {
+			t.Errorf("%s: %d of %d, want about %.0f (sd %.1f)", c.name, c.got, st.Sent, n*c.p, sd)
+		}
+	}
+}

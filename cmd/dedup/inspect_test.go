@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"dedup/checkpoint"
+	"dedup/rotation"
+)
+
+// TestInspectFileStore saves real snapshots, corrupts one, and checks what
+// `dedup inspect` reports for each.
+func TestInspectFileStore(t *testing.T) {
+	dataDir := t.TempDir()
+	store, err := checkpoint.NewFileStore(checkpoint.FileOptions{Dir: filepath.Join(dataDir, "checkpoints"), Keep: 3, Group: "dedup"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := rotation.Options{ExpectedKeys: 10000, FPRate: 0.001, Window: time.Hour, Mode: rotation.Counting}
+	const keys = 500
+	ts := time.Date(2030, 1, 1, 10, 15, 0, 0, time.UTC)
+	for part, offset := range []int64{4242, 77} {
+		pair, err := rotation.New(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range keys {
+			pair.TestAndAdd(fmt.Appendf(nil, "p%d-key-%d", part, i), ts)
+		}
+		_, err = store.Save(context.Background(), checkpoint.Meta{
+			Group: "dedup", Topic: "events", Partition: part, Offset: offset, OutputTopic: "events-deduped",
+		}, pair)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Flip a byte in the middle of partition 1's snapshot.
+	entries, err := store.List(context.Background())
+	if err != nil || len(entries) != 2 {
+		t.Fatalf("List: %v, %d entries", err, len(entries))
+	}
+	bad := entries[1].Where
+	raw, err := os.ReadFile(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw[len(raw)/3] ^= 0xff
+	if err := os.WriteFile(bad, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	var stdout, stderr bytes.Buffer
+	env := envMap{"DATA_DIR": dataDir}
+	if code := run(context.Background(), []string{"inspect"}, env.lookup, &stdout, &stderr); code != exitOK {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
+	}
+	out := stdout.String()
+	sections := strings.Split(out, "\nevents/")
+	if len(sections) != 3 {
+		t.Fatalf("want a header and two snapshots:\n%s", out)
+	}
+	good, corrupt := sections[1], sections[2]
+	for _, want := range []string{"0  seq ", "offset 4242", ": ok", "mode counting", "window 1h0m0s starting 2030-01-01T10:00:00Z", "current:", "previous:"} {
+		if !strings.Contains(good, want) {
+			t.Errorf("partition 0 section lacks %q:\n%s", want, good)
+		}
+	}
+	m := regexp.MustCompile(`current: +fill +[0-9.]+%  est\. keys (\d+)`).FindStringSubmatch(good)
+	if m == nil {
+		t.Fatalf("no estimated keys for the current generation:\n%s", good)
+	}
+	if est, _ := strconv.Atoi(m[1]); est < keys*9/10 || est > keys*11/10 {
+		t.Errorf("estimated keys %d, want within 10%% of %d", est, keys)
+	}
+	if !strings.HasPrefix(corrupt, "1  seq ") || !strings.Contains(corrupt, "BAD") {
+		t.Errorf("the corrupted snapshot is not reported as BAD:\n%s", corrupt)
+	}
+}
+
+func TestInspectEmptyStore(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	env := envMap{"DATA_DIR": t.TempDir()}
+	if code := run(context.Background(), []string{"inspect"}, env.lookup, &stdout, &stderr); code != exitOK {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "0 snapshot(s)") {
+		t.Errorf("empty store: %s", stdout.String())
+	}
+}
