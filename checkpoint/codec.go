@@ -37,7 +37,7 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 // stored size and the CRC-32C of the stored bytes.
 func compress(w io.Writer, state io.WriterTo) (raw, stored int64, sum uint32, err error) {
 	out := newCountingWriter(w)
-	enc, err := zstd.NewWriter(out, zstd.WithEncoderLevel(zstd.SpeedFastest))
+	enc, err := zstd.NewWriter(out, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderCRC(false))
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("create zstd encoder: %w", err)
 	}

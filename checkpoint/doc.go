@@ -1,4 +1,32 @@
 // Package checkpoint stores snapshots of per-partition filter state together
 // with the input offset they cover, restores them, and performs the replay
 // scan of the output topic that makes output exactly-once.
+//
+// The state is opaque: Save streams an io.WriterTo through zstd, Load hands
+// the decompressed bytes to a decode func. The package knows nothing of the
+// processor's loop or of the filters' format.
+//
+// Guarantees, for both stores:
+//
+//   - When Save returns nil the snapshot is durable (file: fsynced file and
+//     directory; kafka: acknowledged by all in-sync replicas) and Meta.Seq is
+//     greater than that of every snapshot of the partition Save could see.
+//   - A snapshot is visible only once complete: a file appears by a hard
+//     link of a fully written and fsynced temporary; a Kafka manifest is
+//     written after all of its chunks. A crash mid-Save leaves nothing Load
+//     would pick up.
+//   - decode only ever sees bytes whose checksums (CRC-32C of the stored
+//     bytes, and of each chunk in Kafka) match what Save computed.
+//   - Load tries the newest snapshot first and falls back to older ones when
+//     a snapshot is damaged, truncated, partly missing or refused by decode;
+//     it returns ErrNotFound when there is none and a *LoadError naming every
+//     rejected snapshot when all fail. It never panics on damaged data.
+//   - Concurrent Saves of one partition (goroutines, or processes sharing a
+//     directory or topic) never corrupt each other's snapshots; the newest
+//     one Load finds is complete.
+//   - Save keeps the newest Keep snapshots per partition and removes
+//     (tombstones, for Kafka) older ones.
+//
+// FileStore and KafkaStore are safe for concurrent use. ScanOutput is a plain
+// function with no state.
 package checkpoint
