@@ -19,7 +19,7 @@ import (
 type ackTracker struct {
 	partition int // input partition, for errors
 	slots     []ackSlot
-	mask  uint64
+	mask      uint64
 
 	mu        sync.Mutex
 	head      uint64 // first slot not retired
