@@ -110,7 +110,7 @@ func printEntry(ctx context.Context, w io.Writer, r snapshotReader, e checkpoint
 		name string
 		f    rotation.FilterStats
 	}{{"current", st.Current}, {"previous", st.Previous}} {
-		fmt.Fprintf(w, "  %-8s fill %6.3f%%  est. keys %-10.0f est. FP rate %.3g  saturated %d  (m=%d, k=%d)\n",
+		fmt.Fprintf(w, "  %-8s fill %.3g%%  est. keys %-10.0f est. FP rate %.3g  saturated %d  (m=%d, k=%d)\n",
 			g.name+":", 100*g.f.Fill, g.f.EstimatedKeys, g.f.FPRate, g.f.Saturated, g.f.M, g.f.K)
 	}
 }

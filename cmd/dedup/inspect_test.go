@@ -73,7 +73,7 @@ func TestInspectFileStore(t *testing.T) {
 			t.Errorf("partition 0 section lacks %q:\n%s", want, good)
 		}
 	}
-	m := regexp.MustCompile(`current: +fill +[0-9.]+%  est\. keys (\d+)`).FindStringSubmatch(good)
+	m := regexp.MustCompile(`current: +fill +[0-9.e+-]+%  est\. keys (\d+)`).FindStringSubmatch(good)
 	if m == nil {
 		t.Fatalf("no estimated keys for the current generation:\n%s", good)
 	}

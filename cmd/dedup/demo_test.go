@@ -1,0 +1,45 @@
+package main
+
+import (
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// TestDemo runs `dedup demo` as a new user would and checks that within
+// seconds the stage drops generated duplicates and the progress line says so.
+func TestDemo(t *testing.T) {
+	env := testEnv(t)
+	env["EMBEDDED_BROKER_ADDR"] = freeAddr(t)
+	env["LOG_LEVEL"] = "info"
+	metrics := env["METRICS_ADDR"]
+	demo := startInProcess(t, env, "demo", "--rate", "400", "--dup", "0.4", "--retract", "0.05", "--unkeyed", "0.05")
+	waitFor(t, "duplicates, retractions and unkeyed records counted", 60*time.Second, func() (bool, error) {
+		if code, ok := demo.exited(); ok {
+			t.Fatalf("demo exited early with %d", code)
+		}
+		for _, outcome := range []string{"duplicate", "forwarded", "retraction", "unkeyed"} {
+			n, err := metricSum(metrics, "dedup_messages_total", `outcome="`+outcome+`"`)
+			if err != nil || n == 0 {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+	if code := demo.stop(t); code != exitOK {
+		t.Fatalf("demo exit code = %d, want 0", code)
+	}
+	// stdout is not a terminal here, so the progress goes out as whole lines;
+	// the last one is drawn at the stop.
+	m := regexp.MustCompile(`sent (\d+) \| in (\d+) \| out (\d+) \| dropped (\d+) \(`).FindAllStringSubmatch(demo.stdout.String(), -1)
+	if len(m) == 0 {
+		t.Fatalf("no progress line on stdout:\n%s", demo.stdout)
+	}
+	last := m[len(m)-1]
+	num := func(i int) int { n, _ := strconv.Atoi(last[i]); return n }
+	sent, in, out, dropped := num(1), num(2), num(3), num(4)
+	if in == 0 || dropped == 0 || out == 0 || in > sent || out+dropped > in {
+		t.Errorf("progress line %q: want 0 < in <= sent, dropped > 0, 0 < out, out+dropped <= in", last[0])
+	}
+}
