@@ -137,12 +137,16 @@ func (s *Stage) Run(ctx context.Context) error {
 	go func() { done <- s.proc.Run(ctx) }()
 
 	var runErr error
+	deadline := time.Time{} // no bound on closing after a failure: nothing waits on us
 	select {
 	case runErr = <-done:
 		if runErr != nil {
 			runErr = fmt.Errorf("run processor: %w", runErr)
 		}
 	case <-ctx.Done():
+		// One deadline covers the whole stop, so that the process exits
+		// within SHUTDOWN_TIMEOUT of the signal.
+		deadline = time.Now().Add(s.cfg.ShutdownTimeout)
 		s.log.Info("stopping: flushing, checkpointing and leaving the group", "timeout", s.cfg.ShutdownTimeout)
 		timer := time.NewTimer(s.cfg.ShutdownTimeout)
 		defer timer.Stop()
@@ -155,16 +159,22 @@ func (s *Stage) Run(ctx context.Context) error {
 			runErr = fmt.Errorf("stop processor: not done within SHUTDOWN_TIMEOUT %s", s.cfg.ShutdownTimeout)
 		}
 	}
-	return errors.Join(runErr, s.close())
+	return errors.Join(runErr, s.close(deadline))
 }
 
-func (s *Stage) close() error {
+// closeGrace bounds the wait for HTTP requests in flight.
+const closeGrace = 2 * time.Second
+
+func (s *Stage) close(deadline time.Time) error {
 	var errs []error
 	if err := s.store.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("close checkpoint store: %w", err))
 	}
 	if s.status != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if d := time.Now().Add(closeGrace); deadline.IsZero() || d.Before(deadline) {
+			deadline = d
+		}
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
 		defer cancel()
 		errs = append(errs, s.status.Shutdown(ctx))
 	}
