@@ -115,7 +115,7 @@ func (w *worker) stop() error {
 	w.cp.stopSaver()
 	w.publishCounts()
 	w.updateGauges()
-	if w.position != w.cp.last && w.acks.failed() == nil {
+	if w.position != w.cp.last && w.acks.failed() == nil && !w.p.crashed.Load() {
 		// The worker has stopped, so no output of an input >= position will
 		// follow: end offsets read after the acknowledgements are complete.
 		err := w.acks.waitAcknowledged(ctx, w.position)

@@ -298,3 +298,5 @@ func metricValue(m prometheus.Metric) float64 {
 	}
 	panic("not a counter or gauge")
 }
+
+func newRegistry() *prometheus.Registry { return prometheus.NewRegistry() }

@@ -97,6 +97,10 @@ type Processor struct {
 
 	commitMu sync.Mutex // one offset commit at a time on the generation's connection
 
+	// crashed makes workers stop like a killed process: no final
+	// checkpoint, no final commit. Tests of restore and replay set it.
+	crashed atomic.Bool
+
 	mu       sync.Mutex
 	fatal    error
 	cancel   context.CancelFunc

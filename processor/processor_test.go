@@ -131,10 +131,10 @@ func TestKeySources(t *testing.T) {
 			rec(0, "", `{"x":[1,{"id":"u1"}],"user":{"name":"x","id":"u1"}}`, t0), // duplicate of u1
 			rec(0, "", `{"user":{"id":"u2"}} trailing garbage is never read`, t0),
 			rec(0, "", `{"user":{"id":42}}`, t0),
-			rec(0, "", `{"user":{"id":42.0}}`, t0), // raw text differs from 42
+			rec(0, "", `{"user":{"id":42.0}}`, t0),      // raw text differs from 42
 			rec(0, "", `{"user":{"id":"u\u0031"}}`, t0), // escaped u1: duplicate
-			rec(0, "", `{"user":`, t0),                 // malformed: unkeyed
-			rec(0, "", `not json`, t0),                 // malformed: unkeyed
+			rec(0, "", `{"user":`, t0),                  // malformed: unkeyed
+			rec(0, "", `not json`, t0),                  // malformed: unkeyed
 			rec(0, "", `{"user":{"name":"no id"}}`, t0), // missing: unkeyed
 			rec(0, "", `{"user":{"id":null}}`, t0),      // null: unkeyed
 		}, []string{

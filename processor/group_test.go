@@ -1,0 +1,290 @@
+package processor
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"dedup/checkpoint"
+)
+
+func fileStore(t testing.TB, group string) *checkpoint.FileStore {
+	t.Helper()
+	s, err := checkpoint.NewFileStore(checkpoint.FileOptions{Dir: t.TempDir(), Keep: 3, Group: group})
+	if err != nil {
+		t.Fatalf("file store: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// workload is input with duplicates: every key occurs dup times, spread
+// over the stream, each key on one partition (dedup is per partition).
+type workload struct {
+	parts int32
+	recs  []*kgo.Record
+	keys  map[string]int32 // key -> partition
+}
+
+func newWorkload(parts int32, keys, dup int, seed uint64) *workload {
+	w := &workload{parts: parts, keys: map[string]int32{}}
+	rng := rand.New(rand.NewPCG(seed, 1))
+	var order []string
+	for k := range keys {
+		key := fmt.Sprintf("key-%05d", k)
+		w.keys[key] = int32(rng.IntN(int(parts)))
+		for range dup {
+			order = append(order, key)
+		}
+	}
+	// Shuffle, then stamp event times in stream order so that they only
+	// grow within a partition (all inside one window).
+	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	for i, key := range order {
+		w.recs = append(w.recs, rec(w.keys[key], key, fmt.Sprintf("%s#%d", key, i), t0.Add(time.Duration(i)*time.Millisecond)))
+	}
+	return w
+}
+
+// checkExactlyOnce asserts that every key of w is in the output exactly
+// once and no input record was forwarded twice.
+func checkExactlyOnce(t *testing.T, w *workload, out []outRec) {
+	t.Helper()
+	seen := map[string]int{}
+	src := map[[2]int64]bool{}
+	for _, r := range withoutSentinels(out) {
+		seen[r.Key]++
+		s := [2]int64{int64(r.SrcPart), r.SrcOffset}
+		if src[s] {
+			t.Errorf("input %d/%d forwarded twice", s[0], s[1])
+		}
+		src[s] = true
+	}
+	missing, twice := 0, 0
+	for k := range w.keys {
+		switch n := seen[k]; {
+		case n == 0:
+			missing++
+		case n > 1:
+			twice++
+		}
+	}
+	if missing > 0 || twice > 0 || len(seen) != len(w.keys) {
+		t.Fatalf("of %d keys: %d missing, %d forwarded more than once, %d unknown", len(w.keys), missing, twice, len(seen)-len(w.keys)+missing)
+	}
+}
+
+// checkNothingLost asserts every key is in the output at least once and no
+// input record was forwarded twice (at-least-once without checkpoints).
+func checkNothingLost(t *testing.T, w *workload, out []outRec) {
+	t.Helper()
+	seen := map[string]bool{}
+	src := map[[2]int64]bool{}
+	for _, r := range withoutSentinels(out) {
+		seen[r.Key] = true
+		s := [2]int64{int64(r.SrcPart), r.SrcOffset}
+		if src[s] {
+			t.Errorf("input %d/%d forwarded twice", s[0], s[1])
+		}
+		src[s] = true
+	}
+	for k := range w.keys {
+		if !seen[k] {
+			t.Fatalf("key %s lost", k)
+		}
+	}
+}
+
+func assignedTo(r *running) float64 { return metricValue(r.p.metrics.assigned) }
+
+// TestTwoMembersSplitPartitions: two members of one group share the
+// partitions, and together forward every key exactly once.
+func TestTwoMembersSplitPartitions(t *testing.T) {
+	const parts = 4
+	e := newTestEnv(t, parts, parts)
+	store := fileStore(t, "pair")
+	o := e.options("pair")
+	o.Store = store
+	a := start(t, o)
+	o.Metrics = NewMetrics(newRegistry())
+	b := start(t, o)
+	out := e.collect()
+	eventually(t, 20*time.Second, "both members assigned", func() bool {
+		return a.p.Ready() && b.p.Ready() && assignedTo(a) > 0 && assignedTo(b) > 0 && assignedTo(a)+assignedTo(b) == parts
+	})
+
+	w := newWorkload(parts, 300, 3, 1)
+	e.produce(w.recs...)
+	e.produce(sentinels(parts, t0.Add(time.Hour/2))...)
+	checkExactlyOnce(t, w, out.untilSentinels(parts))
+	for _, r := range []*running{a, b} {
+		if err := r.stop(t); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}
+	if a.p.Progress().In == 0 || b.p.Progress().In == 0 {
+		t.Errorf("one member did nothing: a %+v, b %+v", a.p.Progress(), b.p.Progress())
+	}
+}
+
+// TestRebalanceWhileFlowing: a second member joins while records flow; the
+// partitions it takes over continue from the first member's revocation
+// checkpoint, so every key is still forwarded exactly once.
+func TestRebalanceWhileFlowing(t *testing.T) {
+	const parts = 4
+	e := newTestEnv(t, parts, parts)
+	store := fileStore(t, "rebalance")
+	o := e.options("rebalance")
+	o.Store = store
+	a := start(t, o)
+	out := e.collect()
+	a.waitReady(t)
+
+	w := newWorkload(parts, 1000, 3, 2)
+	var wg sync.WaitGroup
+	half := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; i < len(w.recs); i += 100 {
+			if i == len(w.recs)/2/100*100 {
+				close(half)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			err := e.prod.ProduceSync(ctx, w.recs[i:min(i+100, len(w.recs))]...).FirstErr()
+			cancel()
+			if err != nil {
+				t.Errorf("produce: %v", err)
+				return
+			}
+		}
+	}()
+	<-half
+	o.Metrics = NewMetrics(newRegistry())
+	b := start(t, o)
+	wg.Wait()
+	eventually(t, 20*time.Second, "both members assigned", func() bool {
+		return a.p.Ready() && b.p.Ready() && assignedTo(a) > 0 && assignedTo(b) > 0
+	})
+	e.produce(sentinels(parts, t0.Add(time.Hour/2))...)
+	checkExactlyOnce(t, w, out.untilSentinels(parts))
+	for _, r := range []*running{a, b} {
+		if err := r.stop(t); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}
+}
+
+// TestShutdownMidStream: cancelling Run (SIGTERM) while records flow loses
+// nothing: a successor forwards the rest, and with checkpoints each key is
+// still forwarded exactly once. Without checkpoints nothing is lost either
+// (at-least-once: filters start empty, so keys may repeat, but no input
+// record is forwarded twice).
+func TestShutdownMidStream(t *testing.T) {
+	for _, withStore := range []bool{true, false} {
+		name := map[bool]string{true: "checkpoints", false: "no-checkpoints"}[withStore]
+		t.Run(name, func(t *testing.T) {
+			const parts = 2
+			e := newTestEnv(t, parts, parts)
+			o := e.options("shutdown")
+			if withStore {
+				o.Store = fileStore(t, "shutdown")
+			}
+			w := newWorkload(parts, 2000, 2, 3)
+			e.produce(w.recs...)
+			a := start(t, o)
+			out := e.collect()
+			eventually(t, 20*time.Second, "some input processed", func() bool { return a.p.Progress().In > 100 })
+			if err := a.stop(t); err != nil {
+				t.Fatalf("Run after cancel: %v", err)
+			}
+			if in := a.p.Progress().In; in >= uint64(len(w.recs)) {
+				t.Logf("first member finished all %d records before the cancel", in)
+			}
+			o.Metrics = NewMetrics(newRegistry())
+			b := start(t, o)
+			e.produce(sentinels(parts, t0.Add(time.Hour/2))...)
+			got := out.untilSentinels(parts)
+			if withStore {
+				checkExactlyOnce(t, w, got)
+			} else {
+				checkNothingLost(t, w, got)
+			}
+			if err := b.stop(t); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestCrashReplaySuppressed: a member forwards records and dies without a
+// final checkpoint or commit (as after SIGKILL). Its successor restores the
+// older checkpoint, replays the inputs after it, finds their outputs in the
+// output topic (ScanOutput) and does not forward them again.
+func TestCrashReplaySuppressed(t *testing.T) {
+	const parts = 2
+	e := newTestEnv(t, parts, parts)
+	store := fileStore(t, "crash")
+	o := e.options("crash")
+	o.Store = store
+	out := e.collect()
+
+	first := newWorkload(parts, 200, 2, 4)
+	e.produce(first.recs...)
+	a := start(t, o)
+	eventually(t, 20*time.Second, "first batch read", func() bool { return a.p.Progress().In == uint64(len(first.recs)) })
+	if err := a.stop(t); err != nil { // graceful: checkpoint at the end of the first batch
+		t.Fatal(err)
+	}
+
+	// The second batch repeats the first batch's keys and adds new ones.
+	second := newWorkload(parts, 400, 2, 4)
+	e.produce(second.recs...)
+	o.Metrics = NewMetrics(newRegistry())
+	o.CheckpointInterval = time.Hour // no checkpoint after the restore...
+	b := start(t, o)
+	eventually(t, 20*time.Second, "second batch read", func() bool { return b.p.Progress().In == uint64(len(second.recs)) })
+	forwardedByB := b.p.Progress().Forwarded + b.p.Progress().Unkeyed + b.p.Progress().Retractions
+	if forwardedByB == 0 {
+		t.Fatal("second member forwarded nothing; the test would prove nothing")
+	}
+	out.until("second member's outputs", func(rs []outRec) bool { return uint64(len(rs)) >= uint64(len(first.keys))+forwardedByB })
+	b.p.crashed.Store(true) // ...and none at the end, nor a commit
+	if err := b.stop(t); err != nil {
+		t.Fatal(err)
+	}
+
+	o.Metrics = NewMetrics(newRegistry())
+	c := start(t, o)
+	e.produce(sentinels(parts, t0.Add(time.Hour/2))...)
+	got := out.untilSentinels(parts)
+	all := &workload{parts: parts, keys: map[string]int32{}}
+	for k, p := range first.keys {
+		all.keys[k] = p
+	}
+	for k, p := range second.keys {
+		all.keys[k] = p
+	}
+	checkExactlyOnce(t, all, got)
+	if err := c.stop(t); err != nil { // publishes the counters
+		t.Fatal(err)
+	}
+	if s := c.p.Progress().Suppressed; s != forwardedByB {
+		t.Errorf("successor suppressed %d replayed records, want %d (what the crashed member forwarded)", s, forwardedByB)
+	}
+	var suppressed float64
+	for p := range parts {
+		suppressed += metricValue(c.p.metrics.replaySuppressed.WithLabelValues(inTopic, fmt.Sprint(p)))
+	}
+	if suppressed != float64(forwardedByB) {
+		t.Errorf("dedup_replay_suppressed_total = %v, want %d", suppressed, forwardedByB)
+	}
+	if n := metricValue(c.p.metrics.restores.WithLabelValues("latest")); n != parts {
+		t.Errorf("dedup_restores_total{source=latest} = %v, want %d", n, parts)
+	}
+}
