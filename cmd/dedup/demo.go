@@ -45,6 +45,7 @@ Flags:
 	fs.Float64Var(&f.gen.DuplicateRate, "dup", 0.3, "fraction of records that resend a recent record")
 	fs.Float64Var(&f.gen.RetractRate, "retract", 0.02, "fraction of records that retract a recent key")
 	fs.Float64Var(&f.gen.UnkeyedRate, "unkeyed", 0.02, "fraction of records without a key")
+	fs.IntVar(&f.gen.Count, "count", 0, "stop generating after this many records (0 = no limit)")
 	fs.IntVar(&f.gen.ValueSize, "value-size", 64, "filler bytes per value")
 	fs.Uint64Var(&f.gen.Seed, "seed", 1, "random seed (same seed, same traffic)")
 	if err := fs.Parse(args); err != nil {

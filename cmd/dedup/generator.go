@@ -25,6 +25,7 @@ type GeneratorOptions struct {
 	RetractRate   float64 // fraction of records that retract a recently sent key
 	UnkeyedRate   float64 // fraction of records without a key
 	ValueSize     int     // bytes of filler in each value
+	Count         int     // stop after this many records; 0 = until the context ends
 	RetractHeader string
 	Seed          uint64 // random seed; the same seed sends the same traffic
 	Logger        *slog.Logger
@@ -48,6 +49,9 @@ func (o *GeneratorOptions) validate() error {
 	}
 	if s := o.DuplicateRate + o.RetractRate + o.UnkeyedRate; s > 1 {
 		errs = append(errs, fmt.Errorf("dup + retract + unkeyed ratios must not exceed 1, got %v", s))
+	}
+	if o.Count < 0 {
+		errs = append(errs, fmt.Errorf("count must be >= 0, got %d", o.Count))
 	}
 	if o.ValueSize < 0 {
 		errs = append(errs, fmt.Errorf("value size must be >= 0, got %d", o.ValueSize))
@@ -114,7 +118,9 @@ func (g *Generator) Stats() GeneratorStats {
 // generatorTick is how often a batch goes out; Rate/ticks records per batch.
 const generatorTick = 50 * time.Millisecond
 
-// Run sends until ctx ends (returning nil) or a write fails.
+// Run sends until ctx ends or Count records are sent (returning nil), or a
+// write fails. Stats counts acknowledged records: a batch in flight when ctx
+// ends may reach the topic uncounted.
 func (g *Generator) Run(ctx context.Context) (err error) {
 	w := &kafka.Writer{
 		Addr:         kafka.TCP(g.o.Brokers...),
@@ -145,6 +151,9 @@ func (g *Generator) Run(ctx context.Context) (err error) {
 			continue
 		}
 		n = min(n, max(g.o.Rate, 10)) // never more than a second's worth at once
+		if g.o.Count > 0 {
+			n = min(n, g.o.Count-int(g.sent.Load()))
+		}
 		batch, kinds := g.batch(n)
 		if err := w.WriteMessages(ctx, batch...); err != nil {
 			if ctx.Err() != nil {
@@ -153,6 +162,9 @@ func (g *Generator) Run(ctx context.Context) (err error) {
 			return fmt.Errorf("write generated records: %w", err)
 		}
 		g.count(kinds)
+		if g.o.Count > 0 && int(g.sent.Load()) >= g.o.Count {
+			return nil
+		}
 	}
 }
 
