@@ -30,7 +30,7 @@ var varDocs = []varDoc{
 	{"KAFKA_SASL_USERNAME", "SASL user (required with a mechanism)", "empty"},
 	{"KAFKA_SASL_PASSWORD", "SASL password (required with a mechanism)", "empty"},
 	{"DEDUP_KEY", "where the dedup key comes from: key, value, header:NAME, json:dotted.path", "key"},
-	{"DEDUP_MODE", "filter kind: counting (supports retractions) or plain (half the memory, retractions only forwarded)", "counting"},
+	{"DEDUP_MODE", "filter kind: counting (applies retractions) or plain (about a fifth of the memory; retractions are forwarded but not applied)", "counting"},
 	{"DEDUP_WINDOW", "Go duration: a key forwarded less than this earlier (by record timestamp) is dropped", "1h"},
 	{"DEDUP_EXPECTED_KEYS", "distinct keys per partition per window the filters are sized for", "1000000"},
 	{"DEDUP_FP_RATE", "target false-positive rate at that size, in (0, 1)", "0.001"},
