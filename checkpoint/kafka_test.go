@@ -338,3 +338,20 @@ func TestKafkaConcurrentWriters(t *testing.T) {
 		t.Error("loaded state is not one saved under the newest seq")
 	}
 }
+
+// Groups sharing a checkpoint topic do not see each other's snapshots.
+func TestKafkaGroupsAreSeparate(t *testing.T) {
+	brokers := newCluster(t)
+	a := newKafkaStore(t, brokers, KafkaOptions{Group: "a/b"})
+	b := newKafkaStore(t, brokers, KafkaOptions{Group: "a"})
+	m := testMeta("in", 0, 1)
+	m.Group = ""
+	mustSave(t, a, m, newState(1, 100))
+	if _, _, err := b.Load(testContext(t), "in", 0, collect(new([]byte), new(Meta))); !errors.Is(err, ErrNotFound) {
+		t.Errorf("group a loads group a/b's snapshot: %v", err)
+	}
+	m.Group = "a"
+	if _, err := a.Save(testContext(t), m, newState(1, 100)); err == nil {
+		t.Error("store of group a/b saved a snapshot of group a")
+	}
+}
