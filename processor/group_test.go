@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
@@ -100,6 +99,25 @@ func checkNothingLost(t *testing.T, w *workload, out []outRec) {
 	}
 }
 
+// produceInBackground produces recs in chunks and closes the returned
+// channel when done.
+func produceInBackground(t *testing.T, e *testEnv, recs []*kgo.Record, chunk int) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < len(recs); i += chunk {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			err := e.prod.ProduceSync(ctx, recs[i:min(i+chunk, len(recs))]...).FirstErr()
+			cancel()
+			if err != nil {
+				t.Errorf("produce: %v", err)
+				return
+			}
+		}
+	}()
+	return done
+}
+
 func assignedTo(r *running) float64 { return metricValue(r.p.metrics.assigned) }
 
 // TestTwoMembersSplitPartitions: two members of one group share the
@@ -146,28 +164,11 @@ func TestRebalanceWhileFlowing(t *testing.T) {
 	a.waitReady(t)
 
 	w := newWorkload(parts, 1000, 3, 2)
-	var wg sync.WaitGroup
-	half := make(chan struct{})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := 0; i < len(w.recs); i += 100 {
-			if i == len(w.recs)/2/100*100 {
-				close(half)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			err := e.prod.ProduceSync(ctx, w.recs[i:min(i+100, len(w.recs))]...).FirstErr()
-			cancel()
-			if err != nil {
-				t.Errorf("produce: %v", err)
-				return
-			}
-		}
-	}()
-	<-half
+	produced := produceInBackground(t, e, w.recs, 100)
+	eventually(t, 20*time.Second, "records flowing", func() bool { return a.p.Progress().In > 1000 })
 	o.Metrics = NewMetrics(newRegistry())
 	b := start(t, o)
-	wg.Wait()
+	<-produced
 	eventually(t, 20*time.Second, "both members assigned", func() bool {
 		return a.p.Ready() && b.p.Ready() && assignedTo(a) > 0 && assignedTo(b) > 0
 	})
@@ -195,17 +196,17 @@ func TestShutdownMidStream(t *testing.T) {
 			if withStore {
 				o.Store = fileStore(t, "shutdown")
 			}
-			w := newWorkload(parts, 2000, 2, 3)
-			e.produce(w.recs...)
+			w := newWorkload(parts, 3000, 2, 3)
 			a := start(t, o)
 			out := e.collect()
-			eventually(t, 20*time.Second, "some input processed", func() bool { return a.p.Progress().In > 100 })
+			// Records keep flowing in while the first member is cancelled.
+			produced := produceInBackground(t, e, w.recs, 100)
+			eventually(t, 20*time.Second, "some input processed", func() bool { return a.p.Progress().In > 500 })
 			if err := a.stop(t); err != nil {
 				t.Fatalf("Run after cancel: %v", err)
 			}
-			if in := a.p.Progress().In; in >= uint64(len(w.recs)) {
-				t.Logf("first member finished all %d records before the cancel", in)
-			}
+			t.Logf("first member read %d of %d records before the cancel", a.p.Progress().In, len(w.recs))
+			<-produced
 			o.Metrics = NewMetrics(newRegistry())
 			b := start(t, o)
 			e.produce(sentinels(parts, t0.Add(time.Hour/2))...)

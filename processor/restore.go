@@ -50,6 +50,7 @@ func (p *Processor) startWorker(ctx context.Context, g *generation, a kafka.Part
 	committed := a.Offset // absolute, or kafka.FirstOffset/LastOffset when none
 	start := committed
 	source := checkpoint.SourceEmpty
+	var anchorEnds map[int]int64 // replay-scan start of the initial checkpoint, when known
 	var spare *rotation.Pair
 	if p.o.Store != nil {
 		if spare, err = rotation.New(p.o.Filter); err != nil {
@@ -64,6 +65,8 @@ func (p *Processor) startWorker(ctx context.Context, g *generation, a kafka.Part
 			source = r.source
 			if r.pair != nil {
 				w.pair = r.pair
+			} else {
+				anchorEnds = r.meta.OutputEnds // the scan from there covered everything since
 			}
 			w.suppress, w.suppressTo = r.suppress, r.suppressTo
 		}
@@ -102,6 +105,24 @@ func (p *Processor) startWorker(ctx context.Context, g *generation, a kafka.Part
 	w.cp.init(p.o.CheckpointInterval, p.o.Store, spare, committed)
 	if committed < 0 {
 		w.cp.last = -1
+	}
+	if p.o.Store != nil && source == checkpoint.SourceEmpty {
+		// Anchor the partition before the first record: a crash before the
+		// first periodic checkpoint then restores here and its replay scan
+		// starts at today's output end, so even the first outputs are never
+		// forwarded twice.
+		ends, err := anchorEnds, error(nil)
+		if ends == nil {
+			ends, err = p.outputEnds(ctx, w.route, w.partition)
+		}
+		if err == nil {
+			err = w.finishCheckpoint(ctx, start, ends, w.pair, time.Now())
+		}
+		if err != nil {
+			_ = w.reader.Close()
+			return nil, fmt.Errorf("write initial checkpoint of %s/%d: %w", topic, a.ID, err)
+		}
+		w.cp.last = start
 	}
 	log.Info("partition assigned", "committed", committed, "start", start, "source", string(source),
 		"suppress", len(w.suppress))
