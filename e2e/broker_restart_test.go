@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -65,16 +66,16 @@ func TestBrokerRestart(t *testing.T) {
 	w := newWorkload(rng, brokerRecords, time.Now().Truncate(time.Millisecond))
 	obs := startObserver(t, brokers)
 	p := startProc(t, "dedup#1", stageEnv(t, brokers, "kafka"))
-	guard := func() error { return alive(p) }
 	pr := startProducer(t, brokers, w, obs, 1500)
+	guard := func() error { return errors.Join(pr.check(), alive(p)) }
 
 	for i, at := range killPoints(rng, w.nFirsts, brokerRestarts) {
-		obs.waitCount(t, 60*time.Second, int64(at), fmt.Sprintf("the output to reach restart point %d (%d records)", i+1, at), guard)
+		obs.waitProgress(t, 60*time.Second, int64(at), fmt.Sprintf("the output to reach restart point %d (%d keys)", i+1, at), guard)
 		start := time.Now()
 		b.close()
 		b.open(t)
-		t.Logf("broker restart %d/%d at %d output records (%d input produced): down for %s",
-			i+1, brokerRestarts, obs.count(), pr.produced.Load(), time.Since(start).Round(time.Millisecond))
+		t.Logf("broker restart %d/%d at %d keys forwarded, %d output records (%d input produced): down for %s",
+			i+1, brokerRestarts, at, obs.count(), pr.produced.Load(), time.Since(start).Round(time.Millisecond))
 	}
 
 	pr.waitDone(t, 90*time.Second, guard)

@@ -45,7 +45,13 @@ func TestRebalanceChurn(t *testing.T) {
 	join := func(i int) {
 		slots[i].p = startProc(t, names.next(fmt.Sprintf("dedup-%c", 'A'+i)), slots[i].env)
 	}
+	var pr *producer
 	guard := func() error {
+		if pr != nil {
+			if err := pr.check(); err != nil {
+				return err
+			}
+		}
 		on, _ := running()
 		for _, i := range on {
 			if err := alive(slots[i].p); err != nil {
@@ -56,28 +62,28 @@ func TestRebalanceChurn(t *testing.T) {
 	}
 
 	join(0)
-	pr := startProducer(t, brokers, w, obs, 1500)
+	pr = startProducer(t, brokers, w, obs, 1500)
 	kill := rng.IntN(2) == 0
 	var joins, terms, kills int
 	for i, at := range killPoints(rng, w.nFirsts, churnEvents) {
-		obs.waitCount(t, 60*time.Second, int64(at), fmt.Sprintf("the output to reach churn point %d (%d records)", i+1, at), guard)
+		obs.waitProgress(t, 60*time.Second, int64(at), fmt.Sprintf("the output to reach churn point %d (%d keys)", i+1, at), guard)
 		on, off := running()
 		if len(on) == 1 || (len(off) > 0 && len(on) < churnSlots && rng.IntN(2) == 0) {
 			s := off[rng.IntN(len(off))]
 			join(s)
 			joins++
-			t.Logf("churn %d/%d at %d output records: %s joins (%d running)", i+1, churnEvents, obs.count(), slots[s].p.name, len(on)+1)
+			t.Logf("churn %d/%d at %d keys forwarded: %s joins (%d running)", i+1, churnEvents, at, slots[s].p.name, len(on)+1)
 			continue
 		}
 		p := slots[on[rng.IntN(len(on))]].p
 		if kill {
 			p.kill(t)
 			kills++
-			t.Logf("churn %d/%d at %d output records: %s SIGKILLed (%d running)", i+1, churnEvents, obs.count(), p.name, len(on)-1)
+			t.Logf("churn %d/%d at %d keys forwarded: %s SIGKILLed (%d running)", i+1, churnEvents, at, p.name, len(on)-1)
 		} else {
 			p.termOK(t)
 			terms++
-			t.Logf("churn %d/%d at %d output records: %s left with SIGTERM (%d running)", i+1, churnEvents, obs.count(), p.name, len(on)-1)
+			t.Logf("churn %d/%d at %d keys forwarded: %s left with SIGTERM (%d running)", i+1, churnEvents, at, p.name, len(on)-1)
 		}
 		kill = !kill
 	}

@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -10,7 +11,7 @@ import (
 
 const (
 	crashRecords = 30000
-	crashKills   = 6
+	crashKills   = 7
 )
 
 // TestCrash SIGKILLs the stage at random points of the stream and restarts
@@ -30,16 +31,31 @@ func testCrash(t *testing.T, store string) {
 
 	var names procSet
 	p := startProc(t, names.next("dedup"), env)
-	guard := func() error { return alive(p) }
 	pr := startProducer(t, brokers, w, obs, 1500)
+	guard := func() error { return errors.Join(pr.check(), alive(p)) }
 
+	// One kill, at a random turn, lands as soon as the new process answers
+	// /healthz: during startup and restore rather than mid-stream.
+	startupKill := rng.IntN(crashKills)
+	base := obs.progress()
 	for i, at := range killPoints(rng, w.nFirsts, crashKills) {
-		obs.waitCount(t, 60*time.Second, int64(at), fmt.Sprintf("the output to reach kill point %d (%d records)", i+1, at), guard)
+		when := ""
+		if i == startupKill {
+			waitHealthy(t, p, 30*time.Second)
+			when = fmt.Sprintf("at startup (/readyz %d)", httpStatus(p.metrics, "/readyz"))
+		} else {
+			// Each incarnation forwards at least one new first occurrence
+			// before it is killed, so every kill interrupts a running stage.
+			target := max(int64(at), base+1)
+			obs.waitProgress(t, 60*time.Second, target, fmt.Sprintf("the output to reach kill point %d (%d keys)", i+1, target), guard)
+			when = fmt.Sprintf("at %d keys forwarded", target)
+		}
 		up := time.Since(p.started)
 		p.kill(t)
-		t.Logf("SIGKILL %d/%d: %s after %s, at %d output records, %d of %d input records produced",
-			i+1, crashKills, p.name, up.Round(time.Millisecond), obs.count(), pr.produced.Load(), len(w.recs))
+		t.Logf("SIGKILL %d/%d: %s after %s, %s; %d output records, %d of %d input records produced",
+			i+1, crashKills, p.name, up.Round(time.Millisecond), when, obs.count(), pr.produced.Load(), len(w.recs))
 		p = startProc(t, names.next("dedup"), env)
+		base = obs.progress()
 	}
 
 	pr.waitDone(t, 90*time.Second, guard)

@@ -236,8 +236,12 @@ func (p *proc) kill(t *testing.T) {
 }
 
 // sigterm sends SIGTERM; waitTermOK then asserts how the process ended.
+// It first waits for /healthz 200: a process signalled before its runtime
+// installed the handler dies of the signal, which says nothing about the
+// stage.
 func (p *proc) sigterm(t *testing.T) {
 	t.Helper()
+	waitHealthy(t, p, 30*time.Second)
 	p.termAt = time.Now()
 	p.stopped = true
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -341,6 +345,20 @@ func httpStatus(addr, path string) int {
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, resp.Body)
 	return resp.StatusCode
+}
+
+// waitHealthy waits until /healthz answers 200.
+func waitHealthy(t *testing.T, p *proc, timeout time.Duration) {
+	t.Helper()
+	waitFor(t, timeout, p.name+" /healthz 200", func() error {
+		if err := alive(p); err != nil {
+			return err
+		}
+		if code := httpStatus(p.metrics, "/healthz"); code != http.StatusOK {
+			return fmt.Errorf("%w: /healthz %d", errNotYet, code)
+		}
+		return nil
+	})
 }
 
 // waitReady waits until /readyz answers 200.

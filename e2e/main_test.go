@@ -22,6 +22,11 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	// E2E_BINARY tests a prebuilt binary instead (say, a release build).
+	if p := os.Getenv("E2E_BINARY"); p != "" {
+		binPath = p
+		return m.Run()
+	}
 	dir, err := os.MkdirTemp("", "dedup-e2e-bin-")
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: create temp dir: %v\n", err)

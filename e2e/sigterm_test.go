@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -23,14 +24,18 @@ func TestSigterm(t *testing.T) {
 
 	var names procSet
 	p := startProc(t, names.next("dedup"), env)
-	guard := func() error { return alive(p) }
 	pr := startProducer(t, brokers, w, obs, 1500)
+	guard := func() error { return errors.Join(pr.check(), alive(p)) }
 
+	base := obs.progress()
 	for i, at := range killPoints(rng, w.nFirsts, sigtermStops) {
-		obs.waitCount(t, 60*time.Second, int64(at), fmt.Sprintf("the output to reach stop point %d (%d records)", i+1, at), guard)
-		t.Logf("SIGTERM %d/%d: %s at %d output records, %d input produced", i+1, sigtermStops, p.name, obs.count(), pr.produced.Load())
+		target := max(int64(at), base+1)
+		obs.waitProgress(t, 60*time.Second, target, fmt.Sprintf("the output to reach stop point %d (%d keys)", i+1, target), guard)
+		t.Logf("SIGTERM %d/%d: %s at %d keys forwarded, %d output records, %d input produced",
+			i+1, sigtermStops, p.name, target, obs.count(), pr.produced.Load())
 		p.termOK(t)
 		p = startProc(t, names.next("dedup"), env)
+		base = obs.progress()
 	}
 
 	pr.waitDone(t, 90*time.Second, guard)
