@@ -13,6 +13,8 @@ import (
 
 	"dedup/checkpoint"
 	"dedup/rotation"
+
+	"github.com/twmb/franz-go/pkg/kfake"
 )
 
 // The restore target: a partition sized for 10,000,000 keys at
@@ -137,4 +139,46 @@ func BenchmarkReferenceRawRead(b *testing.B) {
 		}
 		f.Close()
 	}
+}
+
+// BenchmarkKafkaLoad restores the pair from an in-process kfake broker with
+// a fresh store each time, so the figure includes reading the checkpoint
+// partition to find the manifest and then reading the chunks.
+func BenchmarkKafkaLoad(b *testing.B) {
+	p := filledPair(b)
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	opts := checkpoint.KafkaOptions{Brokers: c.ListenAddrs(), Topic: "state", Group: "g"}
+	s, err := checkpoint.NewKafkaStore(context.Background(), opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	began := time.Now()
+	m, err := s.Save(context.Background(), benchMeta(), p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	saved := time.Since(began)
+	b.SetBytes(int64(p.SizeBytes()))
+	b.ResetTimer()
+	for b.Loop() {
+		r, err := checkpoint.NewKafkaStore(context.Background(), opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _, err = r.Load(context.Background(), "in", 0, func(_ checkpoint.Meta, rd io.Reader) error {
+			var restored rotation.Pair
+			_, err := restored.ReadFrom(rd)
+			return err
+		})
+		if err := errors.Join(err, r.Close()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(saved.Seconds(), "save-s")
+	b.ReportMetric(float64(m.StoredBytes)/float64(m.RawBytes), "stored/raw")
 }
