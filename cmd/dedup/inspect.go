@@ -19,6 +19,12 @@ type snapshotReader interface {
 	Open(ctx context.Context, e checkpoint.Entry) (io.ReadCloser, error)
 }
 
+// Both stores can open what they list.
+var (
+	_ snapshotReader = (*checkpoint.FileStore)(nil)
+	_ snapshotReader = (*checkpoint.KafkaStore)(nil)
+)
+
 // runInspect is `dedup inspect`: every snapshot the configured store holds,
 // newest first per partition, with the filter statistics decoded from it.
 // It reads the store only; with CHECKPOINT_STORE=kafka and no KAFKA_BROKERS

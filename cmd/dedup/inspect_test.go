@@ -95,3 +95,39 @@ func TestInspectEmptyStore(t *testing.T) {
 		t.Errorf("empty store: %s", stdout.String())
 	}
 }
+
+// TestInspectKafkaStore reads snapshots from a compacted topic on a broker.
+func TestInspectKafkaStore(t *testing.T) {
+	cluster := newTestCluster(t)
+	addr := cluster.ListenAddrs()[0]
+	ctx := context.Background()
+	store, err := checkpoint.NewKafkaStore(ctx, checkpoint.KafkaOptions{
+		Brokers: []string{addr}, Topic: "dedup-dedup-state", Group: "dedup", Keep: 3,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := rotation.New(rotation.Options{ExpectedKeys: 1000, FPRate: 0.01, Window: time.Minute, Mode: rotation.Plain})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair.TestAndAdd([]byte("k"), time.Now())
+	if _, err := store.Save(ctx, checkpoint.Meta{Group: "dedup", Topic: "events", Partition: 1, Offset: 99, OutputTopic: "events-deduped"}, pair); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	var stdout, stderr bytes.Buffer
+	env := envMap{"KAFKA_BROKERS": addr, "DATA_DIR": t.TempDir()}
+	if code := run(ctx, []string{"inspect"}, env.lookup, &stdout, &stderr); code != exitOK {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{"checkpoint store: kafka (topic dedup-dedup-state", "1 snapshot(s)", "events/1  seq ", "offset 99", ": ok", "mode plain, window 1m0s"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("inspect output lacks %q:\n%s", want, out)
+		}
+	}
+}
