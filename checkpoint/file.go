@@ -519,6 +519,9 @@ func (s *FileStore) Open(ctx context.Context, e Entry) (io.ReadCloser, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if rel, err := filepath.Rel(s.root, e.Where); err != nil || !filepath.IsLocal(rel) {
+		return nil, fmt.Errorf("open checkpoint: %s is not in %s", e.Where, s.root)
+	}
 	rc, _, err := openFile(e.Where, e.Meta.Seq)
 	if err != nil {
 		return nil, fmt.Errorf("open checkpoint: %w", err)

@@ -138,15 +138,15 @@ func NewKafkaStore(ctx context.Context, opts KafkaOptions) (*KafkaStore, error) 
 		topic:   opts.Topic,
 		group:   opts.Group,
 		prefix:  url.PathEscape(opts.Group) + "/",
-		keep:    cmp(opts.Keep, defaultKeep),
-		chunk:   cmp(opts.ChunkBytes, defaultChunkBytes),
+		keep:    orDefault(opts.Keep, defaultKeep),
+		chunk:   orDefault(opts.ChunkBytes, defaultChunkBytes),
 		log:     opts.Logger,
 		indexes: map[int]*partIndex{},
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	parts, err := s.ensureTopic(ctx, cmp(opts.Partitions, 1))
+	parts, err := s.ensureTopic(ctx, orDefault(opts.Partitions, 1))
 	if err != nil {
 		s.closeTransport()
 		return nil, fmt.Errorf("create kafka store: %w", err)
@@ -170,7 +170,7 @@ func NewKafkaStore(ctx context.Context, opts KafkaOptions) (*KafkaStore, error) 
 	return s, nil
 }
 
-func cmp(v, def int) int {
+func orDefault(v, def int) int {
 	if v == 0 {
 		return def
 	}
@@ -892,14 +892,14 @@ func (s *KafkaStore) Open(ctx context.Context, e Entry) (io.ReadCloser, error) {
 	id := snapID{e.Meta.Topic, e.Meta.Partition}
 	cp := s.checkpointPartition(id.partition)
 	pi := s.index(cp)
+	err := s.refresh(ctx, pi, cp)
 	loc, ok := pi.manifests[id][e.Meta.Seq]
 	var p chunkPlan
-	var err error
-	if ok {
+	if ok && err == nil {
 		p, err = s.plan(pi, loc)
 	}
 	pi.mu.Unlock()
-	if !ok {
+	if !ok && err == nil {
 		return nil, fmt.Errorf("open checkpoint %s/%d seq %d: %w", id.topic, id.partition, e.Meta.Seq, ErrNotFound)
 	}
 	if err != nil {
