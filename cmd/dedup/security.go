@@ -11,6 +11,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/sasl"
 	"github.com/segmentio/kafka-go/sasl/plain"
+	"github.com/segmentio/kafka-go/sasl/scram"
 )
 
 // SASL mechanisms accepted in KAFKA_SASL_MECHANISM (Kafka's own spellings).
@@ -96,7 +97,11 @@ func (c *Config) saslMechanism() (sasl.Mechanism, error) {
 	case saslPlain:
 		return plain.Mechanism{Username: c.SASLUsername, Password: c.SASLPassword}, nil
 	case saslScram256, saslScram512:
-		m, err := newScramMechanism(c.SASLMechanism, c.SASLUsername, c.SASLPassword)
+		algo := scram.SHA256
+		if c.SASLMechanism == saslScram512 {
+			algo = scram.SHA512
+		}
+		m, err := scram.Mechanism(algo, c.SASLUsername, c.SASLPassword)
 		if err != nil {
 			return nil, fmt.Errorf("build KAFKA_SASL_MECHANISM %s: %w", c.SASLMechanism, err)
 		}
