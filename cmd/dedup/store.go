@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+
+	"github.com/segmentio/kafka-go"
 
 	"dedup/checkpoint"
 )
@@ -19,13 +22,36 @@ func openStore(ctx context.Context, cfg *Config, conn *Connection, log *slog.Log
 			Logger: log,
 		})
 	}
+	// The checkpoint topic mirrors the input's partition count so that a
+	// restore reads only its own partition's snapshots.
+	partitions, err := topicPartitions(ctx, conn, cfg.InputTopic)
+	if err != nil {
+		log.Warn("checkpoint topic gets one partition: input topic not described", "topic", cfg.InputTopic, "err", err)
+		partitions = 1
+	}
 	return checkpoint.NewKafkaStore(ctx, checkpoint.KafkaOptions{
-		Brokers:   conn.Brokers,
-		Dialer:    conn.Dialer,
-		Transport: conn.Transport,
-		Topic:     cfg.CheckpointTopic,
-		Group:     cfg.GroupID,
-		Keep:      cfg.CheckpointKeep,
-		Logger:    log,
+		Brokers:    conn.Brokers,
+		Dialer:     conn.Dialer,
+		Transport:  conn.Transport,
+		Topic:      cfg.CheckpointTopic,
+		Group:      cfg.GroupID,
+		Keep:       cfg.CheckpointKeep,
+		Partitions: partitions,
+		Logger:     log,
 	})
+}
+
+// topicPartitions asks the cluster how many partitions topic has.
+func topicPartitions(ctx context.Context, conn *Connection, topic string) (int, error) {
+	client := &kafka.Client{Addr: kafka.TCP(conn.Brokers...), Transport: conn.Transport}
+	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	if err != nil {
+		return 0, fmt.Errorf("describe topic %s: %w", topic, err)
+	}
+	for _, t := range md.Topics {
+		if t.Name == topic && t.Error == nil && len(t.Partitions) > 0 {
+			return len(t.Partitions), nil
+		}
+	}
+	return 0, fmt.Errorf("describe topic %s: not found", topic)
 }
