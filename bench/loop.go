@@ -11,6 +11,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/semaphore"
 )
 
 // decider is one partition's deduplication state in a kafka-go loop
@@ -43,6 +44,8 @@ const (
 	batchTimeout = 5 * time.Millisecond
 	fetchMaxByte = 10 << 20
 	fetchMaxWait = 250 * time.Millisecond
+	// readerQueue is the reader's message queue, as the stage sets it.
+	readerQueue = 4096
 	// maxInFlight bounds the records handed to the asynchronous writer and
 	// not yet acknowledged, so that a fast reader cannot buffer the input
 	// in memory.
@@ -52,7 +55,10 @@ const (
 // runLoop is the kafka-go consume→produce loop the copy, exact-set and
 // library-filter contenders share: one reader and one goroutine per input
 // partition, one asynchronous writer routing each record to the output
-// partition of the same number.
+// partition of the same number. It uses the stage's kafka-go settings (a
+// deep reader queue, no lag polling, outputs handed to the writer in slices
+// of up to a batch, flushed early when caught up with the partition's end),
+// so that what differs between contenders is the deduplication itself.
 func runLoop(ctx context.Context, s Spec, rep *reporter, newState func(Spec) state) (Result, error) {
 	st := newState(s)
 	var (
@@ -62,7 +68,7 @@ func runLoop(ctx context.Context, s Spec, rep *reporter, newState func(Spec) sta
 		errMu     sync.Mutex
 		writeErr  error
 	)
-	window := make(chan struct{}, maxInFlight)
+	window := semaphore.NewWeighted(maxInFlight)
 	w := &kafka.Writer{
 		Addr:         kafka.TCP(s.Brokers...),
 		Topic:        s.OutputTopic,
@@ -81,9 +87,7 @@ func runLoop(ctx context.Context, s Spec, rep *reporter, newState func(Spec) sta
 				out.Add(uint64(len(msgs)))
 				lastAck.Store(time.Now().UnixNano())
 			}
-			for range msgs {
-				<-window
-			}
+			window.Release(int64(len(msgs)))
 		},
 	}
 
@@ -99,16 +103,33 @@ func runLoop(ctx context.Context, s Spec, rep *reporter, newState func(Spec) sta
 		d := st.decider(p)
 		g.Go(func() error {
 			r := kafka.NewReader(kafka.ReaderConfig{
-				Brokers:   s.Brokers,
-				Topic:     s.InputTopic,
-				Partition: p,
-				MinBytes:  1,
-				MaxBytes:  fetchMaxByte,
-				MaxWait:   fetchMaxWait,
+				Brokers:         s.Brokers,
+				Topic:           s.InputTopic,
+				Partition:       p,
+				MinBytes:        1,
+				MaxBytes:        fetchMaxByte,
+				MaxWait:         fetchMaxWait,
+				QueueCapacity:   readerQueue,
+				ReadLagInterval: -1,
 			})
 			defer r.Close()
 			partition := []byte(strconv.Itoa(p))
 			topic := []byte(s.InputTopic)
+			buf := make([]kafka.Message, 0, batchSize)
+			flush := func() error {
+				if len(buf) == 0 {
+					return nil
+				}
+				if err := window.Acquire(gctx, int64(len(buf))); err != nil {
+					return err
+				}
+				if err := w.WriteMessages(gctx, buf...); err != nil {
+					return fmt.Errorf("write: %w", err)
+				}
+				clear(buf)
+				buf = buf[:0]
+				return nil
+			}
 			for {
 				m, err := r.FetchMessage(gctx)
 				if err != nil {
@@ -116,12 +137,7 @@ func runLoop(ctx context.Context, s Spec, rep *reporter, newState func(Spec) sta
 				}
 				firstRead.CompareAndSwap(0, time.Now().UnixNano())
 				if !d.seen(m.Key) {
-					select {
-					case window <- struct{}{}:
-					case <-gctx.Done():
-						return gctx.Err()
-					}
-					fwd := kafka.Message{
+					buf = append(buf, kafka.Message{
 						Key:       m.Key,
 						Value:     m.Value,
 						Time:      m.Time,
@@ -131,13 +147,16 @@ func runLoop(ctx context.Context, s Spec, rep *reporter, newState func(Spec) sta
 							kafka.Header{Key: headerSourcePartition, Value: partition},
 							kafka.Header{Key: headerSourceOffset, Value: strconv.AppendInt(nil, m.Offset, 10)},
 						),
-					}
-					if err := w.WriteMessages(gctx, fwd); err != nil {
-						return fmt.Errorf("write: %w", err)
-					}
+					})
 				}
 				in.Add(1)
-				if m.Offset+1 >= end {
+				done := m.Offset+1 >= end
+				if len(buf) == cap(buf) || m.Offset+1 >= m.HighWaterMark || done {
+					if err := flush(); err != nil {
+						return err
+					}
+				}
+				if done {
 					return nil
 				}
 			}

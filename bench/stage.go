@@ -16,26 +16,18 @@ import (
 	"dedup/rotation"
 )
 
-// stagePoll is how often the stage contender looks at the processor's
-// progress and the output's end offsets; it bounds the error of the measured
+// How often the stage contender looks for the processor to start consuming,
+// and at the output's end offsets: they bound the error of the measured
 // elapsed time.
-const stagePoll = 2 * time.Millisecond
+const (
+	stageStartPoll = 250 * time.Microsecond
+	stageEndPoll   = 5 * time.Millisecond
+)
 
 // runStage runs this project's processor, without checkpoints, until it has
 // read every input record and the output holds every record it forwarded.
 func runStage(ctx context.Context, s Spec, rep *reporter) (Result, error) {
-	mode := rotation.Counting
-	if s.Name == StagePlain {
-		mode = rotation.Plain
-	}
-	filter := rotation.Options{ExpectedKeys: s.ExpectedKeys, FPRate: s.FPRate, Window: s.Window, Mode: mode}
-	pair, err := rotation.New(filter)
-	if err != nil {
-		return Result{}, fmt.Errorf("size filters: %w", err)
-	}
-	stateBytes := int64(pair.SizeBytes()) * int64(len(s.Ends))
-	pair = nil // only its size was wanted; the processor makes its own
-
+	filter := stageFilter(s)
 	key, err := processor.ParseKeySource("key")
 	if err != nil {
 		return Result{}, err
@@ -59,7 +51,6 @@ func runStage(ctx context.Context, s Spec, rep *reporter) (Result, error) {
 		return Result{}, err
 	}
 
-	total := s.Records()
 	var in atomic.Uint64
 	pctx, stopProgress := context.WithCancel(ctx)
 	defer stopProgress()
@@ -79,40 +70,7 @@ func runStage(ctx context.Context, s Spec, rep *reporter) (Result, error) {
 	var res Result
 	g.Go(func() error {
 		defer stopRun() // the processor's job is done: let Run flush and leave
-		t := time.NewTicker(stagePoll)
-		defer t.Stop()
-		var first time.Time
-		for first.IsZero() || in.Load() < total {
-			select {
-			case <-gctx.Done():
-				return fmt.Errorf("stage stopped after %d of %d records: %w", in.Load(), total, context.Cause(gctx))
-			case <-t.C:
-			}
-			pr := p.Progress()
-			in.Store(pr.In)
-			if first.IsZero() && pr.In > 0 {
-				first = time.Now()
-			}
-		}
-		client := &kafka.Client{Addr: kafka.TCP(s.Brokers...)}
-		for {
-			pr := p.Progress()
-			if pr.Forwarded+pr.Duplicates+pr.Unkeyed+pr.Retractions >= total {
-				ends, err := outputEnds(gctx, client, s.OutputTopic, len(s.Ends))
-				if err != nil {
-					return err
-				}
-				if ends >= pr.Forwarded {
-					res = Result{In: pr.In, Out: pr.Forwarded, Elapsed: time.Since(first)}
-					return nil
-				}
-			}
-			select {
-			case <-gctx.Done():
-				return fmt.Errorf("stage stopped before its output was acknowledged: %w", context.Cause(gctx))
-			case <-t.C:
-			}
-		}
+		return watchStage(gctx, p, s, &in, &res)
 	})
 	if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
 		return Result{}, err
@@ -120,8 +78,28 @@ func runStage(ctx context.Context, s Spec, rep *reporter) (Result, error) {
 	if res.In == 0 {
 		return Result{}, fmt.Errorf("stage stopped: %w", ctx.Err())
 	}
-	res.StateBytes, res.StateHow = stateBytes, "filter size"
+	// The harness fills in StateBytes (stageStateBytes): sizing a pair here
+	// would allocate one and add it to this process's peak memory.
+	res.StateHow = "filter size"
 	return res, nil
+}
+
+func stageFilter(s Spec) rotation.Options {
+	mode := rotation.Counting
+	if s.Name == StagePlain {
+		mode = rotation.Plain
+	}
+	return rotation.Options{ExpectedKeys: s.ExpectedKeys, FPRate: s.FPRate, Window: s.Window, Mode: mode}
+}
+
+// stageStateBytes is the memory of the stage's filter pairs, one per input
+// partition: what rotation.Pair.SizeBytes reports for the spec's sizing.
+func stageStateBytes(s Spec) (int64, error) {
+	pair, err := rotation.New(stageFilter(s))
+	if err != nil {
+		return 0, fmt.Errorf("size filters: %w", err)
+	}
+	return int64(pair.SizeBytes()) * int64(len(s.Ends)), nil
 }
 
 // outputEnds returns the sum of the end offsets of the topic's partitions.
@@ -142,4 +120,55 @@ func outputEnds(ctx context.Context, c *kafka.Client, topic string, partitions i
 		sum += uint64(po.LastOffset)
 	}
 	return sum, nil
+}
+
+// watchStage times the processor from outside, since it counts progress only
+// every tick (100ms): the clock starts when the processor reports every
+// assigned partition consuming (Ready; the input is already there, so this
+// is when reading starts, one fetch earlier than the loop contenders' first
+// record), and stops when the output's end offsets last moved, once the
+// processor has decided every input record and the output holds everything
+// it forwarded.
+func watchStage(ctx context.Context, p *processor.Processor, s Spec, in *atomic.Uint64, res *Result) error {
+	total := s.Records()
+	start := time.NewTicker(stageStartPoll)
+	defer start.Stop()
+	for !p.Ready() {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("stage never started consuming: %w", context.Cause(ctx))
+		case <-start.C:
+		}
+	}
+	first := time.Now()
+	start.Stop()
+
+	client := &kafka.Client{Addr: kafka.TCP(s.Brokers...)}
+	t := time.NewTicker(stageEndPoll)
+	defer t.Stop()
+	var (
+		ends       uint64
+		lastChange time.Time
+	)
+	for {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("stage stopped after %d of %d records: %w", in.Load(), total, context.Cause(ctx))
+		case <-t.C:
+		}
+		e, err := outputEnds(ctx, client, s.OutputTopic, len(s.Ends))
+		if err != nil {
+			return err
+		}
+		if e != ends || lastChange.IsZero() {
+			ends, lastChange = e, time.Now()
+		}
+		pr := p.Progress()
+		in.Store(pr.In)
+		decided := pr.Forwarded + pr.Duplicates + pr.Unkeyed + pr.Retractions
+		if pr.In >= total && decided >= total && ends >= pr.Forwarded {
+			*res = Result{In: pr.In, Out: pr.Forwarded, Elapsed: lastChange.Sub(first)}
+			return nil
+		}
+	}
 }
