@@ -1,0 +1,208 @@
+package processor
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"dedup/rotation"
+)
+
+const benchParts = 4
+
+// BenchmarkStageVsCopyLoop measures records/s through the whole stage and
+// through a plain kafka-go consume→produce copy loop with the same reader
+// and writer settings, on the same in-process kfake broker and the same
+// input, in one run, and reports stage/copy. b.N is the number of input
+// records (all distinct keys: every record is tested, added and forwarded,
+// the stage's worst case); the counting pair is sized for 1,000,000 keys
+// per partition. The two alternate for benchRounds rounds and the best
+// round of each counts, which filters out time stolen by other processes
+// on a shared machine.
+//
+//	go test ./processor -run '^$' -bench StageVsCopyLoop -benchtime 200000x -count 3
+func BenchmarkStageVsCopyLoop(b *testing.B) {
+	n := b.N
+	b.StopTimer()
+	e := newTestEnv(b, benchParts, benchParts)
+	seed(b, e, n)
+	var copyRate, stageRate float64
+	for round := range benchRounds {
+		copyRate = max(copyRate, measure(b, e, n, fmt.Sprintf("copy-%d", round), runCopyLoop))
+		stageRate = max(stageRate, measure(b, e, n, fmt.Sprintf("stage-%d", round), runStage))
+	}
+	b.ReportMetric(copyRate, "copy-rec/s")
+	b.ReportMetric(stageRate, "stage-rec/s")
+	b.ReportMetric(stageRate/copyRate, "stage/copy")
+	b.ReportMetric(0, "ns/op") // the figures above are the result
+}
+
+const benchRounds = 3
+
+// measure returns records/s of run over the n seeded records, timed from
+// when run reports it is consuming to when the output topic holds n more
+// acknowledged records.
+func measure(b *testing.B, e *testEnv, n int, group string, run func(b *testing.B, e *testEnv, group string, consuming chan<- struct{}) (stop func())) float64 {
+	base := outputEnd(b, e)
+	consuming := make(chan struct{})
+	stop := run(b, e, group, consuming)
+	<-consuming
+	b.StartTimer()
+	began := time.Now()
+	waitOutput(b, e, base+int64(n))
+	elapsed := time.Since(began)
+	b.StopTimer()
+	stop()
+	return float64(n) / elapsed.Seconds()
+}
+
+// seed produces n records with distinct keys, round-robin over partitions.
+func seed(b *testing.B, e *testEnv, n int) {
+	value := make([]byte, 100)
+	for i := range value {
+		value[i] = 'a' + byte(i%26)
+	}
+	const chunk = 10000
+	recs := make([]*kgo.Record, 0, chunk)
+	for i := range n {
+		recs = append(recs, &kgo.Record{
+			Partition: int32(i % benchParts),
+			Key:       fmt.Appendf(nil, "key-%012d", i),
+			Value:     value,
+			Timestamp: t0.Add(time.Duration(i) * time.Microsecond),
+		})
+		if len(recs) == chunk || i == n-1 {
+			e.produce(recs...)
+			recs = recs[:0]
+		}
+	}
+}
+
+// outputEnd returns the sum of the output partitions' end offsets.
+func outputEnd(b *testing.B, e *testEnv) int64 {
+	cl := &kafka.Client{Addr: kafka.TCP(e.brokers...)}
+	var reqs []kafka.OffsetRequest
+	for p := range benchParts {
+		reqs = append(reqs, kafka.LastOffsetOf(p))
+	}
+	res, err := cl.ListOffsets(context.Background(), &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{outTopic: reqs}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sum int64
+	for _, po := range res.Topics[outTopic] {
+		sum += po.LastOffset
+	}
+	return sum
+}
+
+// waitOutput polls the output topic's end offsets until they sum to n.
+func waitOutput(b *testing.B, e *testEnv, n int64) {
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		sum := outputEnd(b, e)
+		if sum >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("output holds %d of %d records", sum, n)
+		}
+		time.Sleep(2 * time.Millisecond) // polling interval
+	}
+}
+
+func benchOptions(e *testEnv, group string) Options {
+	o := e.options(group)
+	o.Filter = rotation.Options{ExpectedKeys: 1_000_000, FPRate: 0.001, Window: time.Hour, Mode: rotation.Counting}
+	// The cmd defaults (PRODUCE_BATCH_*, FETCH_*), not the tests' short ones.
+	o.BatchSize, o.BatchBytes, o.BatchTimeout = 1000, 1<<20, 5*time.Millisecond
+	o.FetchMinBytes, o.FetchMaxBytes, o.FetchMaxWait = 1, 10<<20, 250*time.Millisecond
+	o.CheckpointInterval = 10 * time.Second
+	return o
+}
+
+func runStage(b *testing.B, e *testEnv, group string, consuming chan<- struct{}) func() {
+	r := start(b, benchOptions(e, group))
+	go func() {
+		for !r.p.Ready() {
+			time.Sleep(time.Millisecond)
+		}
+		close(consuming)
+	}()
+	return func() {
+		if err := r.stop(b); err != nil {
+			b.Error(err)
+		}
+	}
+}
+
+// runCopyLoop is the reference: per partition a partition-bound reader
+// with the stage's settings, FetchMessage, and the same asynchronous writer
+// fed in the same slices of up to 1000, keeping key, value, headers and
+// timestamp. No keys, no filters, no source headers, no ack tracking.
+func runCopyLoop(b *testing.B, e *testEnv, group string, consuming chan<- struct{}) func() {
+	o := benchOptions(e, group)
+	var acked atomic.Int64
+	w := &kafka.Writer{
+		Addr:         kafka.TCP(e.brokers...),
+		Topic:        outTopic,
+		Balancer:     kafka.BalancerFunc(routeChosen),
+		RequiredAcks: kafka.RequireAll,
+		Async:        true,
+		BatchSize:    o.BatchSize,
+		BatchBytes:   o.BatchBytes,
+		BatchTimeout: o.BatchTimeout,
+		MaxAttempts:  3,
+		Completion: func(msgs []kafka.Message, err error) {
+			if err != nil {
+				b.Error(err)
+			}
+			acked.Add(int64(len(msgs)))
+		},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for p := range benchParts {
+		r := kafka.NewReader(kafka.ReaderConfig{
+			Brokers: e.brokers, Topic: inTopic, Partition: p,
+			MinBytes: o.FetchMinBytes, MaxBytes: o.FetchMaxBytes, MaxWait: o.FetchMaxWait,
+			QueueCapacity: 4096, ReadLagInterval: -1,
+		})
+		if err := r.SetOffset(kafka.FirstOffset); err != nil {
+			b.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer r.Close()
+			buf := make([]kafka.Message, 0, 1000)
+			for {
+				m, err := r.FetchMessage(ctx)
+				if err != nil {
+					return
+				}
+				buf = append(buf, kafka.Message{Key: m.Key, Value: m.Value, Headers: m.Headers, Time: m.Time, Partition: m.Partition})
+				if len(buf) == cap(buf) || m.Offset+1 >= m.HighWaterMark {
+					if err := w.WriteMessages(context.Background(), buf...); err != nil {
+						b.Error(err)
+						return
+					}
+					clear(buf)
+					buf = buf[:0]
+				}
+			}
+		}()
+	}
+	close(consuming)
+	return func() {
+		cancel()
+		wg.Wait()
+		_ = w.Close()
+	}
+}

@@ -1,0 +1,34 @@
+// Package processor is the deduplication stage: it reads an input topic as
+// a member of a consumer group, drops records whose dedup key was seen
+// within the window, and writes the rest to an output topic.
+//
+// What it guarantees:
+//
+//   - Time is the record timestamp. A key forwarded less than one window
+//     earlier is dropped; one forwarded two windows or more earlier is
+//     forwarded; in between, either (rotation.Pair decides).
+//   - A record carrying Options.RetractHeader removes its key from the
+//     filters and is itself forwarded. A record without a dedup key is
+//     forwarded and counted as unkeyed; nothing is dropped for being
+//     malformed.
+//   - Forwarded records keep key, value, timestamp and headers and gain the
+//     HeaderSource* headers. They go to the input record's partition when
+//     both topics have as many partitions, else where the Java client's
+//     default partitioner (murmur2 of the key) puts them.
+//   - An input offset is committed only after every output before it is
+//     acknowledged (RequiredAcks: all). A record the writer cannot deliver
+//     stops Run with a *ProduceError; nothing past it is committed.
+//   - With a Store, each partition checkpoints its filters with the input
+//     offset they cover and the output end offsets read before the copy;
+//     a restarted member restores the newest valid snapshot, seeks to its
+//     offset, scans the output from those end offsets and does not forward
+//     again what already landed: after a crash, every first occurrence is
+//     in the output once. Without a Store, output is at-least-once.
+//   - kafka-go has no idempotent producer: a batch whose acknowledgement was
+//     lost and which the writer retried (at most 2 retries) can land twice.
+//
+// Concurrency: one worker goroutine per assigned partition owns its reader,
+// filter pair and ack tracker; the writer and the metrics are shared and
+// safe for concurrent use. Processor methods are safe for concurrent use;
+// Run is called once.
+package processor
