@@ -2,21 +2,27 @@ package rotation
 
 import "math/bits"
 
-// counting is a blocked counting Bloom filter with 4-bit saturating counters.
+// counting holds both generations of the counting pair: blocked counting
+// Bloom filters with 4-bit saturating counters.
 //
-// Counters are packed 16 to a uint64 and 128 to a 64-byte block; a key's k
-// counters are k distinct counters of one block, so a test or an add touches
-// one cache line. A counter that reaches 15 is saturated: it is never
-// decremented again, because its true count is no longer known.
+// Counters are packed 16 to a uint64 and 128 to a 64-byte block (one cache
+// line); a key's k counters are k distinct counters of one block chosen by
+// its hash. The two generations are interleaved: block b of generation g is
+// line 2b+g, so the current and previous blocks of a key are adjacent lines
+// of one 128-byte bucket and a test of both costs one memory round trip, not
+// two. Rotation flips which half of every bucket is current and clears that
+// half in place.
 //
-// nonzero and saturated are kept up to date by every change so that the
-// statistics never scan the filter.
+// A counter that reaches 15 is saturated: it is never decremented again,
+// because its true count is no longer known. nonzero and saturated are kept
+// up to date by every change so that statistics never scan the filter.
 type counting struct {
-	words     []uint64 // blocks*8 words
+	words     []uint64 // blocks × 16: block b of generation g is words[16b+8g : 16b+8g+8]
 	blocks    uint64
 	k         int
-	nonzero   uint64 // counters > 0
-	saturated uint64 // counters == 15
+	cur       int       // generation (0 or 1) that is current
+	nonzero   [2]uint64 // per generation: counters > 0
+	saturated [2]uint64 // per generation: counters == 15
 }
 
 // probe is where a key lives: its block, and a mask with the low bit of each
@@ -27,15 +33,15 @@ type probe struct {
 }
 
 const (
-	lowNibbles = 0x1111111111111111
-	// Multiplier and increment of the 64-bit PCG linear congruential generator;
-	// its high bits are well spread, and they pick counters within a block.
-	lcgMul = 6364136223846793005
-	lcgInc = 1442695040888963407
+	lowNibbles  = 0x1111111111111111
+	bucketWords = 2 * blockWords
+	golden      = 0x9E3779B97F4A7C15
 )
 
 func newCounting(blocks uint64, k int) *counting {
-	return &counting{words: make([]uint64, blocks*blockWords), blocks: blocks, k: k}
+	words := make([]uint64, blocks*bucketWords)
+	adviseHuge(words)
+	return &counting{words: words, blocks: blocks, k: k}
 }
 
 // nonzeroNibbles has the low bit of every non-zero nibble of x set.
@@ -45,7 +51,7 @@ func nonzeroNibbles(x uint64) uint64 { return (x | x>>1 | x>>2 | x>>3) & lowNibb
 func fullNibbles(x uint64) uint64 { return x & (x >> 1) & (x >> 2) & (x >> 3) & lowNibbles }
 
 // mix is the murmur3 64-bit finaliser: it decorrelates the counter choice from
-// the block choice, which uses the high bits of h.
+// the block choice, which uses the high bits of the key hash.
 func mix(h uint64) uint64 {
 	h ^= h >> 33
 	h *= 0xff51afd7ed558ccd
@@ -55,16 +61,23 @@ func mix(h uint64) uint64 {
 	return h
 }
 
-// locate computes the probe of a 64-bit key hash. The block is h scaled to
-// [0, blocks) (multiply-high, no division); the k counters are drawn from a
-// PCG sequence seeded by mix(h), redrawing repeats so they are distinct.
+// locate computes the probe of a 64-bit key hash h. The block is h scaled to
+// [0, blocks) (multiply-high, no division). The counters are 7-bit slices of
+// mix(h) (re-mixed every 9 slices), a repeat being skipped so the k counters
+// are distinct.
 func (c *counting) locate(h uint64, pr *probe) {
 	pr.block, _ = bits.Mul64(h, c.blocks)
 	pr.mask = [blockWords]uint64{}
 	x := mix(h)
+	left := 9
 	for i := 0; i < c.k; {
-		pos := x >> 57
-		x = x*lcgMul + lcgInc
+		if left == 0 {
+			x = mix(x + golden)
+			left = 9
+		}
+		pos := x & (blockCounters - 1)
+		x >>= 7
+		left--
 		w, bit := pos>>4, uint64(1)<<((pos&15)*4)
 		if pr.mask[w]&bit != 0 {
 			continue
@@ -74,74 +87,140 @@ func (c *counting) locate(h uint64, pr *probe) {
 	}
 }
 
-func (c *counting) block(pr *probe) *[blockWords]uint64 {
-	return (*[blockWords]uint64)(c.words[pr.block*blockWords : pr.block*blockWords+blockWords])
+// bucket returns the two blocks (one per generation) of the probe.
+func (c *counting) bucket(pr *probe) *[bucketWords]uint64 {
+	i := pr.block * bucketWords
+	return (*[bucketWords]uint64)(c.words[i : i+bucketWords])
 }
 
-// contains reports whether every counter of the probe is non-zero.
-func (c *counting) contains(pr *probe) bool {
-	b := c.block(pr)
+// testAndAdd reports whether either generation holds the probe and, if
+// neither does, adds it to the current one. Both blocks are read in the same
+// loop so that their cache misses overlap.
+func (c *counting) testAndAdd(pr *probe) bool {
+	b := c.bucket(pr)
+	cur, prev := c.cur*blockWords, (1-c.cur)*blockWords
+	var missCur, missPrev uint64
+	for w := range blockWords {
+		m := pr.mask[w]
+		missCur |= m &^ nonzeroNibbles(b[cur+w])
+		missPrev |= m &^ nonzeroNibbles(b[prev+w])
+	}
+	if missCur == 0 || missPrev == 0 {
+		return true
+	}
+	c.add(c.cur, pr)
+	return false
+}
+
+// contains reports whether every counter of the probe is non-zero in
+// generation g.
+func (c *counting) contains(g int, pr *probe) bool {
+	b := c.bucket(pr)
+	off := g * blockWords
 	var missing uint64
 	for w := range blockWords {
-		missing |= pr.mask[w] &^ nonzeroNibbles(b[w])
+		missing |= pr.mask[w] &^ nonzeroNibbles(b[off+w])
 	}
 	return missing == 0
 }
 
-// add increments the probe's counters, leaving saturated ones at 15.
-func (c *counting) add(pr *probe) {
-	b := c.block(pr)
+// add increments the probe's counters in generation g, leaving saturated
+// ones at 15.
+func (c *counting) add(g int, pr *probe) {
+	b := c.bucket(pr)
+	off := g * blockWords
+	var nz, sat int
 	for w := range blockWords {
-		m := pr.mask[w]
-		if m == 0 {
-			continue
-		}
-		x := b[w]
+		m, x := pr.mask[w], b[off+w]
 		inc := m &^ fullNibbles(x)
-		c.nonzero += uint64(bits.OnesCount64(m &^ nonzeroNibbles(x)))
+		nz += bits.OnesCount64(m &^ nonzeroNibbles(x))
 		x += inc // no carry: every incremented nibble was below 15
-		c.saturated += uint64(bits.OnesCount64(fullNibbles(x) & inc))
-		b[w] = x
+		sat += bits.OnesCount64(fullNibbles(x) & inc)
+		b[off+w] = x
 	}
+	c.nonzero[g] += uint64(nz)
+	c.saturated[g] += uint64(sat)
 }
 
-// remove decrements the probe's unsaturated counters. The caller has checked
-// contains, so every counter is at least 1 and nothing borrows.
-func (c *counting) remove(pr *probe) {
-	b := c.block(pr)
+// remove decrements the probe's unsaturated counters in generation g. The
+// caller has checked contains, so every counter is at least 1 and nothing
+// borrows.
+func (c *counting) remove(g int, pr *probe) {
+	b := c.bucket(pr)
+	off := g * blockWords
+	var zeroed int
 	for w := range blockWords {
-		m := pr.mask[w]
-		if m == 0 {
-			continue
-		}
-		x := b[w]
-		dec := m &^ fullNibbles(x)
+		x := b[off+w]
+		dec := pr.mask[w] &^ fullNibbles(x)
 		x -= dec
-		c.nonzero -= uint64(bits.OnesCount64(dec &^ nonzeroNibbles(x)))
-		b[w] = x
+		zeroed += bits.OnesCount64(dec &^ nonzeroNibbles(x))
+		b[off+w] = x
 	}
+	c.nonzero[g] -= uint64(zeroed)
 }
 
-// counter returns counter i (for tests and snapshot validation).
-func (c *counting) counter(i uint64) uint8 {
-	return uint8(c.words[i/16] >> ((i % 16) * 4) & 15)
+// counter returns counter i of generation g (for tests).
+func (c *counting) counter(g int, i uint64) uint8 {
+	block, j := i/blockCounters, i%blockCounters
+	x := c.words[block*bucketWords+uint64(g)*blockWords+j/16]
+	return uint8(x >> ((j % 16) * 4) & 15)
 }
 
-func (c *counting) reset() {
+// rotate makes the current generation previous, and the previous one, cleared,
+// current.
+func (c *counting) rotate() {
+	c.cur = 1 - c.cur
+	c.clearGen(c.cur)
+}
+
+func (c *counting) clearGen(g int) {
+	for i := uint64(g * blockWords); i < uint64(len(c.words)); i += bucketWords {
+		clear(c.words[i : i+blockWords])
+	}
+	c.nonzero[g], c.saturated[g] = 0, 0
+}
+
+func (c *counting) clearAll() {
 	clear(c.words)
-	c.nonzero, c.saturated = 0, 0
+	c.nonzero, c.saturated = [2]uint64{}, [2]uint64{}
 }
 
 func (c *counting) copyFrom(src *counting) {
 	copy(c.words, src.words)
-	c.nonzero, c.saturated = src.nonzero, src.saturated
+	c.cur, c.nonzero, c.saturated = src.cur, src.nonzero, src.saturated
 }
 
-// recount scans the filter; used only to validate a decoded snapshot.
-func (c *counting) recount() (nonzero, saturated uint64) {
-	for _, x := range c.words {
-		nonzero += uint64(bits.OnesCount64(nonzeroNibbles(x)))
-		saturated += uint64(bits.OnesCount64(fullNibbles(x)))
+// genWords returns the number of words of one generation.
+func (c *counting) genWords() uint64 { return c.blocks * blockWords }
+
+// gather copies words of generation g, from its word i (a multiple of 8)
+// on, into dst (a multiple of 8 long), and returns how many it copied.
+func (c *counting) gather(g int, i uint64, dst []uint64) int {
+	n := 0
+	for b := i / blockWords; b < c.blocks && n < len(dst); b++ {
+		o := b*bucketWords + uint64(g)*blockWords
+		n += copy(dst[n:], c.words[o:o+blockWords])
+	}
+	return n
+}
+
+// scatter is the inverse of gather.
+func (c *counting) scatter(g int, i uint64, src []uint64) int {
+	n := 0
+	for b := i / blockWords; b < c.blocks && n < len(src); b++ {
+		o := b*bucketWords + uint64(g)*blockWords
+		n += copy(c.words[o:o+blockWords], src[n:])
+	}
+	return n
+}
+
+// recount scans generation g; used only to validate a decoded snapshot.
+func (c *counting) recount(g int) (nonzero, saturated uint64) {
+	for i := uint64(g * blockWords); i < uint64(len(c.words)); i += bucketWords {
+		for _, x := range c.words[i : i+blockWords] {
+			nonzero += uint64(bits.OnesCount64(nonzeroNibbles(x)))
+			saturated += uint64(bits.OnesCount64(fullNibbles(x)))
+		}
 	}
 	return nonzero, saturated
 }

@@ -24,7 +24,7 @@ type Pair struct {
 	m uint64
 	k int
 
-	cur, prev   *counting // Counting mode
+	cnt         *counting // Counting mode: both generations
 	pcur, pprev *plain    // Plain mode
 	model       *blockModel
 }
@@ -54,8 +54,7 @@ func newPair(o Options, m uint64, k int) *Pair {
 	if o.Mode == Plain {
 		p.pcur, p.pprev = newPlain(m, k), newPlain(m, k)
 	} else {
-		blocks := m / blockCounters
-		p.cur, p.prev = newCounting(blocks, k), newCounting(blocks, k)
+		p.cnt = newCounting(m/blockCounters, k)
 		p.model = modelFor(k)
 	}
 	return p
@@ -68,16 +67,12 @@ func newPair(o Options, m uint64, k int) *Pair {
 // Remove undoes one TestAndAdd. A zero ts leaves time where it is.
 func (p *Pair) TestAndAdd(key []byte, ts time.Time) (seen bool) {
 	p.advance(ts)
-	if p.cur == nil {
+	if p.cnt == nil {
 		return p.testAndAddPlain(key)
 	}
 	var pr probe
-	p.cur.locate(xxhash.Sum64(key), &pr)
-	if p.cur.contains(&pr) || p.prev.contains(&pr) {
-		return true
-	}
-	p.cur.add(&pr)
-	return false
+	p.cnt.locate(xxhash.Sum64(key), &pr)
+	return p.cnt.testAndAdd(&pr)
 }
 
 func (p *Pair) testAndAddPlain(key []byte) bool {
@@ -94,15 +89,15 @@ func (p *Pair) testAndAddPlain(key []byte) bool {
 // anything was removed. In Plain mode it changes nothing and returns
 // ErrRemoveUnsupported.
 func (p *Pair) Remove(key []byte, ts time.Time) (removed bool, err error) {
-	if p.cur == nil {
+	if p.cnt == nil {
 		return false, ErrRemoveUnsupported
 	}
 	p.advance(ts)
 	var pr probe
-	p.cur.locate(xxhash.Sum64(key), &pr)
-	for _, g := range [2]*counting{p.cur, p.prev} {
-		if g.contains(&pr) {
-			g.remove(&pr)
+	p.cnt.locate(xxhash.Sum64(key), &pr)
+	for g := range 2 {
+		if p.cnt.contains(g, &pr) {
+			p.cnt.remove(g, &pr)
 			removed = true
 		}
 	}
@@ -112,12 +107,12 @@ func (p *Pair) Remove(key []byte, ts time.Time) (removed bool, err error) {
 // Test reports whether key is in either generation, without changing
 // anything (not even time).
 func (p *Pair) Test(key []byte) bool {
-	if p.cur == nil {
+	if p.cnt == nil {
 		return p.pcur.f.Test(key) || p.pprev.f.Test(key)
 	}
 	var pr probe
-	p.cur.locate(xxhash.Sum64(key), &pr)
-	return p.cur.contains(&pr) || p.prev.contains(&pr)
+	p.cnt.locate(xxhash.Sum64(key), &pr)
+	return p.cnt.contains(0, &pr) || p.cnt.contains(1, &pr)
 }
 
 // Bounds on event time, in Unix nanoseconds; keeping well inside int64 means
@@ -165,23 +160,21 @@ func (p *Pair) advance(ts time.Time) {
 }
 
 func (p *Pair) rotate() {
-	if p.cur == nil {
+	if p.cnt == nil {
 		p.pcur, p.pprev = p.pprev, p.pcur
 		p.pcur.reset()
 		return
 	}
-	p.cur, p.prev = p.prev, p.cur
-	p.cur.reset()
+	p.cnt.rotate()
 }
 
 func (p *Pair) clearBoth() {
-	if p.cur == nil {
+	if p.cnt == nil {
 		p.pcur.reset()
 		p.pprev.reset()
 		return
 	}
-	p.cur.reset()
-	p.prev.reset()
+	p.cnt.clearAll()
 }
 
 // Options returns the options the pair was built (or decoded) with; Mode is
@@ -190,8 +183,8 @@ func (p *Pair) Options() Options { return p.opts }
 
 // SizeBytes is the memory of both generations' filter data.
 func (p *Pair) SizeBytes() int {
-	if p.cur != nil {
-		return 8 * (len(p.cur.words) + len(p.prev.words))
+	if p.cnt != nil {
+		return 8 * len(p.cnt.words)
 	}
 	if p.pcur != nil {
 		return 8 * (len(p.pcur.words) + len(p.pprev.words))
@@ -204,7 +197,7 @@ func (p *Pair) SizeBytes() int {
 // by Clone); otherwise it returns an error wrapping ErrMismatch. A zero dst
 // is initialised, which allocates.
 func (p *Pair) CopyTo(dst *Pair) error {
-	if dst.cur == nil && dst.pcur == nil {
+	if dst.cnt == nil && dst.pcur == nil {
 		*dst = *newPair(p.opts, p.m, p.k)
 	}
 	if dst.opts != p.opts || dst.m != p.m || dst.k != p.k {
@@ -212,9 +205,8 @@ func (p *Pair) CopyTo(dst *Pair) error {
 			ErrMismatch, p.opts, p.m, p.k, dst.opts, dst.m, dst.k)
 	}
 	dst.start, dst.started, dst.rotations = p.start, p.started, p.rotations
-	if p.cur != nil {
-		dst.cur.copyFrom(p.cur)
-		dst.prev.copyFrom(p.prev)
+	if p.cnt != nil {
+		dst.cnt.copyFrom(p.cnt)
 	} else {
 		dst.pcur.copyFrom(p.pcur)
 		dst.pprev.copyFrom(p.pprev)
@@ -225,7 +217,7 @@ func (p *Pair) CopyTo(dst *Pair) error {
 // Clone returns a deep copy of p.
 func (p *Pair) Clone() *Pair {
 	var c Pair
-	if p.cur == nil && p.pcur == nil {
+	if p.cnt == nil && p.pcur == nil {
 		return &c
 	}
 	_ = p.CopyTo(&c) // cannot fail: c is zero, so it takes p's geometry

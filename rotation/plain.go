@@ -15,6 +15,7 @@ type plain struct {
 
 func newPlain(m uint64, k int) *plain {
 	f := bloom.New(uint(m), uint(k))
+	adviseHuge(f.BitSet().Bytes())
 	return &plain{f: f, words: f.BitSet().Bytes(), m: m, k: k}
 }
 

@@ -59,25 +59,55 @@ func (s *snapWriter) write(b []byte) error {
 	return nil
 }
 
-func (s *snapWriter) writeWords(words []uint64, buf []byte) error {
-	for len(words) > 0 {
-		n := min(len(words), len(buf)/8)
-		for i, x := range words[:n] {
-			binary.LittleEndian.PutUint64(buf[8*i:], x)
+// chunkWords is the streaming buffer of snapshots, in words (a multiple of
+// blockWords).
+const chunkWords = chunkBytes / 8
+
+// writeGen streams generation g (0 current, 1 previous) of p.
+func (s *snapWriter) writeGen(p *Pair, g int, words []uint64, buf []byte) error {
+	for i := uint64(0); i < p.genWords(); {
+		n := p.gather(g, i, words)
+		for j, x := range words[:n] {
+			binary.LittleEndian.PutUint64(buf[8*j:], x)
 		}
 		if err := s.write(buf[:8*n]); err != nil {
 			return err
 		}
-		words = words[n:]
+		i += uint64(n)
 	}
 	return nil
+}
+
+// genWords is the number of words of one generation.
+func (p *Pair) genWords() uint64 {
+	if p.cnt != nil {
+		return p.cnt.genWords()
+	}
+	return uint64(len(p.pcur.words))
+}
+
+// gather copies words of generation g (0 current, 1 previous) from its word
+// i (a multiple of blockWords) on into dst, and returns how many it copied.
+func (p *Pair) gather(g int, i uint64, dst []uint64) int {
+	if p.cnt != nil {
+		return p.cnt.gather(p.cnt.cur^g, i, dst)
+	}
+	return copy(dst, [2]*plain{p.pcur, p.pprev}[g].words[i:])
+}
+
+// scatter is the inverse of gather.
+func (p *Pair) scatter(g int, i uint64, src []uint64) int {
+	if p.cnt != nil {
+		return p.cnt.scatter(p.cnt.cur^g, i, src)
+	}
+	return copy([2]*plain{p.pcur, p.pprev}[g].words[i:], src)
 }
 
 // WriteTo writes a versioned, checksummed snapshot of the whole pair: options,
 // window, rotations, geometry, and both generations. It streams the filters
 // through a small buffer.
 func (p *Pair) WriteTo(w io.Writer) (int64, error) {
-	if p.cur == nil && p.pcur == nil {
+	if p.cnt == nil && p.pcur == nil {
 		return 0, errors.New("write snapshot: pair not initialised (use New)")
 	}
 	var h [headerSize]byte
@@ -94,17 +124,14 @@ func (p *Pair) WriteTo(w io.Writer) (int64, error) {
 	binary.LittleEndian.PutUint64(h[40:], p.rotations)
 	binary.LittleEndian.PutUint64(h[48:], p.m)
 	binary.LittleEndian.PutUint32(h[56:], uint32(p.k))
-	var cur, prev []uint64
-	if p.cur != nil {
-		binary.LittleEndian.PutUint64(h[64:], p.cur.nonzero)
-		binary.LittleEndian.PutUint64(h[72:], p.cur.saturated)
-		binary.LittleEndian.PutUint64(h[80:], p.prev.nonzero)
-		binary.LittleEndian.PutUint64(h[88:], p.prev.saturated)
-		cur, prev = p.cur.words, p.prev.words
+	if c := p.cnt; c != nil {
+		binary.LittleEndian.PutUint64(h[64:], c.nonzero[c.cur])
+		binary.LittleEndian.PutUint64(h[72:], c.saturated[c.cur])
+		binary.LittleEndian.PutUint64(h[80:], c.nonzero[1-c.cur])
+		binary.LittleEndian.PutUint64(h[88:], c.saturated[1-c.cur])
 	} else {
 		binary.LittleEndian.PutUint64(h[64:], p.pcur.added)
 		binary.LittleEndian.PutUint64(h[80:], p.pprev.added)
-		cur, prev = p.pcur.words, p.pprev.words
 	}
 	binary.LittleEndian.PutUint32(h[96:], crc32.Checksum(h[:96], castagnoli))
 
@@ -112,12 +139,11 @@ func (p *Pair) WriteTo(w io.Writer) (int64, error) {
 	if err := sw.write(h[:]); err != nil {
 		return sw.n, err
 	}
-	buf := make([]byte, chunkBytes)
-	if err := sw.writeWords(cur, buf); err != nil {
-		return sw.n, err
-	}
-	if err := sw.writeWords(prev, buf); err != nil {
-		return sw.n, err
+	words, buf := make([]uint64, chunkWords), make([]byte, chunkBytes)
+	for g := range 2 {
+		if err := sw.writeGen(p, g, words, buf); err != nil {
+			return sw.n, err
+		}
 	}
 	var t [4]byte
 	binary.LittleEndian.PutUint32(t[:], sw.crc)
@@ -146,16 +172,19 @@ func (s *snapReader) read(b []byte, what string) error {
 	}
 }
 
-func (s *snapReader) readWords(words []uint64, buf []byte, what string) error {
-	for len(words) > 0 {
-		n := min(len(words), len(buf)/8)
+// readGen reads generation g (0 current, 1 previous) into p.
+func (s *snapReader) readGen(p *Pair, g int, words []uint64, buf []byte) error {
+	what := [2]string{"current generation", "previous generation"}[g]
+	total := p.genWords()
+	for i := uint64(0); i < total; {
+		n := min(total-i, uint64(len(words)))
 		if err := s.read(buf[:8*n], what); err != nil {
 			return err
 		}
-		for i := range words[:n] {
-			words[i] = binary.LittleEndian.Uint64(buf[8*i:])
+		for j := range words[:n] {
+			words[j] = binary.LittleEndian.Uint64(buf[8*j:])
 		}
-		words = words[n:]
+		i += uint64(p.scatter(g, i, words[:n]))
 	}
 	return nil
 }
@@ -195,18 +224,11 @@ func (p *Pair) ReadFrom(r io.Reader) (int64, error) {
 		return sr.n, err
 	}
 
-	buf := make([]byte, min(chunkBytes, q.SizeBytes()))
-	var cur, prev []uint64
-	if q.cur != nil {
-		cur, prev = q.cur.words, q.prev.words
-	} else {
-		cur, prev = q.pcur.words, q.pprev.words
-	}
-	if err := sr.readWords(cur, buf, "current generation"); err != nil {
-		return sr.n, err
-	}
-	if err := sr.readWords(prev, buf, "previous generation"); err != nil {
-		return sr.n, err
+	words, buf := make([]uint64, chunkWords), make([]byte, chunkBytes)
+	for g := range 2 {
+		if err := sr.readGen(q, g, words, buf); err != nil {
+			return sr.n, err
+		}
 	}
 	computed := sr.crc
 	var t [4]byte
@@ -273,9 +295,9 @@ func decodeHeader(h *[headerSize]byte) (*Pair, error) {
 	}
 	p := newPair(o, m, int(k))
 	p.start, p.started, p.rotations = start, started, rotations
-	if p.cur != nil {
-		p.cur.nonzero, p.cur.saturated = binary.LittleEndian.Uint64(h[64:]), binary.LittleEndian.Uint64(h[72:])
-		p.prev.nonzero, p.prev.saturated = binary.LittleEndian.Uint64(h[80:]), binary.LittleEndian.Uint64(h[88:])
+	if c := p.cnt; c != nil { // generation 0 is current
+		c.nonzero[0], c.saturated[0] = binary.LittleEndian.Uint64(h[64:]), binary.LittleEndian.Uint64(h[72:])
+		c.nonzero[1], c.saturated[1] = binary.LittleEndian.Uint64(h[80:]), binary.LittleEndian.Uint64(h[88:])
 	} else {
 		p.pcur.added, p.pprev.added = binary.LittleEndian.Uint64(h[64:]), binary.LittleEndian.Uint64(h[80:])
 	}
@@ -285,12 +307,12 @@ func decodeHeader(h *[headerSize]byte) (*Pair, error) {
 // validateData checks that the decoded filters agree with the header: exact
 // counter counts (counting) and no bits beyond m (plain).
 func (p *Pair) validateData(h *[headerSize]byte) error {
-	if p.cur != nil {
-		for i, g := range [2]*counting{p.cur, p.prev} {
-			nz, sat := g.recount()
-			if nz != g.nonzero || sat != g.saturated {
-				return invalid([2]string{"current counts", "previous counts"}[i], int64(64+16*i),
-					"header says %d non-zero, %d saturated; data has %d, %d", g.nonzero, g.saturated, nz, sat)
+	if c := p.cnt; c != nil {
+		for g := range 2 {
+			nz, sat := c.recount(g)
+			if nz != c.nonzero[g] || sat != c.saturated[g] {
+				return invalid([2]string{"current counts", "previous counts"}[g], int64(64+16*g),
+					"header says %d non-zero, %d saturated; data has %d, %d", c.nonzero[g], c.saturated[g], nz, sat)
 			}
 		}
 		return nil

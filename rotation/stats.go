@@ -37,19 +37,19 @@ func (p *Pair) Stats() Stats {
 		s.WindowStart = time.Unix(0, p.start).UTC()
 	}
 	switch {
-	case p.cur != nil:
-		s.Current, s.Previous = p.countingStats(p.cur), p.countingStats(p.prev)
+	case p.cnt != nil:
+		s.Current, s.Previous = p.countingStats(p.cnt.cur), p.countingStats(1-p.cnt.cur)
 	case p.pcur != nil:
 		s.Current, s.Previous = p.plainStats(p.pcur), p.plainStats(p.pprev)
 	}
 	return s
 }
 
-func (p *Pair) countingStats(c *counting) FilterStats {
-	fs := FilterStats{M: p.m, K: uint32(p.k), Saturated: c.saturated}
-	fs.Fill = float64(c.nonzero) / float64(p.m)
+func (p *Pair) countingStats(g int) FilterStats {
+	fs := FilterStats{M: p.m, K: uint32(p.k), Saturated: p.cnt.saturated[g]}
+	fs.Fill = float64(p.cnt.nonzero[g]) / float64(p.m)
 	fs.EstimatedKeys = estimateKeys(fs.Fill, p.m, p.k)
-	fs.FPRate = p.model.rate(fs.EstimatedKeys / float64(c.blocks))
+	fs.FPRate = p.model.rate(fs.EstimatedKeys / float64(p.cnt.blocks))
 	return fs
 }
 

@@ -1,0 +1,82 @@
+package rotation
+
+import (
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"github.com/bits-and-blooms/bloom/v3"
+)
+
+// The Large benchmarks compare the counting pair with one plain
+// bits-and-blooms filter at production size (100M keys, ε = 0.001), where
+// every probe misses the CPU caches. Run them together and compare:
+//
+//	go test ./rotation -run '^$' -bench Large -benchmem -benchtime=2000000x
+const (
+	largeKeys   = 100_000_000
+	largeFPRate = 0.001
+)
+
+// freshKey writes the i-th benchmark key: 16 bytes, all distinct.
+func freshKey(buf *[16]byte, i uint64) []byte {
+	binary.LittleEndian.PutUint64(buf[0:], i*0x9E3779B97F4A7C15)
+	binary.LittleEndian.PutUint64(buf[8:], i)
+	return buf[:]
+}
+
+// prefault touches every page so that page faults of the fresh allocation are
+// not charged to the probes.
+func prefault(words []uint64) {
+	for i := 0; i < len(words); i += 512 {
+		words[i] = 0
+	}
+}
+
+func BenchmarkLargePair(b *testing.B) {
+	benchPair(b, Counting, largeKeys)
+}
+
+func BenchmarkLargePlainPair(b *testing.B) {
+	benchPair(b, Plain, largeKeys)
+}
+
+func BenchmarkLargeBitsAndBlooms(b *testing.B) {
+	f := bloom.NewWithEstimates(largeKeys, largeFPRate)
+	prefault(f.BitSet().Bytes())
+	b.ReportMetric(float64(f.Cap())/largeKeys, "bits/key")
+	b.SetBytes(0)
+	var buf [16]byte
+	b.ResetTimer()
+	for i := range uint64(b.N) {
+		f.TestAndAdd(freshKey(&buf, i))
+	}
+}
+
+func BenchmarkSmallPair(b *testing.B) {
+	benchPair(b, Counting, 100_000)
+}
+
+func BenchmarkSmallPlainPair(b *testing.B) {
+	benchPair(b, Plain, 100_000)
+}
+
+func benchPair(b *testing.B, mode Mode, n uint64) {
+	p, err := New(Options{ExpectedKeys: n, FPRate: largeFPRate, Window: time.Hour, Mode: mode})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if mode == Counting {
+		prefault(p.cnt.words)
+	} else {
+		prefault(p.pcur.words)
+		prefault(p.pprev.words)
+	}
+	b.ReportMetric(float64(p.SizeBytes()*8)/float64(n), "bits/key")
+	ts := time.Unix(1_700_000_000, 0)
+	var buf [16]byte
+	b.ResetTimer()
+	for i := range uint64(b.N) {
+		p.TestAndAdd(freshKey(&buf, i), ts)
+	}
+}

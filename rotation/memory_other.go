@@ -1,0 +1,5 @@
+//go:build !linux
+
+package rotation
+
+func adviseHuge([]uint64) {}
