@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -58,16 +60,53 @@ func TestBrokerRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &restartable{opts: clusterOpts(kfake.DataDir(t.TempDir()), kfake.Ports(port))}
+	// The broker's warnings go to a file whose tail joins the test log on
+	// failure.
+	logPath := filepath.Join(t.TempDir(), "kfake.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		logf.Close()
+		if t.Failed() {
+			t.Logf("---- kfake warnings tail:\n%s", tail(logPath, 8<<10))
+		}
+	})
+	b := &restartable{opts: clusterOpts(
+		kfake.DataDir(t.TempDir()),
+		kfake.Ports(port),
+		kfake.WithLogger(kfake.BasicLogger(logf, kfake.LogLevelWarn)),
+	)}
 	b.open(t)
 	t.Cleanup(b.close)
 	brokers := net.JoinHostPort("127.0.0.1", portStr)
 
 	w := newWorkload(rng, brokerRecords, time.Now().Truncate(time.Millisecond))
 	obs := startObserver(t, brokers)
-	p := startProc(t, "dedup#1", stageEnv(t, brokers, "kafka"))
+	env := stageEnv(t, brokers, "kafka")
+	var names procSet
+	p := startProc(t, names.next("dedup"), env)
 	pr := startProducer(t, brokers, w, obs, 1500)
-	guard := func() error { return errors.Join(pr.check(), alive(p)) }
+	// The stage should ride out a broker restart. If it exits instead, that
+	// is reported, and it is restarted as a supervisor would, so that the
+	// exactly-once check still covers the restart that followed.
+	exits := 0
+	guard := func() error {
+		if err := pr.check(); err != nil {
+			return err
+		}
+		if !p.exited() {
+			return nil
+		}
+		exits++
+		t.Errorf("%s exited during the broker restart (%s) instead of riding it out; restarting it", p.name, p.status())
+		if exits > 3 {
+			return errors.New("the stage keeps exiting")
+		}
+		p = startProc(t, names.next("dedup"), env)
+		return fmt.Errorf("%w: restarted the stage", errNotYet)
+	}
 
 	for i, at := range killPoints(rng, w.nFirsts, brokerRestarts) {
 		obs.waitProgress(t, 60*time.Second, int64(at), fmt.Sprintf("the output to reach restart point %d (%d keys)", i+1, at), guard)

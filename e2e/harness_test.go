@@ -121,8 +121,17 @@ func stageEnv(t *testing.T, brokers, store string) map[string]string {
 		"DEDUP_EXPECTED_KEYS": "50000",
 		"DEDUP_FP_RATE":       "0.000001",
 		"SHUTDOWN_TIMEOUT":    shutdownTimeout.String(),
-		"LOG_LEVEL":           "info",
+		"LOG_LEVEL":           logLevel(),
 	}
+}
+
+// logLevel is the binary's LOG_LEVEL: info, or E2E_LOG_LEVEL when set (say,
+// debug while chasing a failure).
+func logLevel() string {
+	if l := os.Getenv("E2E_LOG_LEVEL"); l != "" {
+		return l
+	}
+	return "info"
 }
 
 func cloneEnv(env map[string]string) map[string]string {
