@@ -289,3 +289,36 @@ func TestCrashReplaySuppressed(t *testing.T) {
 		t.Errorf("dedup_restores_total{source=latest} = %v, want %d", n, parts)
 	}
 }
+
+// TestRestoreOptionsChanged: a snapshot built with other filter options
+// cannot be used (a filter cannot be resized). The partition starts with
+// empty filters at the snapshot's offset: nothing before it is forwarded
+// again, but keys seen before the change are forgotten.
+func TestRestoreOptionsChanged(t *testing.T) {
+	e := newTestEnv(t, 1, 1)
+	o := e.options("resized")
+	o.Store = fileStore(t, "resized")
+	out := e.collect()
+	a := start(t, o)
+	a.waitReady(t)
+	e.produce(rec(0, "old", "old-1", t0), rec(0, "old", "old-dup", t0))
+	out.untilValue("old-1")
+	if err := a.stop(t); err != nil {
+		t.Fatal(err)
+	}
+
+	o.Filter.ExpectedKeys *= 2
+	o.Metrics = NewMetrics(newRegistry())
+	b := start(t, o)
+	b.waitReady(t)
+	e.produce(rec(0, "old", "old-2", t0), rec(0, "new", "new-1", t0), rec(0, "new", "new-dup", t0))
+	e.produce(sentinels(1, t0)...)
+	got := values(withoutSentinels(out.untilSentinels(1)))
+	want := []string{"old-1", "old-2", "new-1"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	if n := metricValue(b.p.metrics.restores.WithLabelValues("empty")); n != 1 {
+		t.Errorf("dedup_restores_total{source=empty} = %v, want 1", n)
+	}
+}
