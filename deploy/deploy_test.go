@@ -1261,3 +1261,20 @@ func TestDashboard(t *testing.T) {
 		}
 	}
 }
+
+// TestComposeConfig asks Compose itself to validate docker-compose.yml, where
+// a Compose client is installed (it needs no Docker engine for this).
+func TestComposeConfig(t *testing.T) {
+	var cmd *exec.Cmd
+	if p, err := exec.LookPath("docker-compose"); err == nil {
+		cmd = exec.Command(p, "-f", "docker-compose.yml", "config", "-q")
+	} else if p, err := exec.LookPath("docker"); err == nil && exec.Command(p, "compose", "version").Run() == nil {
+		cmd = exec.Command(p, "compose", "-f", "docker-compose.yml", "config", "-q")
+	} else {
+		t.Skip("no Compose client (docker compose or docker-compose); the YAML checks above still ran")
+	}
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, out)
+	}
+}
