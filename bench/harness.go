@@ -2,13 +2,19 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -37,12 +43,17 @@ type Options struct {
 	Progress io.Writer
 	// ContenderTimeout bounds each contender process (default 1h).
 	ContenderTimeout time.Duration
+	// Repeat runs every contender this many times, interleaved, and keeps
+	// the run with the median throughput (default 1).
+	Repeat int
 }
 
 // Outcome is one contender's measured and verified run.
 type Outcome struct {
 	Result
 	Verify Verification
+	// Rates holds the records/s of every repeated run.
+	Rates []float64 `json:"rates,omitempty"`
 }
 
 // Verification is what the harness found in a contender's output.
@@ -63,6 +74,7 @@ type Report struct {
 	ExpectedKeys uint64
 	Firsts       uint64 // first occurrences in the input (= Workload.Keys)
 	Preload      time.Duration
+	Repeat       int // runs per contender; Outcomes hold the median
 	Outcomes     []Outcome
 }
 
@@ -78,8 +90,6 @@ func (r Report) Outcome(name string) (Outcome, bool) {
 
 const inputTopic = "bench-input"
 
-func outputTopic(contender string) string { return "bench-output-" + contender }
-
 func (o *Options) normalize() error {
 	o.Workload = o.Workload.Resolved()
 	var errs []error
@@ -94,6 +104,12 @@ func (o *Options) normalize() error {
 	}
 	if o.Window == 0 {
 		o.Window = time.Hour
+	}
+	if o.Repeat == 0 {
+		o.Repeat = 1
+	}
+	if o.Repeat < 0 {
+		errs = append(errs, fmt.Errorf("repeat: %d is negative", o.Repeat))
 	}
 	if o.ContenderTimeout == 0 {
 		o.ContenderTimeout = time.Hour
@@ -120,18 +136,21 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		return Report{}, err
 	}
 	w := o.Workload
-	topics := []string{inputTopic}
-	for _, c := range o.Contenders {
-		topics = append(topics, outputTopic(c))
+	if need, avail := o.memoryNeeded(), memAvailable(); avail > 0 && need > avail*9/10 {
+		return Report{}, fmt.Errorf("run %d distinct keys: needs about %.1f GiB of memory, %.1f GiB available: lower --keys, --dup-ratio or --value-size",
+			w.Keys, float64(need)/(1<<30), float64(avail)/(1<<30))
 	}
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(w.Partitions), topics...))
+	// The broker keeps every record in this process's heap; the default
+	// GOGC would let the heap grow to twice that before collecting.
+	defer debug.SetGCPercent(debug.SetGCPercent(harnessGCPercent))
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(w.Partitions), inputTopic))
 	if err != nil {
 		return Report{}, fmt.Errorf("start embedded broker: %w", err)
 	}
 	defer cluster.Close()
 	brokers := cluster.ListenAddrs()
 
-	rep := Report{Workload: w, FPRate: o.FPRate, ExpectedKeys: o.ExpectedKeys}
+	rep := Report{Workload: w, FPRate: o.FPRate, ExpectedKeys: o.ExpectedKeys, Repeat: o.Repeat}
 	fmt.Fprintf(o.Progress, "input: %d records, %d distinct keys (%.0f%% duplicates), %d partitions, key %d B, value %d B\n",
 		w.Records, w.Keys, 100*float64(w.Records-w.Keys)/float64(w.Records), w.Partitions, w.KeySize, w.ValueSize)
 	start := time.Now()
@@ -143,40 +162,92 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	rep.Firsts = in.firsts
 
 	admin := &kafka.Client{Addr: kafka.TCP(brokers...)}
-	for _, name := range o.Contenders {
-		// Leave the harness's garbage from the last phase collected, so its
-		// collector does not compete with the contender for the CPU.
-		runtime.GC()
-		spec := Spec{
-			Name:         name,
-			Brokers:      brokers,
-			InputTopic:   inputTopic,
-			OutputTopic:  outputTopic(name),
-			Group:        "bench-" + name,
-			Ends:         in.ends,
-			ExpectedKeys: o.ExpectedKeys,
-			FPRate:       o.FPRate,
-			Window:       o.Window,
-		}
-		out, err := runProcess(ctx, o, spec, newBar(o.Progress, name, w.Records))
-		if err != nil {
-			return rep, err
-		}
-		if name == StageCounting || name == StagePlain {
-			if out.StateBytes, err = stageStateBytes(spec); err != nil {
+	runs := make(map[string][]Outcome)
+	for i := range o.Repeat {
+		for _, name := range o.Contenders {
+			out, err := runOne(ctx, o, admin, brokers, in, name, i)
+			if err != nil {
 				return rep, err
 			}
+			runs[name] = append(runs[name], out)
 		}
-		out.Verify, err = verify(ctx, brokers, spec.OutputTopic, w.Partitions, in)
-		if err != nil {
-			return rep, fmt.Errorf("verify %s: %w", name, err)
-		}
-		if _, err := admin.DeleteTopics(ctx, &kafka.DeleteTopicsRequest{Topics: []string{spec.OutputTopic}}); err != nil {
-			return rep, fmt.Errorf("delete output of %s: %w", name, err)
-		}
-		rep.Outcomes = append(rep.Outcomes, out)
+	}
+	for _, name := range o.Contenders {
+		rep.Outcomes = append(rep.Outcomes, median(runs[name]))
 	}
 	return rep, nil
+}
+
+// runOne runs contender name once (its run-th time) with its own output
+// topic and group, verifies its output and deletes the output topic.
+func runOne(ctx context.Context, o Options, admin *kafka.Client, brokers []string, in input, name string, run int) (Outcome, error) {
+	// Leave the harness's garbage from the last phase collected, so its
+	// collector does not compete with the contender for the CPU.
+	runtime.GC()
+	suffix := fmt.Sprintf("%s-%d", name, run)
+	spec := Spec{
+		Name:         name,
+		Brokers:      brokers,
+		InputTopic:   inputTopic,
+		OutputTopic:  "bench-output-" + suffix,
+		Group:        "bench-" + suffix,
+		Ends:         in.ends,
+		ExpectedKeys: o.ExpectedKeys,
+		FPRate:       o.FPRate,
+		Window:       o.Window,
+	}
+	if err := createTopic(ctx, admin, spec.OutputTopic, len(in.ends)); err != nil {
+		return Outcome{}, err
+	}
+	label := name
+	if o.Repeat > 1 {
+		label = fmt.Sprintf("%s #%d", name, run+1)
+	}
+	out, err := runProcess(ctx, o, spec, newBar(o.Progress, label, in.records))
+	if err != nil {
+		return Outcome{}, err
+	}
+	if name == StageCounting || name == StagePlain {
+		if out.StateBytes, err = stageStateBytes(spec); err != nil {
+			return Outcome{}, err
+		}
+	}
+	out.Verify, err = verify(ctx, brokers, spec.OutputTopic, len(in.ends), in)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("verify %s: %w", name, err)
+	}
+	if _, err := admin.DeleteTopics(ctx, &kafka.DeleteTopicsRequest{Topics: []string{spec.OutputTopic}}); err != nil {
+		return Outcome{}, fmt.Errorf("delete output of %s: %w", name, err)
+	}
+	out.Rates = []float64{out.RecordsPerSecond()}
+	return out, nil
+}
+
+// median returns the run with the median throughput, carrying every run's
+// throughput in Rates and the largest peak memory of all runs.
+func median(runs []Outcome) Outcome {
+	sorted := slices.Clone(runs)
+	slices.SortFunc(sorted, func(a, b Outcome) int { return cmp.Compare(a.Elapsed, b.Elapsed) })
+	m := sorted[len(sorted)/2]
+	m.Rates = nil
+	for _, r := range runs {
+		m.Rates = append(m.Rates, r.RecordsPerSecond())
+		m.PeakRSS = max(m.PeakRSS, r.PeakRSS)
+	}
+	return m
+}
+
+func createTopic(ctx context.Context, admin *kafka.Client, topic string, partitions int) error {
+	resp, err := admin.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{
+		{Topic: topic, NumPartitions: partitions, ReplicationFactor: 1},
+	}})
+	if err == nil {
+		err = resp.Errors[topic]
+	}
+	if err != nil {
+		return fmt.Errorf("create topic %s: %w", topic, err)
+	}
+	return nil
 }
 
 // runProcess runs one contender process and returns its result and peak
@@ -224,4 +295,49 @@ func (l *limitedWriter) Write(p []byte) (int, error) {
 		}
 	}
 	return len(p), nil
+}
+
+// harnessGCPercent is the harness's GOGC while the broker holds the input.
+const harnessGCPercent = 20
+
+// Per-record memory of the embedded broker, measured here with
+// harnessGCPercent: the record as encoded plus about 60% (batch structures,
+// client buffers, collector slack). An output record carries the three source headers
+// (about 80 bytes).
+const (
+	brokerOverhead    = 1.6
+	recordFraming     = 12
+	outputHeaderBytes = 80
+	// exactSetBytesPerKey bounds the exact set's peak memory per key beyond
+	// the key itself (map slot, string header, collector slack).
+	exactSetBytesPerKey = 130
+	contenderBaseline   = 300 << 20
+)
+
+// memoryNeeded estimates the peak memory of a run: the input and the largest
+// output (the copy loop's) in the broker, plus the largest contender.
+func (o Options) memoryNeeded() uint64 {
+	w := o.Workload
+	rec := float64(w.KeySize + w.ValueSize + recordFraming)
+	broker := float64(w.Records) * (2*rec + outputHeaderBytes) * brokerOverhead
+	contender := float64(w.Keys)*float64(exactSetBytesPerKey+w.KeySize) + contenderBaseline
+	return uint64(broker + contender)
+}
+
+// memAvailable reads MemAvailable from /proc/meminfo (0 when unknown).
+func memAvailable() uint64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemAvailable:" {
+			kib, err := strconv.ParseUint(f[1], 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kib * 1024
+		}
+	}
+	return 0
 }

@@ -46,11 +46,15 @@ const (
 	fetchMaxWait = 250 * time.Millisecond
 	// readerQueue is the reader's message queue, as the stage sets it.
 	readerQueue = 4096
-	// maxInFlight bounds the records handed to the asynchronous writer and
-	// not yet acknowledged, so that a fast reader cannot buffer the input
-	// in memory.
-	maxInFlight = 8 * batchSize
 )
+
+// inFlightPerPartition bounds the records of one input partition handed to
+// the asynchronous writer and not yet acknowledged, as the stage bounds them
+// (processor's inflightCap), so that a fast reader cannot buffer the input in
+// memory and every contender holds as much in flight.
+func inFlightPerPartition(outputPartitions int) int {
+	return min(1<<18, max(8192, 2*batchSize*max(1, outputPartitions)))
+}
 
 // runLoop is the kafka-go consume→produce loop the copy, exact-set and
 // library-filter contenders share: one reader and one goroutine per input
@@ -68,7 +72,7 @@ func runLoop(ctx context.Context, s Spec, rep *reporter, newState func(Spec) sta
 		errMu     sync.Mutex
 		writeErr  error
 	)
-	window := semaphore.NewWeighted(maxInFlight)
+	window := semaphore.NewWeighted(int64(inFlightPerPartition(len(s.Ends)) * len(s.Ends)))
 	w := &kafka.Writer{
 		Addr:         kafka.TCP(s.Brokers...),
 		Topic:        s.OutputTopic,

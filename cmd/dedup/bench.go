@@ -20,8 +20,9 @@ const benchContender = "contender"
 
 // Presets of `dedup bench`.
 const (
-	quickKeys = "200k"
-	fullKeys  = "1M,3M,10M,30M"
+	quickKeys   = "500k"
+	quickRepeat = 3
+	fullKeys    = "1M,3M,10M,30M"
 )
 
 const benchUsage = `Usage: dedup bench [flags]
@@ -31,7 +32,7 @@ process at a time, and prints records/s, peak resident memory, bytes per
 distinct key, duplicates dropped and false drops, each as a ratio to the stage
 in counting mode. Progress bars go to stderr, tables to stdout.
 
-  dedup bench --quick                     under a minute (200k distinct keys)
+  dedup bench --quick                     under a minute (500k distinct keys, each contender 3 times)
   dedup bench --full --plot docs/bench    the sweep: 1M,3M,10M,30M distinct keys
   dedup bench --keys 1M,10M,100M          any sweep (each point is a separate run)
 
@@ -50,7 +51,7 @@ func runBench(ctx context.Context, args []string) int {
 		fs.PrintDefaults()
 	}
 	var (
-		quick      = fs.Bool("quick", false, "small run that finishes in under a minute (keys "+quickKeys+")")
+		quick      = fs.Bool("quick", false, fmt.Sprintf("small run that finishes in under a minute (--keys %s --repeat %d)", quickKeys, quickRepeat))
 		full       = fs.Bool("full", false, "the sweep over distinct keys "+fullKeys)
 		keys       = fs.String("keys", "1M", "distinct keys; a comma-separated list runs a sweep (k, M, G suffixes)")
 		records    = fs.String("records", "0", "input records per run; 0 = keys/(1-dup-ratio)")
@@ -67,6 +68,7 @@ func runBench(ctx context.Context, args []string) int {
 		jsonOut    = fs.String("json", "", "also write the reports as JSON to this file")
 		from       = fs.String("from", "", "run nothing: read reports from this JSON file (written by --json) and print/plot them")
 		perTimeout = fs.Duration("contender-timeout", time.Hour, "longest one contender process may run")
+		repeat     = fs.Int("repeat", 1, "run every contender this many times (interleaved) and report the median records/s")
 	)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -95,6 +97,7 @@ func runBench(ctx context.Context, args []string) int {
 		problems = append(problems, errors.New("--quick and --full exclude each other"))
 	case *quick:
 		keyList = quickKeys
+		*repeat = quickRepeat
 	case *full:
 		keyList = fullKeys
 	}
@@ -134,6 +137,7 @@ func runBench(ctx context.Context, args []string) int {
 		Args:             []string{"bench", benchContender},
 		Progress:         os.Stderr,
 		ContenderTimeout: *perTimeout,
+		Repeat:           *repeat,
 	}
 	for _, k := range sweep {
 		w := base.Workload
@@ -144,6 +148,9 @@ func runBench(ctx context.Context, args []string) int {
 	}
 	if *fpRate <= 0 || *fpRate >= 1 {
 		problems = append(problems, fmt.Errorf("--fp-rate: %v is not in (0, 1)", *fpRate))
+	}
+	if *repeat < 1 {
+		problems = append(problems, fmt.Errorf("--repeat: %d is below 1", *repeat))
 	}
 	if *window <= 0 {
 		problems = append(problems, fmt.Errorf("--window: %v is not positive", *window))
@@ -174,8 +181,12 @@ func runBench(ctx context.Context, args []string) int {
 // printReport prints one run's table with the input it ran on.
 func printReport(w io.Writer, r bench.Report) {
 	wl := r.Workload
-	fmt.Fprintf(w, "\n%d records, %d distinct keys, %d partitions, key %d B, value %d B; filters sized for %d keys/partition at fp-rate %g\n\n",
-		wl.Records, wl.Keys, wl.Partitions, wl.KeySize, wl.ValueSize, r.ExpectedKeys, r.FPRate)
+	runs := ""
+	if r.Repeat > 1 {
+		runs = fmt.Sprintf("; median of %d runs per contender", r.Repeat)
+	}
+	fmt.Fprintf(w, "\n%d records, %d distinct keys, %d partitions, key %d B, value %d B; filters sized for %d keys/partition at fp-rate %g%s\n\n",
+		wl.Records, wl.Keys, wl.Partitions, wl.KeySize, wl.ValueSize, r.ExpectedKeys, r.FPRate, runs)
 	if err := bench.WriteTable(w, r); err != nil {
 		fmt.Fprintf(os.Stderr, "dedup bench: %v\n", err)
 	}
