@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"dedup/rotation"
+)
+
+func TestSizePrintsTheStageGeometry(t *testing.T) {
+	var stderr bytes.Buffer
+	in, code := parseSize([]string{"--keys-per-second", "1000", "--window", "1m", "--partitions", "3", "--fp-rate", "0.01", "--measure=false"}, &stderr)
+	if code != -1 {
+		t.Fatalf("parse: code %d: %s", code, stderr.String())
+	}
+	if n := in.keysPerPartition(); n != 20000 {
+		t.Fatalf("keys per partition = %d, want 20000 (1000/s × 60s / 3)", n)
+	}
+	var out bytes.Buffer
+	if err := writeSize(&out, in); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []rotation.Mode{rotation.Counting, rotation.Plain} {
+		p, err := rotation.New(rotation.Options{ExpectedKeys: 20000, FPRate: 0.01, Window: time.Minute, Mode: mode})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := p.Stats()
+		for _, want := range []string{fmt.Sprint(st.Current.M), bytesIEC(float64(p.SizeBytes())), bytesIEC(3 * float64(p.SizeBytes()))} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("%v: output lacks %q:\n%s", mode, want, out.String())
+			}
+		}
+	}
+}
+
+func TestSizeMeasuredRateIsNearTheTarget(t *testing.T) {
+	const eps = 0.01
+	in, code := parseSize([]string{"--keys-per-window", "50k", "--partitions", "1", "--fp-rate", fmt.Sprint(eps)}, &bytes.Buffer{})
+	if code != -1 {
+		t.Fatalf("parse: code %d", code)
+	}
+	for _, mode := range in.Modes {
+		r, err := sizeFor(in, mode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// 1M probes at 1%: the standard deviation is 0.01% absolute, so a
+		// rate outside [0.5ε, 1.5ε] means the figures are wrong, not unlucky.
+		if !r.measured || r.measuredFP < eps/2 || r.measuredFP > 1.5*eps {
+			t.Errorf("%v: measured rate %g (measured=%v), want about %g", mode, r.measuredFP, r.measured, eps)
+		}
+		if r.modelFP < eps/2 || r.modelFP > 1.5*eps {
+			t.Errorf("%v: expected rate at end of window %g, want about %g", mode, r.modelFP, eps)
+		}
+	}
+}
+
+func TestSizeReportsEveryProblemAtOnce(t *testing.T) {
+	var stderr bytes.Buffer
+	_, code := parseSize([]string{"--window", "-1s", "--partitions", "0", "--mode", "fancy"}, &stderr)
+	if code != exitConfig {
+		t.Fatalf("code %d, want %d", code, exitConfig)
+	}
+	for _, want := range []string{"--keys-per-second", "--window", "--partitions", "--mode"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("error does not mention %s: %s", want, stderr.String())
+		}
+	}
+}
+
+func TestBenchRejectsBadFlagsBeforeRunning(t *testing.T) {
+	for _, args := range [][]string{
+		{"--keys", "lots"},
+		{"--quick", "--full"},
+		{"--fp-rate", "2"},
+		{"--contenders", "copy,nonesuch"},
+		{"--keys", "1M,2M", "--records", "5M"},
+		{"--value-size", "4"},
+	} {
+		if code := runBench(context.Background(), args); code != exitConfig {
+			t.Errorf("dedup bench %q: exit %d, want %d", args, code, exitConfig)
+		}
+	}
+}
