@@ -23,10 +23,20 @@
 //     partition (fixed 8-bit fingerprints, so its false-positive rate is not
 //     configurable; off by default).
 //
-// Throughput is measured inside each contender, from the first input record
-// read to the last output record acknowledged by the broker. Peak memory is
-// the contender process's maximum resident set size as reported by the
-// kernel when it exits (getrusage). Nothing here is timed in tests: the test
-// only checks that the harness runs every contender and that their counts
-// agree.
+// The kafka-go loop contenders use the stage's client settings (reader queue,
+// writer batching, records in flight per partition) and add the same source
+// headers to what they forward, so that every contender writes the same
+// bytes and what differs is the deduplication.
+//
+// Throughput is measured inside each contender: for the loop contenders from
+// the first input record read to the last output record acknowledged; for
+// the stage, which publishes its counts only every 100ms, from the moment it
+// reports every partition consuming (Ready) to the last change of the output
+// topic's end offsets, polled every 5ms. Peak memory is the contender
+// process's own high-water resident set (VmHWM, read before it exits; see
+// peakRSS for why not getrusage). Repeated runs are interleaved and the run
+// with the median throughput is reported.
+//
+// Nothing here is timed in tests: the test only checks that the harness runs
+// every contender and that their counts agree.
 package bench

@@ -35,6 +35,10 @@ func newBar(w io.Writer, label string, total uint64) *bar {
 
 const barWidth = 30
 
+// clearLine erases from the cursor to the end of the line (ANSI), so a
+// shorter redraw leaves nothing of a longer one behind.
+const clearLine = "\x1b[K"
+
 func (b *bar) line(suffix string) string {
 	frac := 1.0
 	if b.total > 0 {
@@ -56,7 +60,7 @@ func (b *bar) update(n uint64) {
 	}
 	b.last = time.Now()
 	rate := float64(n) / time.Since(b.start).Seconds()
-	fmt.Fprintf(b.w, "\r%s %s/s ", b.line(""), count(rate))
+	fmt.Fprintf(b.w, "\r%s %s/s%s", b.line(""), count(rate), clearLine)
 }
 
 // follow updates the bar from get until the returned stop is called.
@@ -83,14 +87,14 @@ func (b *bar) finish(suffix string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.n = b.total
-	prefix := ""
+	prefix, clear := "", ""
 	if b.tty {
-		prefix = "\r"
+		prefix, clear = "\r", clearLine
 	}
 	if suffix == "" {
 		suffix = fmt.Sprintf("in %.1fs", time.Since(b.start).Seconds())
 	}
-	fmt.Fprintf(b.w, "%s%s %s\n", prefix, b.line(""), suffix)
+	fmt.Fprintf(b.w, "%s%s %s%s\n", prefix, b.line(""), suffix, clear)
 }
 
 func (b *bar) done(r Result) {
