@@ -32,14 +32,17 @@ func BenchmarkStageVsCopyLoop(b *testing.B) {
 	b.StopTimer()
 	e := newTestEnv(b, benchParts, benchParts)
 	seed(b, e, n)
-	var copyRate, stageRate float64
+	var copyRate, tunedRate, stageRate float64
 	for round := range benchRounds {
-		copyRate = max(copyRate, measure(b, e, n, fmt.Sprintf("copy-%d", round), runCopyLoop))
+		copyRate = max(copyRate, measure(b, e, n, fmt.Sprintf("copy-%d", round), runCopyLoop(nil)))
+		tunedRate = max(tunedRate, measure(b, e, n, fmt.Sprintf("tuned-%d", round), runCopyLoop(newMetadataCache(nil))))
 		stageRate = max(stageRate, measure(b, e, n, fmt.Sprintf("stage-%d", round), runStage))
 	}
 	b.ReportMetric(copyRate, "copy-rec/s")
+	b.ReportMetric(tunedRate, "copy+mdcache-rec/s")
 	b.ReportMetric(stageRate, "stage-rec/s")
 	b.ReportMetric(stageRate/copyRate, "stage/copy")
+	b.ReportMetric(stageRate/tunedRate, "stage/copy+mdcache")
 	b.ReportMetric(0, "ns/op") // the figures above are the result
 }
 
@@ -146,7 +149,16 @@ func runStage(b *testing.B, e *testEnv, group string, consuming chan<- struct{})
 // with the stage's settings, FetchMessage, and the same asynchronous writer
 // fed in the same slices of up to 1000, keeping key, value, headers and
 // timestamp. No keys, no filters, no source headers, no ack tracking.
-func runCopyLoop(b *testing.B, e *testEnv, group string, consuming chan<- struct{}) func() {
+//
+// With transport nil it is plain kafka-go; with the stage's metadataCache
+// it isolates the cost of deduplication itself.
+func runCopyLoop(transport kafka.RoundTripper) func(b *testing.B, e *testEnv, group string, consuming chan<- struct{}) func() {
+	return func(b *testing.B, e *testEnv, group string, consuming chan<- struct{}) func() {
+		return copyLoop(b, e, group, consuming, transport)
+	}
+}
+
+func copyLoop(b *testing.B, e *testEnv, group string, consuming chan<- struct{}, transport kafka.RoundTripper) func() {
 	o := benchOptions(e, group)
 	var acked atomic.Int64
 	w := &kafka.Writer{
@@ -159,6 +171,7 @@ func runCopyLoop(b *testing.B, e *testEnv, group string, consuming chan<- struct
 		BatchBytes:   o.BatchBytes,
 		BatchTimeout: o.BatchTimeout,
 		MaxAttempts:  3,
+		Transport:    transport,
 		Completion: func(msgs []kafka.Message, err error) {
 			if err != nil {
 				b.Error(err)

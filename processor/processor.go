@@ -243,14 +243,8 @@ func storeKind(s Store) string {
 	return "other"
 }
 
-// transport returns the configured transport as a RoundTripper, or nil (not
-// a typed nil) for kafka-go's default.
-func (p *Processor) transport() kafka.RoundTripper {
-	if p.o.Transport == nil {
-		return nil
-	}
-	return p.o.Transport
-}
+// transport returns the configured transport for admin requests.
+func (p *Processor) transport() kafka.RoundTripper { return transportOf(p.o) }
 
 // inflightCap sizes a partition's ack ring: room for two full writer
 // batches per output partition, so batching never starves, bounded so
@@ -274,27 +268,7 @@ func (p *Processor) Run(ctx context.Context) (err error) {
 	p.cancel = cancel
 	p.mu.Unlock()
 
-	p.writer = &kafka.Writer{
-		Addr:     kafka.TCP(p.o.Brokers...),
-		Topic:    p.o.OutputTopic,
-		Balancer: kafka.BalancerFunc(routeChosen),
-		// The zero value means no acknowledgement at all.
-		RequiredAcks: kafka.RequireAll,
-		Async:        true,
-		Completion:   p.completion,
-		BatchSize:    p.o.BatchSize,
-		BatchBytes:   p.o.BatchBytes,
-		BatchTimeout: p.o.BatchTimeout,
-		// kafka-go has no idempotent producer: a retried batch whose first
-		// acknowledgement was lost lands twice. Few, quick retries keep that
-		// window small; after them the stage stops (see Run) and a restart's
-		// replay scan finds what did land.
-		MaxAttempts:     3,
-		WriteBackoffMin: 50 * time.Millisecond,
-		WriteBackoffMax: 500 * time.Millisecond,
-		Transport:       p.transport(),
-		ErrorLogger:     kafkaLogger{log: p.log.With("component", "writer")},
-	}
+	p.writer = newWriter(p.o, kafkaLogger{log: p.log.With("component", "writer")}, p.completion)
 	defer func() {
 		// Last: Close waits for every batch still in the writer, so nothing
 		// this process queued lands after it exits.
