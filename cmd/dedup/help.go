@@ -64,6 +64,7 @@ Usage:
   dedup inspect                print, per partition, what the checkpoint store holds
   dedup bench [flags]          benchmarks ('dedup bench -h')
   dedup size [flags]           filter memory for a window/key count/FP rate ('dedup size -h')
+  dedup healthcheck            exit 0 when /healthz on METRICS_ADDR answers 200 (container HEALTHCHECK)
   dedup help                   this text
 
 Exit codes: 0 ok, 1 runtime failure, 2 configuration error.

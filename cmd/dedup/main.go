@@ -5,6 +5,7 @@
 //	dedup inspect    print what the checkpoint store holds
 //	dedup bench      benchmarks
 //	dedup size       filter sizing
+//	dedup healthcheck  exit 0 when this host's /healthz answers 200 (for container HEALTHCHECKs)
 //	dedup help       usage and every environment variable
 //
 // Exit codes: 0 ok, 1 runtime failure, 2 configuration error.
@@ -60,6 +61,8 @@ func run(ctx context.Context, args []string, lookup LookupFunc, stdout, stderr i
 		return runBench(ctx, args)
 	case "size":
 		return runSize(args)
+	case "healthcheck":
+		return runHealthcheck(ctx, args, lookup, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		printUsage(stdout)
 		return exitOK
