@@ -181,6 +181,9 @@ func New(o Options) (*Processor, error) {
 	if p.storeKind != "" {
 		p.metrics.checkpointSeconds.WithLabelValues(p.storeKind)
 	}
+	// Eager: alerts on produce errors name this series, so it exists at 0
+	// before the first failure.
+	p.metrics.produceErrors.WithLabelValues(o.OutputTopic)
 	return p, nil
 }
 
