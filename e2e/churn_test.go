@@ -7,8 +7,8 @@ import (
 )
 
 const (
-	churnRecords = 30000
-	churnEvents  = 9
+	churnRecords = 40000
+	churnEvents  = 12
 	churnSlots   = 3
 )
 
@@ -68,6 +68,11 @@ func TestRebalanceChurn(t *testing.T) {
 	for i, at := range killPoints(rng, w.nFirsts, churnEvents) {
 		obs.waitProgress(t, 60*time.Second, int64(at), fmt.Sprintf("the output to reach churn point %d (%d keys)", i+1, at), guard)
 		on, off := running()
+		live := make([]*proc, 0, len(on))
+		for _, s := range on {
+			live = append(live, slots[s].p)
+		}
+		waitSettled(t, 30*time.Second, guard, live...)
 		if len(on) == 1 || (len(off) > 0 && len(on) < churnSlots && rng.IntN(2) == 0) {
 			s := off[rng.IntN(len(off))]
 			join(s)

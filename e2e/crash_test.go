@@ -10,8 +10,8 @@ import (
 )
 
 const (
-	crashRecords = 30000
-	crashKills   = 7
+	crashRecords = 40000
+	crashKills   = 10
 )
 
 // TestCrash SIGKILLs the stage at random points of the stream and restarts
@@ -35,14 +35,16 @@ func testCrash(t *testing.T, store string) {
 	guard := func() error { return errors.Join(pr.check(), alive(p)) }
 
 	// One kill, at a random turn, lands as soon as the new process answers
-	// /healthz: during startup and restore rather than mid-stream.
+	// /readyz 200: restored, before it has forwarded anything new. (Not
+	// earlier: a process killed while its JoinGroup is in flight stays in
+	// kfake's group for good; see waitSettled.)
 	startupKill := rng.IntN(crashKills)
 	base := obs.progress()
 	for i, at := range killPoints(rng, w.nFirsts, crashKills) {
 		when := ""
 		if i == startupKill {
-			waitHealthy(t, p, 30*time.Second)
-			when = fmt.Sprintf("at startup (/readyz %d)", httpStatus(p.metrics, "/readyz"))
+			waitReady(t, p, 30*time.Second)
+			when = "as soon as /readyz answered 200"
 		} else {
 			// Each incarnation forwards at least one new first occurrence
 			// before it is killed, so every kill interrupts a running stage.

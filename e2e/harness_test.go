@@ -178,7 +178,7 @@ func startProc(t *testing.T, name string, env map[string]string) *proc {
 	p := &proc{
 		name:    name,
 		metrics: env["METRICS_ADDR"],
-		logPath: filepath.Join(t.TempDir(), name+".log"),
+		logPath: filepath.Join(logDir(t), name+".log"),
 		done:    make(chan struct{}),
 	}
 	logf, err := os.Create(p.logPath)
@@ -209,6 +209,21 @@ func startProc(t *testing.T, name string, env map[string]string) *proc {
 		}
 	})
 	return p
+}
+
+// logDir is where process output goes: a temporary directory, or
+// E2E_LOG_DIR/<test name> when set, kept for reading after the run.
+func logDir(t *testing.T) string {
+	t.Helper()
+	root := os.Getenv("E2E_LOG_DIR")
+	if root == "" {
+		return t.TempDir()
+	}
+	dir := filepath.Join(root, strings.ReplaceAll(t.Name(), "/", "_"))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatalf("create log dir: %v", err)
+	}
+	return dir
 }
 
 func (p *proc) exited() bool {
@@ -379,6 +394,40 @@ func waitReady(t *testing.T, p *proc, timeout time.Duration) {
 		}
 		if code := httpStatus(p.metrics, "/readyz"); code != http.StatusOK {
 			return fmt.Errorf("%w: /readyz %d", errNotYet, code)
+		}
+		return nil
+	})
+}
+
+// waitSettled waits until the group is stable around the given instances:
+// each answers /readyz 200 and together they own every input partition
+// (dedup_assigned_partitions). Membership changes in the churn test wait for
+// it, so that a SIGKILL never lands while a JoinGroup is in flight: kfake
+// never expires a member whose JoinGroup response it could not deliver (its
+// reply() skips the session timer when the connection is gone), and such a
+// ghost would hold its partitions for the rest of the test.
+func waitSettled(t *testing.T, timeout time.Duration, guard func() error, ps ...*proc) {
+	t.Helper()
+	waitFor(t, timeout, "the group to settle (every partition owned, every instance ready)", func() error {
+		if err := guard(); err != nil {
+			return err
+		}
+		var owned float64
+		for _, p := range ps {
+			if code := httpStatus(p.metrics, "/readyz"); code != http.StatusOK {
+				return fmt.Errorf("%w: %s /readyz %d", errNotYet, p.name, code)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			samples, err := scrape(ctx, p.metrics)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("%w: %s: %v", errNotYet, p.name, err)
+			}
+			n, _ := sum(samples, "dedup_assigned_partitions", nil)
+			owned += n
+		}
+		if owned != numPartitions {
+			return fmt.Errorf("%w: %v of %d partitions owned", errNotYet, owned, numPartitions)
 		}
 		return nil
 	})

@@ -470,8 +470,8 @@ func verify(t *testing.T, w *workload, out []outRecord) {
 		if !o.ts.Equal(in.ts) {
 			problems = append(problems, fmt.Sprintf("timestamp %s, want %s", o.ts.Format(time.RFC3339Nano), in.ts.Format(time.RFC3339Nano)))
 		}
-		if o.headers["e2e-seq"] == "" {
-			problems = append(problems, "input header e2e-seq missing")
+		if want := strings.TrimPrefix(in.value, "v"); o.headers["e2e-seq"] != want {
+			problems = append(problems, fmt.Sprintf("input header e2e-seq=%q, want %q", o.headers["e2e-seq"], want))
 		}
 		if o.headers[hdrSourceTopic] != inputTopic ||
 			o.headers[hdrSourcePartition] != strconv.Itoa(int(in.partition)) ||
