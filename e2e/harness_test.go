@@ -165,7 +165,6 @@ type proc struct {
 	termAt  time.Time     // when SIGTERM was sent
 	stopped bool          // the test sent SIGTERM or SIGKILL
 	done    chan struct{} // closed once Wait returned
-	waitErr error
 }
 
 // startProc starts the binary with env plus a fresh METRICS_ADDR. Cleanup
@@ -195,7 +194,7 @@ func startProc(t *testing.T, name string, env map[string]string) *proc {
 	}
 	p.started = time.Now()
 	go func() {
-		p.waitErr = p.cmd.Wait()
+		_ = p.cmd.Wait() // the exit status is read from ProcessState
 		logf.Close()
 		close(p.done)
 	}()
