@@ -18,6 +18,9 @@ type input struct {
 	firsts  uint64
 	first   bitset // bit i: record i is the first occurrence of its key
 	ends    []int64
+	// maxNewPerWindow is the largest number of keys first seen in one
+	// partition in one window: what the filters must hold.
+	maxNewPerWindow uint64
 }
 
 type bitset []uint64
@@ -28,8 +31,9 @@ func (b bitset) set(i uint64)      { b[i/64] |= 1 << (i % 64) }
 func (b bitset) clearAll()         { clear(b) }
 
 // preload produces the workload's records into the input topic, each key's
-// records to its partition, timestamps spread over one window.
-func preload(ctx context.Context, brokers []string, w Workload, window time.Duration, bar *bar) (input, error) {
+// records to its partition, timestamps spread evenly over windows
+// consecutive windows ending with the current one.
+func preload(ctx context.Context, brokers []string, w Workload, window time.Duration, windows int, bar *bar) (input, error) {
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(brokers...),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
@@ -44,8 +48,9 @@ func preload(ctx context.Context, brokers []string, w Workload, window time.Dura
 	defer cl.Close()
 
 	in := input{records: w.Records, first: newBitset(w.Records), ends: make([]int64, w.Partitions)}
-	base := time.Now().Truncate(window)
-	step := window / time.Duration(w.Records+1)
+	base := time.Now().Truncate(window).Add(-time.Duration(windows-1) * window)
+	step := time.Duration(windows) * window / time.Duration(w.Records+1)
+	newKeys := make([]uint64, w.Partitions*windows) // [window*partitions + partition]
 	var (
 		acked   atomic.Uint64
 		errOnce sync.Once
@@ -62,9 +67,13 @@ func preload(ctx context.Context, brokers []string, w Workload, window time.Dura
 	defer stop()
 	g := NewGenerator(w)
 	for r := g.Next(); r != nil; r = g.Next() {
+		ts := base.Add(time.Duration(r.Index) * step).Truncate(time.Millisecond) // Kafka keeps milliseconds
 		if r.First {
 			in.first.set(r.Index)
 			in.firsts++
+			i := int(ts.Sub(base)/window)*w.Partitions + r.Partition
+			newKeys[i]++
+			in.maxNewPerWindow = max(in.maxNewPerWindow, newKeys[i])
 		}
 		in.ends[r.Partition]++
 		buf := make([]byte, len(r.Key)+len(r.Value))
@@ -75,7 +84,7 @@ func preload(ctx context.Context, brokers []string, w Workload, window time.Dura
 			Partition: int32(r.Partition),
 			Key:       buf[:len(r.Key):len(r.Key)],
 			Value:     buf[len(r.Key):],
-			Timestamp: base.Add(time.Duration(r.Index) * step),
+			Timestamp: ts,
 		}, done)
 	}
 	if err := cl.Flush(ctx); err != nil {

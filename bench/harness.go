@@ -26,13 +26,16 @@ type Options struct {
 	Workload   Workload
 	Contenders []string // default DefaultContenders
 	// FPRate and ExpectedKeys size every filter contender; ExpectedKeys is
-	// per partition and defaults to the largest number of distinct keys any
-	// partition receives.
+	// per partition per window and defaults to the largest number of new
+	// keys any partition receives in one window.
 	FPRate       float64
 	ExpectedKeys uint64
-	// Window is the filters' window; every input record is timestamped
-	// within one window (default 1h).
-	Window time.Duration
+	// Window is the filters' window (default 1h); the input's timestamps
+	// are spread evenly over Windows consecutive windows (default 2), so
+	// that with 2 the filters rotate once and both generations hold keys at
+	// the end, as in steady state.
+	Window  time.Duration
+	Windows int
 	// Exe and Args start a contender process: the contender's JSON spec is
 	// appended as the last argument. Env is added to the process's
 	// environment.
@@ -75,6 +78,7 @@ type Report struct {
 	Firsts       uint64 // first occurrences in the input (= Workload.Keys)
 	Preload      time.Duration
 	Repeat       int // runs per contender; Outcomes hold the median
+	Windows      int // windows the input's timestamps span
 	Outcomes     []Outcome
 }
 
@@ -105,6 +109,12 @@ func (o *Options) normalize() error {
 	if o.Window == 0 {
 		o.Window = time.Hour
 	}
+	if o.Windows == 0 {
+		o.Windows = 2
+	}
+	if o.Windows < 0 {
+		errs = append(errs, fmt.Errorf("windows: %d is negative", o.Windows))
+	}
 	if o.Repeat == 0 {
 		o.Repeat = 1
 	}
@@ -122,9 +132,6 @@ func (o *Options) normalize() error {
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("validate bench options: %w", err)
-	}
-	if o.ExpectedKeys == 0 {
-		o.ExpectedKeys = o.Workload.KeysPerPartition()
 	}
 	return nil
 }
@@ -154,10 +161,14 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	fmt.Fprintf(o.Progress, "input: %d records, %d distinct keys (%.0f%% duplicates), %d partitions, key %d B, value %d B\n",
 		w.Records, w.Keys, 100*float64(w.Records-w.Keys)/float64(w.Records), w.Partitions, w.KeySize, w.ValueSize)
 	start := time.Now()
-	in, err := preload(ctx, brokers, w, o.Window, newBar(o.Progress, "load input", w.Records))
+	in, err := preload(ctx, brokers, w, o.Window, o.Windows, newBar(o.Progress, "load input", w.Records))
 	if err != nil {
 		return Report{}, err
 	}
+	if o.ExpectedKeys == 0 {
+		o.ExpectedKeys = in.maxNewPerWindow
+	}
+	rep.ExpectedKeys, rep.Windows = o.ExpectedKeys, o.Windows
 	rep.Preload = time.Since(start)
 	rep.Firsts = in.firsts
 

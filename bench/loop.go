@@ -17,8 +17,9 @@ import (
 // decider is one partition's deduplication state in a kafka-go loop
 // contender. Owned by one goroutine.
 type decider interface {
-	// seen reports whether key was seen before and records it.
-	seen(key []byte) bool
+	// seen reports whether key, in a record of time ts, was seen before,
+	// and records it.
+	seen(key []byte, ts time.Time) bool
 }
 
 // state describes a contender's deciders once the input is consumed.
@@ -140,7 +141,7 @@ func runLoop(ctx context.Context, s Spec, rep *reporter, newState func(Spec) sta
 					return fmt.Errorf("fetch partition %d: %w", p, err)
 				}
 				firstRead.CompareAndSwap(0, time.Now().UnixNano())
-				if !d.seen(m.Key) {
+				if !d.seen(m.Key, m.Time) {
 					buf = append(buf, kafka.Message{
 						Key:       m.Key,
 						Value:     m.Value,

@@ -62,7 +62,8 @@ func runBench(ctx context.Context, args []string) int {
 		seed       = fs.Uint64("seed", 1, "generator seed")
 		fpRate     = fs.Float64("fp-rate", 0.001, "false-positive rate the filters are sized for")
 		expected   = fs.String("expected-keys", "0", "distinct keys per partition the filters are sized for; 0 = the input's")
-		window     = fs.Duration("window", time.Hour, "filter window; every record is timestamped within one window")
+		window     = fs.Duration("window", time.Hour, "filter window (DEDUP_WINDOW)")
+		windows    = fs.Int("windows", 2, "windows the input's timestamps span (2: the filters rotate once, both generations end up holding keys)")
 		contenders = fs.String("contenders", strings.Join(bench.DefaultContenders, ","), "comma-separated contenders (also: cuckoo)")
 		plotDir    = fs.String("plot", "", "write throughput.png and memory.png (against distinct keys) to this directory")
 		jsonOut    = fs.String("json", "", "also write the reports as JSON to this file")
@@ -133,6 +134,7 @@ func runBench(ctx context.Context, args []string) int {
 		FPRate:           *fpRate,
 		ExpectedKeys:     nExpected,
 		Window:           *window,
+		Windows:          *windows,
 		Exe:              exe,
 		Args:             []string{"bench", benchContender},
 		Progress:         os.Stderr,
@@ -148,6 +150,9 @@ func runBench(ctx context.Context, args []string) int {
 	}
 	if *fpRate <= 0 || *fpRate >= 1 {
 		problems = append(problems, fmt.Errorf("--fp-rate: %v is not in (0, 1)", *fpRate))
+	}
+	if *windows < 1 {
+		problems = append(problems, fmt.Errorf("--windows: %d is below 1", *windows))
 	}
 	if *repeat < 1 {
 		problems = append(problems, fmt.Errorf("--repeat: %d is below 1", *repeat))
@@ -185,8 +190,8 @@ func printReport(w io.Writer, r bench.Report) {
 	if r.Repeat > 1 {
 		runs = fmt.Sprintf("; median of %d runs per contender", r.Repeat)
 	}
-	fmt.Fprintf(w, "\n%d records, %d distinct keys, %d partitions, key %d B, value %d B; filters sized for %d keys/partition at fp-rate %g%s\n\n",
-		wl.Records, wl.Keys, wl.Partitions, wl.KeySize, wl.ValueSize, r.ExpectedKeys, r.FPRate, runs)
+	fmt.Fprintf(w, "\n%d records, %d distinct keys, %d partitions, key %d B, value %d B, timestamps over %d window(s);\nfilters sized for %d new keys per partition per window at fp-rate %g%s\n\n",
+		wl.Records, wl.Keys, wl.Partitions, wl.KeySize, wl.ValueSize, r.Windows, r.ExpectedKeys, r.FPRate, runs)
 	if err := bench.WriteTable(w, r); err != nil {
 		fmt.Fprintf(os.Stderr, "dedup bench: %v\n", err)
 	}
