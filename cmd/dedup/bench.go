@@ -20,9 +20,11 @@ const benchContender = "contender"
 
 // Presets of `dedup bench`.
 const (
-	quickKeys   = "500k"
-	quickRepeat = 3
-	fullKeys    = "1M,3M,10M,30M"
+	quickKeys     = "500k"
+	quickRepeat   = 3
+	fullKeys      = "1M,3M,10M,30M"
+	fullValueSize = 16
+	fullDupRatio  = 0.3
 )
 
 const benchUsage = `Usage: dedup bench [flags]
@@ -33,7 +35,7 @@ distinct key, duplicates dropped and false drops, each as a ratio to the stage
 in counting mode. Progress bars go to stderr, tables to stdout.
 
   dedup bench --quick                     under a minute (500k distinct keys, each contender 3 times)
-  dedup bench --full --plot docs/bench    the sweep: 1M,3M,10M,30M distinct keys
+  dedup bench --full --plot docs/bench    the sweep: 1M,3M,10M,30M distinct keys (value 16 B, 30% duplicates)
   dedup bench --keys 1M,10M,100M          any sweep (each point is a separate run)
 
 Flags:
@@ -52,7 +54,7 @@ func runBench(ctx context.Context, args []string) int {
 	}
 	var (
 		quick      = fs.Bool("quick", false, fmt.Sprintf("small run that finishes in under a minute (--keys %s --repeat %d)", quickKeys, quickRepeat))
-		full       = fs.Bool("full", false, "the sweep over distinct keys "+fullKeys)
+		full       = fs.Bool("full", false, fmt.Sprintf("the sweep: --keys %s (--value-size %d --dup-ratio %g unless given, so that 30M fits in 24 GiB)", fullKeys, fullValueSize, fullDupRatio))
 		keys       = fs.String("keys", "1M", "distinct keys; a comma-separated list runs a sweep (k, M, G suffixes)")
 		records    = fs.String("records", "0", "input records per run; 0 = keys/(1-dup-ratio)")
 		dupRatio   = fs.Float64("dup-ratio", 0.5, "fraction of records that repeat an earlier key")
@@ -93,14 +95,24 @@ func runBench(ctx context.Context, args []string) int {
 
 	var problems []error
 	keyList := *keys
+	set := map[string]bool{} // flags given explicitly win over a preset's
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	switch {
 	case *quick && *full:
 		problems = append(problems, errors.New("--quick and --full exclude each other"))
 	case *quick:
 		keyList = quickKeys
-		*repeat = quickRepeat
+		if !set["repeat"] {
+			*repeat = quickRepeat
+		}
 	case *full:
 		keyList = fullKeys
+		if !set["value-size"] {
+			*valueSize = fullValueSize
+		}
+		if !set["dup-ratio"] {
+			*dupRatio = fullDupRatio
+		}
 	}
 	sweep, err := bench.ParseCounts(keyList)
 	if err != nil {
