@@ -23,6 +23,12 @@
 //     partition (fixed 8-bit fingerprints, so its false-positive rate is not
 //     configurable; off by default).
 //
+// The input's timestamps span two windows by default, so that every filter
+// contender rotates once and ends with both generations holding keys, as it
+// would in steady state; the exact set, which forgets nothing, holds every
+// key. Filters are sized for the most new keys any partition sees in one
+// window.
+//
 // The kafka-go loop contenders use the stage's client settings (reader queue,
 // writer batching, records in flight per partition) and add the same source
 // headers to what they forward, so that every contender writes the same
