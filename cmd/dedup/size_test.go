@@ -49,13 +49,15 @@ func TestSizeMeasuredRateIsNearTheTarget(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// 1M probes at 1%: the standard deviation is 0.01% absolute, so a
-		// rate outside [0.5ε, 1.5ε] means the figures are wrong, not unlucky.
-		if !r.measured || r.measuredFP < eps/2 || r.measuredFP > 1.5*eps {
-			t.Errorf("%v: measured rate %g (measured=%v), want about %g", mode, r.measuredFP, r.measured, eps)
+		// The pair may size each generation for ε or for ε/2 (so that both
+		// generations together stay within ε); either way one generation
+		// holding n keys stays within ε, and the measurement (1M probes,
+		// thousands of hits) agrees with the model to a few percent.
+		if r.modelFP <= 0 || r.modelFP > 1.1*eps {
+			t.Errorf("%v: expected rate at end of window %g, want in (0, %g]", mode, r.modelFP, 1.1*eps)
 		}
-		if r.modelFP < eps/2 || r.modelFP > 1.5*eps {
-			t.Errorf("%v: expected rate at end of window %g, want about %g", mode, r.modelFP, eps)
+		if !r.measured || r.measuredFP < 0.7*r.modelFP || r.measuredFP > 1.3*r.modelFP {
+			t.Errorf("%v: measured rate %g (measured=%v), model %g", mode, r.measuredFP, r.measured, r.modelFP)
 		}
 	}
 }
