@@ -154,7 +154,10 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	if err != nil {
 		return Report{}, fmt.Errorf("start embedded broker: %w", err)
 	}
-	defer cluster.Close()
+	defer func() {
+		cluster.Close()
+		debug.FreeOSMemory() // give the broker's records back before a sweep's next run
+	}()
 	brokers := cluster.ListenAddrs()
 
 	rep := Report{Workload: w, FPRate: o.FPRate, ExpectedKeys: o.ExpectedKeys, Repeat: o.Repeat}
@@ -172,11 +175,11 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	rep.Preload = time.Since(start)
 	rep.Firsts = in.firsts
 
-	admin := &kafka.Client{Addr: kafka.TCP(brokers...)}
+	r := runner{o: o, admin: &kafka.Client{Addr: kafka.TCP(brokers...)}, brokers: brokers, in: in}
 	runs := make(map[string][]Outcome)
 	for i := range o.Repeat {
 		for _, name := range o.Contenders {
-			out, err := runOne(ctx, o, admin, brokers, in, name, i)
+			out, err := r.runOne(ctx, name, i)
 			if err != nil {
 				return rep, err
 			}
@@ -189,9 +192,18 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	return rep, nil
 }
 
+// runner runs contenders against one loaded broker.
+type runner struct {
+	o       Options
+	admin   *kafka.Client
+	brokers []string
+	in      input
+}
+
 // runOne runs contender name once (its run-th time) with its own output
 // topic and group, verifies its output and deletes the output topic.
-func runOne(ctx context.Context, o Options, admin *kafka.Client, brokers []string, in input, name string, run int) (Outcome, error) {
+func (r runner) runOne(ctx context.Context, name string, run int) (Outcome, error) {
+	o, admin, brokers, in := r.o, r.admin, r.brokers, r.in
 	// Leave the harness's garbage from the last phase collected, so its
 	// collector does not compete with the contender for the CPU.
 	runtime.GC()
