@@ -25,15 +25,17 @@ type counting struct {
 	saturated [2]uint64 // per generation: counters == 15
 }
 
-// probe is where a key lives: its block, and a mask with the low bit of each
-// of its k counters (nibbles) set.
+// probe is where a key lives: its block, and per word a mask with the high
+// bit (bit 3) of each of its k counters (nibbles) set.
 type probe struct {
 	block uint64
 	mask  [blockWords]uint64
 }
 
 const (
-	lowNibbles  = 0x1111111111111111
+	nibbles1    = 0x1111111111111111
+	nibbles7    = 0x7777777777777777
+	nibbles8    = 0x8888888888888888
 	bucketWords = 2 * blockWords
 	golden      = 0x9E3779B97F4A7C15
 )
@@ -44,11 +46,14 @@ func newCounting(blocks uint64, k int) *counting {
 	return &counting{words: words, blocks: blocks, k: k}
 }
 
-// nonzeroNibbles has the low bit of every non-zero nibble of x set.
-func nonzeroNibbles(x uint64) uint64 { return (x | x>>1 | x>>2 | x>>3) & lowNibbles }
+// nonzero8 has bit 3 of every non-zero nibble of x set (and garbage in bits
+// 0..2, which callers mask off): adding 7 to the low three bits carries into
+// bit 3 unless they are zero, and bit 3 itself is ORed in.
+func nonzero8(x uint64) uint64 { return ((x & nibbles7) + nibbles7) | x }
 
-// fullNibbles has the low bit of every nibble of x equal to 15 set.
-func fullNibbles(x uint64) uint64 { return x & (x >> 1) & (x >> 2) & (x >> 3) & lowNibbles }
+// full8 has bit 3 of every nibble of x equal to 15 set (garbage in bits 0..2):
+// adding 1 to the low three bits carries into bit 3 only when they are 7.
+func full8(x uint64) uint64 { return ((x & nibbles7) + nibbles1) & x }
 
 // mix is the murmur3 64-bit finaliser: it decorrelates the counter choice from
 // the block choice, which uses the high bits of the key hash.
@@ -63,22 +68,23 @@ func mix(h uint64) uint64 {
 
 // locate computes the probe of a 64-bit key hash h. The block is h scaled to
 // [0, blocks) (multiply-high, no division). The counters are 7-bit slices of
-// mix(h) (re-mixed every 9 slices), a repeat being skipped so the k counters
+// mix(h), mix(h+φ), … (9 slices each), a repeat being skipped so the k counters
 // are distinct.
 func (c *counting) locate(h uint64, pr *probe) {
 	pr.block, _ = bits.Mul64(h, c.blocks)
 	pr.mask = [blockWords]uint64{}
-	x := mix(h)
+	seed := h
+	x := mix(seed)
 	left := 9
 	for i := 0; i < c.k; {
 		if left == 0 {
-			x = mix(x + golden)
-			left = 9
+			seed += golden
+			x, left = mix(seed), 9
 		}
 		pos := x & (blockCounters - 1)
 		x >>= 7
 		left--
-		w, bit := pos>>4, uint64(1)<<((pos&15)*4)
+		w, bit := pos>>4, uint64(8)<<((pos&15)*4)
 		if pr.mask[w]&bit != 0 {
 			continue
 		}
@@ -102,8 +108,8 @@ func (c *counting) testAndAdd(pr *probe) bool {
 	var missCur, missPrev uint64
 	for w := range blockWords {
 		m := pr.mask[w]
-		missCur |= m &^ nonzeroNibbles(b[cur+w])
-		missPrev |= m &^ nonzeroNibbles(b[prev+w])
+		missCur |= m &^ nonzero8(b[cur+w])
+		missPrev |= m &^ nonzero8(b[prev+w])
 	}
 	if missCur == 0 || missPrev == 0 {
 		return true
@@ -119,7 +125,7 @@ func (c *counting) contains(g int, pr *probe) bool {
 	off := g * blockWords
 	var missing uint64
 	for w := range blockWords {
-		missing |= pr.mask[w] &^ nonzeroNibbles(b[off+w])
+		missing |= pr.mask[w] &^ nonzero8(b[off+w])
 	}
 	return missing == 0
 }
@@ -132,10 +138,10 @@ func (c *counting) add(g int, pr *probe) {
 	var nz, sat int
 	for w := range blockWords {
 		m, x := pr.mask[w], b[off+w]
-		inc := m &^ fullNibbles(x)
-		nz += bits.OnesCount64(m &^ nonzeroNibbles(x))
-		x += inc // no carry: every incremented nibble was below 15
-		sat += bits.OnesCount64(fullNibbles(x) & inc)
+		nz += bits.OnesCount64(m &^ nonzero8(x))
+		inc := m &^ full8(x)
+		x += inc >> 3 // no carry: every incremented nibble was below 15
+		sat += bits.OnesCount64(full8(x) & inc)
 		b[off+w] = x
 	}
 	c.nonzero[g] += uint64(nz)
@@ -151,9 +157,9 @@ func (c *counting) remove(g int, pr *probe) {
 	var zeroed int
 	for w := range blockWords {
 		x := b[off+w]
-		dec := pr.mask[w] &^ fullNibbles(x)
-		x -= dec
-		zeroed += bits.OnesCount64(dec &^ nonzeroNibbles(x))
+		dec := pr.mask[w] &^ full8(x)
+		x -= dec >> 3
+		zeroed += bits.OnesCount64(dec &^ nonzero8(x))
 		b[off+w] = x
 	}
 	c.nonzero[g] -= uint64(zeroed)
@@ -218,8 +224,8 @@ func (c *counting) scatter(g int, i uint64, src []uint64) int {
 func (c *counting) recount(g int) (nonzero, saturated uint64) {
 	for i := uint64(g * blockWords); i < uint64(len(c.words)); i += bucketWords {
 		for _, x := range c.words[i : i+blockWords] {
-			nonzero += uint64(bits.OnesCount64(nonzeroNibbles(x)))
-			saturated += uint64(bits.OnesCount64(fullNibbles(x)))
+			nonzero += uint64(bits.OnesCount64(nonzero8(x) & nibbles8))
+			saturated += uint64(bits.OnesCount64(full8(x) & nibbles8))
 		}
 	}
 	return nonzero, saturated

@@ -39,13 +39,22 @@ func New(o Options) (*Pair, error) {
 	return newPair(o, m, k), nil
 }
 
-// geometry returns the counters (or bits) of one generation, and k.
+// geometry returns the counters (or bits) of one generation, and k. A test
+// checks both generations, so each is sized for the rate p with
+// 1-(1-p)² = FPRate (p ≈ FPRate/2): with ExpectedKeys keys in each, a key
+// never added is reported seen with probability at most FPRate.
 func geometry(o Options) (m uint64, k int) {
+	p := generationFPRate(o.FPRate)
 	if o.Mode == Plain {
-		return plainGeometry(o.ExpectedKeys, o.FPRate)
+		return plainGeometry(o.ExpectedKeys, p)
 	}
-	blocks, k := countingGeometry(o.ExpectedKeys, o.FPRate)
+	blocks, k := countingGeometry(o.ExpectedKeys, p)
 	return blocks * blockCounters, k
+}
+
+// generationFPRate is the per-generation rate p with 1-(1-p)² = pairRate.
+func generationFPRate(pairRate float64) float64 {
+	return -math.Expm1(0.5 * math.Log1p(-pairRate))
 }
 
 // newPair allocates a pair of normalised options o and the given geometry.

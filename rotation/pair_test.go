@@ -1,0 +1,284 @@
+package rotation
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// TestNoFalseNegatives: every key added within the guarantee is reported
+// seen, at design load, in both generations.
+func TestNoFalseNegatives(t *testing.T) {
+	const n = 20000
+	for _, mode := range modes {
+		p := mustNew(t, Options{ExpectedKeys: n, FPRate: 0.01, Window: time.Hour, Mode: mode})
+		// Window W: keys 0..n-1 spread over the window.
+		for i := range uint64(n) {
+			p.TestAndAdd(testKey(1, i), epoch.Add(time.Duration(i)*time.Hour/n))
+		}
+		// Window W+1: keys n..2n-1; every key of W is still seen.
+		for i := range uint64(n) {
+			p.TestAndAdd(testKey(1, n+i), epoch.Add(time.Hour+time.Duration(i)*time.Hour/n))
+		}
+		for i := range uint64(2 * n) {
+			if !p.Test(testKey(1, i)) {
+				t.Fatalf("%v: key %d added within the guarantee not seen", mode, i)
+			}
+		}
+		for i := range uint64(n) { // and TestAndAdd agrees
+			if !p.TestAndAdd(testKey(1, n+i), epoch.Add(time.Hour)) {
+				t.Fatalf("%v: TestAndAdd of key %d reported new", mode, n+i)
+			}
+		}
+	}
+}
+
+// TestWindowGuarantee checks the guarantee with random synthetic timestamps:
+// a key added at t is seen at t+d for d < window, and new for d >= 2 windows.
+func TestWindowGuarantee(t *testing.T) {
+	const window = time.Minute
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, mode := range modes {
+		for trial := range 2000 {
+			// Lightly loaded, so false positives are negligible and the test is exact.
+			p := mustNew(t, Options{ExpectedKeys: 1000, FPRate: 1e-6, Window: window, Mode: mode})
+			t0 := epoch.Add(time.Duration(rng.Int64N(int64(10 * window))))
+			key := testKey(5, uint64(trial))
+			// Other keys come and go around it, in order.
+			p.TestAndAdd(testKey(6, uint64(trial)), t0.Add(-time.Duration(rng.Int64N(int64(window)))))
+			if p.TestAndAdd(key, t0) {
+				t.Fatalf("%v trial %d: fresh key seen", mode, trial)
+			}
+			d := time.Duration(rng.Int64N(int64(3 * window)))
+			seen := p.TestAndAdd(key, t0.Add(d))
+			switch {
+			case d < window && !seen:
+				t.Fatalf("%v: key added at %v not seen %v later (window %v)", mode, t0, d, window)
+			case d >= 2*window && seen:
+				t.Fatalf("%v: key added at %v still seen %v later (window %v)", mode, t0, d, window)
+			}
+		}
+	}
+}
+
+func TestWindowSemantics(t *testing.T) {
+	const w = time.Hour
+	for _, mode := range modes {
+		p := mustNew(t, Options{ExpectedKeys: 1000, FPRate: 1e-6, Window: w, Mode: mode})
+		if st := p.Stats(); !st.WindowStart.IsZero() || st.Rotations != 0 {
+			t.Fatalf("fresh pair: %+v", st)
+		}
+		a, b, c := []byte("a"), []byte("b"), []byte("c")
+		t0 := epoch.Add(10 * time.Minute)
+		p.TestAndAdd(a, t0)
+		if got := p.Stats().WindowStart; !got.Equal(epoch) {
+			t.Fatalf("window start %v, want boundary %v", got, epoch)
+		}
+		// Late record: before the current window; tested, added, time unchanged.
+		if p.TestAndAdd(b, epoch.Add(-3*w)) {
+			t.Fatal("late fresh key reported seen")
+		}
+		if !p.TestAndAdd(b, epoch.Add(-5*w)) {
+			t.Fatal("late key not remembered")
+		}
+		if got := p.Stats(); !got.WindowStart.Equal(epoch) || got.Rotations != 0 {
+			t.Fatalf("late record moved time: %+v", got)
+		}
+		// A zero timestamp leaves time where it is.
+		p.TestAndAdd(c, time.Time{})
+		if got := p.Stats(); !got.WindowStart.Equal(epoch) {
+			t.Fatalf("zero timestamp moved time to %v", got.WindowStart)
+		}
+		// Next window: one rotation; a, b, c in previous are still seen.
+		p.TestAndAdd([]byte("d"), epoch.Add(w))
+		st := p.Stats()
+		if st.Rotations != 1 || !st.WindowStart.Equal(epoch.Add(w)) || st.Previous.EstimatedKeys < 2 || st.Current.EstimatedKeys < 0.5 {
+			t.Fatalf("after one window: %+v", st)
+		}
+		for _, k := range [][]byte{a, b, c} {
+			if !p.Test(k) {
+				t.Fatalf("key %s lost after one rotation", k)
+			}
+		}
+		// Window after: a, b, c (previous-of-previous) are gone; d is previous.
+		p.TestAndAdd([]byte("e"), epoch.Add(2*w+time.Minute))
+		for _, k := range [][]byte{a, b, c} {
+			if p.Test(k) {
+				t.Fatalf("key %s still seen two windows later", k)
+			}
+		}
+		if !p.Test([]byte("d")) || p.Stats().Rotations != 2 {
+			t.Fatalf("d lost or rotations %d", p.Stats().Rotations)
+		}
+		// A jump of many windows clears both generations, as one rotation.
+		p.TestAndAdd([]byte("f"), epoch.Add(50*w))
+		st = p.Stats()
+		if st.Rotations != 3 || !st.WindowStart.Equal(epoch.Add(50*w)) || st.Previous.Fill != 0 {
+			t.Fatalf("after a jump: %+v", st)
+		}
+		if p.Test([]byte("d")) || p.Test([]byte("e")) || !p.Test([]byte("f")) {
+			t.Fatal("jump did not clear both generations")
+		}
+		// Two windows exactly also clears both.
+		p.TestAndAdd([]byte("g"), epoch.Add(52*w))
+		if p.Test([]byte("f")) || p.Stats().Previous.Fill != 0 {
+			t.Fatal("jump of two windows kept a generation")
+		}
+	}
+}
+
+func TestWindowBoundariesBeforeEpoch(t *testing.T) {
+	p := mustNew(t, Options{ExpectedKeys: 10, FPRate: 0.01, Window: 7 * time.Second})
+	p.TestAndAdd([]byte("x"), time.Unix(-1, 0))
+	if got, want := p.Stats().WindowStart, time.Unix(-7, 0); !got.Equal(want) {
+		t.Fatalf("window of -1s = %v, want %v", got, want)
+	}
+	p.TestAndAdd([]byte("y"), time.Unix(0, 0))
+	if got := p.Stats(); got.Rotations != 1 || got.WindowStart.Unix() != 0 {
+		t.Fatalf("crossing the epoch: %+v", got)
+	}
+}
+
+// TestReplayDeterministic: the same records make the same decisions.
+func TestReplayDeterministic(t *testing.T) {
+	type rec struct {
+		key []byte
+		ts  time.Time
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	var recs []rec
+	ts := epoch
+	for range 30000 {
+		ts = ts.Add(time.Duration(rng.Int64N(int64(time.Second))) - 100*time.Millisecond) // some late
+		recs = append(recs, rec{testKey(7, rng.Uint64N(5000)), ts})
+	}
+	for _, mode := range modes {
+		run := func() []bool {
+			p := mustNew(t, Options{ExpectedKeys: 2000, FPRate: 0.01, Window: 10 * time.Minute, Mode: mode})
+			out := make([]bool, len(recs))
+			for i, r := range recs {
+				out[i] = p.TestAndAdd(r.key, r.ts)
+			}
+			return out
+		}
+		a, b := run(), run()
+		dups := 0
+		for i := range a {
+			if a[i] != b[i] {
+				t.Fatalf("%v: record %d decided differently on replay", mode, i)
+			}
+			if a[i] {
+				dups++
+			}
+		}
+		if dups == 0 || dups == len(a) {
+			t.Fatalf("%v: degenerate stream (%d duplicates)", mode, dups)
+		}
+	}
+}
+
+func TestNoAllocations(t *testing.T) {
+	for _, mode := range modes {
+		p := mustNew(t, Options{ExpectedKeys: 1000, FPRate: 0.01, Window: time.Second, Mode: mode})
+		spare := mustNew(t, p.Options())
+		key := []byte("0123456789abcdef")
+		i := 0
+		allocs := testing.AllocsPerRun(1000, func() {
+			i++
+			key[0] = byte(i)
+			ts := epoch.Add(time.Duration(i) * 100 * time.Millisecond) // rotates every 10 calls
+			p.TestAndAdd(key, ts)
+			p.Test(key)
+			if mode == Counting {
+				if _, err := p.Remove(key, ts); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_ = p.Stats()
+			if err := p.CopyTo(spare); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("%v: %v allocations per record, want 0", mode, allocs)
+		}
+		if p.Stats().Rotations < 90 {
+			t.Fatalf("%v: rotations not exercised", mode)
+		}
+	}
+}
+
+func TestStatsAtDesignLoad(t *testing.T) {
+	const n = 50000
+	for _, mode := range modes {
+		p := mustNew(t, Options{ExpectedKeys: n, FPRate: 0.001, Window: time.Hour, Mode: mode})
+		added := 0
+		for i := range uint64(n) {
+			if !p.TestAndAdd(testKey(1, i), epoch) {
+				added++
+			}
+		}
+		st := p.Stats()
+		c := st.Current
+		if st.Mode != mode || st.Window != time.Hour || st.Bytes != p.SizeBytes() || c.M == 0 || c.K == 0 {
+			t.Fatalf("%v: stats %+v", mode, st)
+		}
+		if math.Abs(c.EstimatedKeys-float64(added)) > 0.02*float64(added) {
+			t.Errorf("%v: estimated %.0f keys, added %d", mode, c.EstimatedKeys, added)
+		}
+		if want := 1 - math.Exp(-float64(c.K)*float64(added)/float64(c.M)); math.Abs(c.Fill-want) > 0.01 {
+			t.Errorf("%v: fill %.4f, expected about %.4f", mode, c.Fill, want)
+		}
+		// The estimate of the current rate is about the per-generation target.
+		if gen := generationFPRate(0.001); c.FPRate > 1.2*gen || c.FPRate < gen/2 {
+			t.Errorf("%v: estimated FP rate %.3g, per-generation target %.3g", mode, c.FPRate, gen)
+		}
+		if st.Previous.Fill != 0 || st.Previous.EstimatedKeys != 0 || st.Previous.FPRate != 0 {
+			t.Errorf("%v: empty previous generation: %+v", mode, st.Previous)
+		}
+		if c.Saturated != 0 && mode == Plain {
+			t.Errorf("plain mode reports saturated counters")
+		}
+	}
+}
+
+func TestCopyToAndClone(t *testing.T) {
+	for _, mode := range modes {
+		o := Options{ExpectedKeys: 5000, FPRate: 0.01, Window: time.Minute, Mode: mode}
+		p := mustNew(t, o)
+		for i := range uint64(8000) {
+			p.TestAndAdd(testKey(1, i), epoch.Add(time.Duration(i)*15*time.Millisecond))
+		}
+		dst := mustNew(t, o)
+		if err := p.CopyTo(dst); err != nil {
+			t.Fatal(err)
+		}
+		clone := p.Clone()
+		var zero Pair
+		if err := p.CopyTo(&zero); err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range []*Pair{dst, clone, &zero} {
+			if q.Stats() != p.Stats() {
+				t.Fatalf("%v: copy stats differ: %+v vs %+v", mode, q.Stats(), p.Stats())
+			}
+			for i := range uint64(20000) {
+				k := testKey(byte(i%2), i)
+				if q.Test(k) != p.Test(k) {
+					t.Fatalf("%v: copy answers differently for key %d", mode, i)
+				}
+			}
+		}
+		// The copy is independent of the original.
+		p.TestAndAdd([]byte("only in p"), epoch.Add(2*time.Minute))
+		if dst.Test([]byte("only in p")) || dst.Stats() == p.Stats() {
+			t.Fatalf("%v: copy shares state with the original", mode)
+		}
+		other := o
+		other.ExpectedKeys++
+		if err := p.CopyTo(mustNew(t, other)); err == nil {
+			t.Fatalf("%v: CopyTo a pair with other options accepted", mode)
+		}
+	}
+}
