@@ -139,7 +139,8 @@ func (p *Pair) WriteTo(w io.Writer) (int64, error) {
 	if err := sw.write(h[:]); err != nil {
 		return sw.n, err
 	}
-	words, buf := make([]uint64, chunkWords), make([]byte, chunkBytes)
+	words := make([]uint64, min(chunkWords, p.genWords()))
+	buf := make([]byte, 8*len(words))
 	for g := range 2 {
 		if err := sw.writeGen(p, g, words, buf); err != nil {
 			return sw.n, err
@@ -224,7 +225,8 @@ func (p *Pair) ReadFrom(r io.Reader) (int64, error) {
 		return sr.n, err
 	}
 
-	words, buf := make([]uint64, chunkWords), make([]byte, chunkBytes)
+	words := make([]uint64, min(chunkWords, q.genWords()))
+	buf := make([]byte, 8*len(words))
 	for g := range 2 {
 		if err := sr.readGen(q, g, words, buf); err != nil {
 			return sr.n, err
