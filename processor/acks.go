@@ -120,6 +120,14 @@ func (t *ackTracker) acknowledgedBelowLocked(off int64) bool {
 	return t.head == t.published || t.slots[t.head&t.mask].offset >= off
 }
 
+// settledBelow reports whether every published output of an input offset
+// below off is acknowledged and none failed.
+func (t *ackTracker) settledBelow(off int64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.err == nil && t.acknowledgedBelowLocked(off)
+}
+
 // waitAcknowledged blocks until every published output of an input offset
 // below off is acknowledged, a produce failed, or ctx ends.
 func (t *ackTracker) waitAcknowledged(ctx context.Context, off int64) error {

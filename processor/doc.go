@@ -17,7 +17,15 @@
 //     default partitioner (murmur2 of the key) puts them.
 //   - An input offset is committed only after every output before it is
 //     acknowledged (RequiredAcks: all). A record the writer cannot deliver
-//     stops Run with a *ProduceError; nothing past it is committed.
+//     (after its retries) ends the generation like a lost rebalance:
+//     nothing at or past it is committed or checkpointed, the writer is
+//     closed and replaced (new connections), and the partitions restore in
+//     process from their checkpoints with the replay scan, after a pause
+//     that grows from 100ms to 5s. Healthy reports ErrRecovering until the
+//     failed records are delivered; if that takes longer than
+//     Options.RecoveryTimeout, Run returns the *ProduceError. Without a
+//     Store the partitions restart from the committed offset, so outputs
+//     after it are forwarded again (at-least-once).
 //   - With a Store, each partition checkpoints its filters with the input
 //     offset they cover and the output end offsets read before the copy;
 //     a restarted member restores the newest valid snapshot, seeks to its

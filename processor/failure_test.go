@@ -14,13 +14,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// TestProduceFailureStops: when the output topic refuses records, the stage
-// stops with a *ProduceError instead of committing past them, and a
-// successor forwards them once the output accepts records again.
+// TestProduceFailureStops: when the output topic keeps refusing records,
+// the stage keeps replacing its writer and restoring (Healthy reports
+// ErrRecovering meanwhile) without committing past them, and after
+// RecoveryTimeout Run returns the *ProduceError; a successor forwards them
+// once the output accepts records again.
 func TestProduceFailureStops(t *testing.T) {
 	e := newTestEnv(t, 1, 1)
 	o := e.options("refused")
 	o.Store = fileStore(t, "refused")
+	o.RecoveryTimeout = 1500 * time.Millisecond
 	out := e.collect()
 	a := start(t, o)
 	a.waitReady(t)
@@ -60,6 +63,12 @@ func TestProduceFailureStops(t *testing.T) {
 	}
 	e.produce(refused...)
 
+	eventually(t, 20*time.Second, "Healthy to report the recovery", func() bool {
+		return errors.Is(a.p.Healthy(), ErrRecovering) || len(a.done) > 0
+	})
+	if len(a.done) > 0 {
+		t.Fatal("Run returned before Healthy reported the recovery")
+	}
 	select {
 	case err := <-a.done:
 		var perr *ProduceError

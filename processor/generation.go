@@ -16,6 +16,7 @@ import (
 type generation struct {
 	gen   *kafka.Generation
 	route partitioner
+	out   *output // the writer of this generation
 }
 
 // runGeneration runs one generation to its end: a supervisor started with
@@ -41,6 +42,7 @@ func (p *Processor) superviseGeneration(ctx context.Context, gen *kafka.Generati
 	sort.Ints(ids)
 	log := p.log.With("group", p.o.GroupID, "generation", gen.ID)
 	log.Info("generation joined", "member", gen.MemberID, "partitions", ids)
+	p.forgetUnassigned(assigned)
 
 	mctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	in, out, err := p.partitionCounts(mctx)
@@ -51,7 +53,7 @@ func (p *Processor) superviseGeneration(ctx context.Context, gen *kafka.Generati
 		sleep(ctx, time.Second)
 		return
 	}
-	g := &generation{gen: gen, route: newPartitioner(in, out)}
+	g := &generation{gen: gen, route: newPartitioner(in, out), out: p.out}
 
 	p.mu.Lock()
 	p.inGen, p.assigned, p.readyN = true, len(assigned), 0
@@ -76,9 +78,9 @@ func (p *Processor) superviseGeneration(ctx context.Context, gen *kafka.Generati
 }
 
 // runPartition restores, consumes and, at the generation's end, stops one
-// partition. A produce failure stops the processor; anything else only ends
-// the generation (the group rejoins and the partition restarts from its
-// last checkpoint or commit).
+// partition. Returning ends the generation (the group rejoins and the
+// partition restarts from its last checkpoint or commit); a produce failure
+// also has Run replace the writer first.
 func (p *Processor) runPartition(ctx context.Context, g *generation, a kafka.PartitionAssignment) {
 	w, err := p.startWorker(ctx, g, a)
 	if err != nil {
@@ -98,7 +100,7 @@ func (p *Processor) runPartition(ctx context.Context, g *generation, a kafka.Par
 	var perr *ProduceError
 	switch {
 	case errors.As(err, &perr):
-		p.fail(err)
+		p.produceFailed(g.out, perr)
 	case err != nil:
 		w.log.Error("partition stopped", "err", err)
 	}
@@ -139,7 +141,7 @@ func (w *worker) stop() error {
 // completion is the writer's Completion callback: it settles each record's
 // ack slot. Write errors are checked record by record (kafka.WriteErrors)
 // when the writer reports them so, else the batch error applies to all.
-func (p *Processor) completion(msgs []kafka.Message, err error) {
+func (p *Processor) completion(out *output, msgs []kafka.Message, err error) {
 	now := time.Now()
 	var werrs kafka.WriteErrors
 	errors.As(err, &werrs)
@@ -167,9 +169,13 @@ func (p *Processor) completion(msgs []kafka.Message, err error) {
 			t = s.t
 			t.mu.Lock()
 		}
-		if e != nil {
+		switch {
+		case errors.Is(e, errAborted):
+			// Never sent, by design: not a produce error of its own (the
+			// one that broke the writer was counted).
+		case e != nil:
 			failed++
-		} else if !s.ts.IsZero() {
+		case !s.ts.IsZero():
 			p.metrics.latency.Observe(now.Sub(s.ts).Seconds())
 		}
 		t.completeLocked(s, e)
@@ -179,6 +185,7 @@ func (p *Processor) completion(msgs []kafka.Message, err error) {
 		t.mu.Unlock()
 	}
 	if failed > 0 {
+		out.broken.Store(true)
 		p.metrics.produceErrors.WithLabelValues(p.o.OutputTopic).Add(float64(failed))
 		p.log.Error("produce failed", "topic", p.o.OutputTopic, "records", failed, "err", err)
 	}

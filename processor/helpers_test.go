@@ -34,14 +34,16 @@ type testEnv struct {
 	cluster *kfake.Cluster
 	brokers []string
 	prod    *kgo.Client
+	opts    []kfake.Opt // to reopen the cluster (restart)
 }
 
-func newTestEnv(t testing.TB, inParts, outParts int32) *testEnv {
+func newTestEnv(t testing.TB, inParts, outParts int32, extra ...kfake.Opt) *testEnv {
 	t.Helper()
 	opts := []kfake.Opt{
 		kfake.NumBrokers(1),
 		kfake.GroupMinSessionTimeout(100 * time.Millisecond),
 	}
+	opts = append(opts, extra...)
 	if inParts == outParts {
 		opts = append(opts, kfake.SeedTopics(inParts, inTopic, outTopic))
 	} else {
@@ -63,7 +65,23 @@ func newTestEnv(t testing.TB, inParts, outParts int32) *testEnv {
 		t.Fatalf("producer: %v", err)
 	}
 	t.Cleanup(prod.Close)
-	return &testEnv{t: t, cluster: c, brokers: brokers, prod: prod}
+	return &testEnv{t: t, cluster: c, brokers: brokers, prod: prod, opts: opts}
+}
+
+// restart closes the broker and opens it again with the same options; with
+// kfake.DataDir and kfake.Ports it comes back on the same address with its
+// logs, groups and offsets.
+func (e *testEnv) restart() time.Duration {
+	e.t.Helper()
+	began := time.Now()
+	e.cluster.Close()
+	c, err := kfake.NewCluster(e.opts...)
+	if err != nil {
+		e.t.Fatalf("reopen kfake: %v", err)
+	}
+	e.t.Cleanup(c.Close)
+	e.cluster = c
+	return time.Since(began)
 }
 
 // produce writes records to the input topic synchronously, in order.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,6 +64,13 @@ type Options struct {
 	CheckpointInterval time.Duration // checkpoint (or, without a Store, commit) period (default 10s)
 	Store              Store         // nil = no checkpoints: at-least-once output
 
+	// RecoveryTimeout bounds how long outputs may stay undeliverable: after
+	// a produce failure the stage replaces its writer and restores the
+	// partitions in process, again and again with a growing pause, until
+	// the failed records are delivered; if that has not happened after
+	// RecoveryTimeout, Run returns the *ProduceError (default 1m).
+	RecoveryTimeout time.Duration
+
 	Metrics *Metrics     // nil = a private registry
 	Logger  *slog.Logger // nil = slog.Default()
 	Version string       // dedup_build_info{version}; empty = the module's build info
@@ -78,6 +86,10 @@ type Progress struct {
 // ErrRunTwice is returned by a second call of Run.
 var ErrRunTwice = errors.New("processor already run")
 
+// ErrRecovering is what Healthy reports (wrapped, with the *ProduceError)
+// while outputs that failed have not yet been delivered.
+var ErrRecovering = errors.New("recovering from a produce failure")
+
 // Processor deduplicates InputTopic into OutputTopic as one consumer-group
 // member. Its methods are safe for concurrent use; Run is called once.
 type Processor struct {
@@ -88,12 +100,15 @@ type Processor struct {
 	flushAt   int
 	started   atomic.Bool
 
-	client *kafka.Client // admin requests: metadata, list offsets
-	writer *kafka.Writer // shared by all partitions; set by Run
+	client *kafka.Client    // admin requests: metadata, list offsets
+	admin  *kafka.Transport // the client's own connections, dropped on recovery
+	out    *output          // the writer of the next generation; Run replaces it after a produce failure
 
 	progress struct {
 		in, forwarded, duplicates, retractions, unkeyed, suppressed atomic.Uint64
 	}
+
+	replaced atomic.Uint64 // writers replaced after produce failures (tests observe recoveries)
 
 	commitMu sync.Mutex // one offset commit at a time on the generation's connection
 
@@ -107,6 +122,15 @@ type Processor struct {
 	inGen    bool
 	assigned int
 	readyN   int
+	stuck    recovery
+}
+
+// recovery is the state of a produce failure not yet recovered from.
+type recovery struct {
+	since    time.Time     // first failure of the streak; zero when healthy
+	err      *ProduceError // the latest
+	failedAt map[int]int64 // input partition -> input offset whose output failed, until delivered
+	attempts int           // writer replacements in this streak
 }
 
 // New validates o, fills defaults and returns a Processor. It does not
@@ -147,6 +171,7 @@ func New(o Options) (*Processor, error) {
 		{"session timeout", o.SessionTimeout}, {"rebalance timeout", o.RebalanceTimeout},
 		{"heartbeat interval", o.HeartbeatInterval}, {"batch timeout", o.BatchTimeout},
 		{"fetch max wait", o.FetchMaxWait}, {"checkpoint interval", o.CheckpointInterval},
+		{"recovery timeout", o.RecoveryTimeout},
 	} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("%s %v: want >= 0", d.name, d.v))
@@ -165,11 +190,10 @@ func New(o Options) (*Processor, error) {
 		metrics:   o.Metrics,
 		storeKind: storeKind(o.Store),
 		flushAt:   min(o.BatchSize, 1024),
-		client:    &kafka.Client{Addr: kafka.TCP(o.Brokers...), Timeout: 10 * time.Second},
+		admin:     newTransport(o),
 	}
-	if t := p.transport(); t != nil {
-		p.client.Transport = t
-	}
+	p.client = &kafka.Client{Addr: kafka.TCP(o.Brokers...), Timeout: 10 * time.Second, Transport: p.admin}
+	p.stuck.failedAt = map[int]int64{}
 	p.metrics.fpTarget.Set(o.Filter.FPRate)
 	p.metrics.expectedKeys.Set(float64(o.Filter.ExpectedKeys))
 	p.metrics.windowSeconds.Set(o.Filter.Window.Seconds())
@@ -218,6 +242,9 @@ func withDefaults(o Options) Options {
 	if o.CheckpointInterval == 0 {
 		o.CheckpointInterval = 10 * time.Second
 	}
+	if o.RecoveryTimeout == 0 {
+		o.RecoveryTimeout = time.Minute
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -246,8 +273,15 @@ func storeKind(s Store) string {
 	return "other"
 }
 
-// transport returns the configured transport for admin requests.
-func (p *Processor) transport() kafka.RoundTripper { return transportOf(p.o) }
+// scanTransport returns the transport for the replay scan: the admin
+// connections when a transport is configured, else nil (the scan then
+// builds one from the Dialer, which carries TLS/SASL in that case).
+func (p *Processor) scanTransport() kafka.RoundTripper {
+	if p.o.Transport == nil {
+		return nil
+	}
+	return p.admin
+}
 
 // inflightCap sizes a partition's ack ring: room for two full writer
 // batches per output partition, so batching never starves, bounded so
@@ -258,9 +292,18 @@ func (p *Processor) inflightCap(outputPartitions int) int {
 
 // Run consumes until ctx is cancelled or a fatal error occurs. On cancel it
 // stops reading, flushes what is in flight, checkpoints, commits, leaves
-// the group and returns nil. A record the writer fails to deliver is fatal:
-// Run returns a *ProduceError after committing only what precedes it, so a
-// restart replays from there and loses nothing.
+// the group and returns nil.
+//
+// A record the writer fails to deliver (after its retries) ends the
+// generation as a rebalance does: the partitions stop without committing or
+// checkpointing past it, the writer is closed (Close waits for every batch
+// in it) and replaced by one with new connections, and after a pause the
+// next generation restores the partitions from their checkpoints with the
+// replay scan (without a Store: from the committed offsets, so outputs
+// after the commit are forwarded again). Healthy reports ErrRecovering
+// until the failed records are delivered; if that takes longer than
+// Options.RecoveryTimeout, Run returns the *ProduceError, having committed
+// only what precedes it, so a restart replays from there and loses nothing.
 func (p *Processor) Run(ctx context.Context) (err error) {
 	if !p.started.CompareAndSwap(false, true) {
 		return ErrRunTwice
@@ -271,13 +314,12 @@ func (p *Processor) Run(ctx context.Context) (err error) {
 	p.cancel = cancel
 	p.mu.Unlock()
 
-	p.writer = newWriter(p.o, kafkaLogger{log: p.log.With("component", "writer")}, p.completion)
+	p.out = p.newOutput()
 	defer func() {
 		// Last: Close waits for every batch still in the writer, so nothing
 		// this process queued lands after it exits.
-		if cerr := p.writer.Close(); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("close writer: %w", cerr))
-		}
+		err = errors.Join(err, p.out.close())
+		p.admin.CloseIdleConnections()
 	}()
 
 	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
@@ -304,6 +346,10 @@ func (p *Processor) Run(ctx context.Context) (err error) {
 		return cg.Close()
 	})
 	eg.Go(func() error {
+		p.watchRecovery(egCtx)
+		return nil
+	})
+	eg.Go(func() error {
 		for {
 			gen, err := cg.Next(egCtx)
 			switch {
@@ -314,6 +360,9 @@ func (p *Processor) Run(ctx context.Context) (err error) {
 				continue // kafka-go backs off before the next attempt
 			}
 			p.runGeneration(gen)
+			if p.out.broken.Load() {
+				p.replaceOutput(egCtx)
+			}
 		}
 	})
 	err = eg.Wait()
@@ -323,6 +372,108 @@ func (p *Processor) Run(ctx context.Context) (err error) {
 		return p.fatal
 	}
 	return err
+}
+
+// produceFailed starts (or continues) a recovery: the worker that got perr
+// returns next, which ends the generation.
+func (p *Processor) produceFailed(out *output, perr *ProduceError) {
+	out.broken.Store(true)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stuck.since.IsZero() {
+		p.stuck.since = time.Now()
+	}
+	p.stuck.err = perr
+	p.stuck.failedAt[perr.Partition] = perr.Offset
+	p.log.Warn("produce failed: ending the generation to restore with a new writer",
+		"topic", p.o.InputTopic, "partition", perr.Partition, "offset", perr.Offset, "err", perr.Err,
+		"failing_for", time.Since(p.stuck.since).Round(time.Millisecond))
+}
+
+// replaceOutput closes the broken writer (waiting for what is still in
+// it, so that nothing it holds lands after the next restore's scan), drops
+// the admin connections, pauses (100ms, doubling, at most 5s) and opens a
+// new writer. Called between generations, by Run's loop only.
+func (p *Processor) replaceOutput(ctx context.Context) {
+	p.out.abort()
+	if err := p.out.close(); err != nil {
+		p.log.Debug("close broken writer", "err", err) // the failure itself was logged
+	}
+	p.admin.CloseIdleConnections()
+	p.mu.Lock()
+	n := p.stuck.attempts
+	p.stuck.attempts++
+	p.mu.Unlock()
+	pause := min(5*time.Second, 100*time.Millisecond<<min(n, 6))
+	p.log.Info("writer replaced after a produce failure", "attempt", n+1, "pause", pause)
+	sleep(ctx, pause)
+	p.out = p.newOutput()
+	p.replaced.Add(1)
+}
+
+// forgetUnassigned drops failed partitions that this member no longer
+// holds: their recovery is now another member's.
+func (p *Processor) forgetUnassigned(assigned []kafka.PartitionAssignment) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for part := range p.stuck.failedAt {
+		if !slices.ContainsFunc(assigned, func(a kafka.PartitionAssignment) bool { return a.ID == part }) {
+			delete(p.stuck.failedAt, part)
+		}
+	}
+	p.settleLocked()
+}
+
+// failedOffset returns the input offset of partition whose output failed
+// and is not yet delivered, or -1.
+func (p *Processor) failedOffset(partition int) int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if off, ok := p.stuck.failedAt[partition]; ok {
+		return off
+	}
+	return -1
+}
+
+// delivered reports that the output of partition's failed input offset
+// has now been acknowledged (or found already in the output).
+func (p *Processor) delivered(partition int, offset int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if off, ok := p.stuck.failedAt[partition]; ok && off == offset {
+		delete(p.stuck.failedAt, partition)
+	}
+	p.settleLocked()
+}
+
+func (p *Processor) settleLocked() {
+	if len(p.stuck.failedAt) > 0 || p.stuck.since.IsZero() {
+		return
+	}
+	p.log.Info("recovered from produce failure", "after", time.Since(p.stuck.since).Round(time.Millisecond),
+		"writers_replaced", p.stuck.attempts)
+	p.stuck = recovery{failedAt: p.stuck.failedAt}
+}
+
+// watchRecovery fails Run when a produce failure has not been recovered
+// from within RecoveryTimeout.
+func (p *Processor) watchRecovery(ctx context.Context) {
+	t := time.NewTicker(min(time.Second, max(10*time.Millisecond, p.o.RecoveryTimeout/20)))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p.mu.Lock()
+		since, perr := p.stuck.since, p.stuck.err
+		p.mu.Unlock()
+		if !since.IsZero() && time.Since(since) > p.o.RecoveryTimeout {
+			p.fail(fmt.Errorf("output undeliverable for %v: %w", time.Since(since).Round(time.Millisecond), perr))
+			return
+		}
+	}
 }
 
 // fail stops Run with err (the first one wins).
@@ -346,12 +497,19 @@ func (p *Processor) Ready() bool {
 	return p.fatal == nil && p.inGen && p.readyN == p.assigned
 }
 
-// Healthy returns nil while the processor runs well, or the error that
-// stopped it.
+// Healthy returns nil while the processor runs well; the error that
+// stopped it; or, while outputs that failed are not yet delivered, an error
+// wrapping ErrRecovering and the *ProduceError.
 func (p *Processor) Healthy() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.fatal
+	if p.fatal != nil {
+		return p.fatal
+	}
+	if !p.stuck.since.IsZero() {
+		return fmt.Errorf("%w since %s: %w", ErrRecovering, p.stuck.since.Format(time.RFC3339), p.stuck.err)
+	}
+	return nil
 }
 
 // Progress returns cumulative counts since New.

@@ -44,6 +44,7 @@ func (p *Processor) startWorker(ctx context.Context, g *generation, a kafka.Part
 		srcTop:    []byte(topic),
 		srcPart:   []byte(strconv.Itoa(a.ID)),
 		position:  -1,
+		recoverAt: p.failedOffset(a.ID),
 	}
 	w.acks = newAckTracker(a.ID, p.inflightCap(len(g.route.parts)))
 
@@ -194,7 +195,7 @@ func (p *Processor) restore(ctx context.Context, w *worker, log *slog.Logger) (r
 	suppress, err := checkpoint.ScanOutput(ctx, checkpoint.ScanOptions{
 		Brokers:         p.o.Brokers,
 		Dialer:          p.o.Dialer,
-		Transport:       p.transport(),
+		Transport:       p.scanTransport(),
 		OutputTopic:     p.o.OutputTopic,
 		From:            meta.OutputEnds,
 		SourceTopic:     w.topic,

@@ -56,6 +56,10 @@ type worker struct {
 	removeWarned time.Time
 
 	cp checkpointer
+
+	// Input offset whose output failed in an earlier generation, until its
+	// output is delivered (Processor.delivered); -1 when none.
+	recoverAt int64
 }
 
 // counts are per-outcome tallies the worker keeps locally and publishes
@@ -189,7 +193,7 @@ func (w *worker) flush() error {
 	}
 	// Not the generation's context: once decided, outputs are written even
 	// while the worker is being stopped. Async: this does not wait for acks.
-	if err := w.p.writer.WriteMessages(context.Background(), w.buf...); err != nil {
+	if err := w.gen.out.w.WriteMessages(context.Background(), w.buf...); err != nil {
 		w.acks.fail(w.buf[0].WriterData.(*ackSlot).offset, fmt.Errorf("queue %d outputs: %w", len(w.buf), err))
 		return w.acks.failed()
 	}
@@ -273,6 +277,12 @@ func (w *worker) warnRemove(err error) {
 func (w *worker) periodic(now time.Time) error {
 	if err := w.flush(); err != nil {
 		return err
+	}
+	if w.recoverAt >= 0 && w.position > w.recoverAt && w.acks.settledBelow(w.recoverAt+1) {
+		// Every output up to the one that failed is acknowledged (flush
+		// published all reserved slots), or it was found in the output.
+		w.p.delivered(w.partition, w.recoverAt)
+		w.recoverAt = -1
 	}
 	w.publishCounts()
 	if !now.Before(w.nextGauges) {

@@ -2,6 +2,8 @@ package processor
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"sync/atomic"
 	"time"
@@ -18,10 +20,19 @@ import (
 // more than decoding the records. This keeps the last answer for one
 // single-topic request shape for metadataTTL and hands it out read-only
 // (the writer only reads it); everything else goes to the transport.
+//
+// It also lets a broken writer be closed quickly: once aborted, every
+// request fails at once with errAborted, which kafka-go does not retry.
 type metadataCache struct {
-	next kafka.RoundTripper
-	last atomic.Pointer[cachedMetadata]
+	next    kafka.RoundTripper
+	last    atomic.Pointer[cachedMetadata]
+	aborted atomic.Bool
 }
+
+// errAborted fails the batches still queued in a writer that is being
+// replaced after a produce failure: they are never sent, and the partitions
+// restore from before them.
+var errAborted = errors.New("writer aborted after a produce failure")
 
 // metadataTTL bounds how late the writer sees partitions added to the
 // output topic (kafka.Transport's own cache keeps metadata for 6s).
@@ -42,6 +53,9 @@ func newMetadataCache(next kafka.RoundTripper) *metadataCache {
 }
 
 func (c *metadataCache) RoundTrip(ctx context.Context, addr net.Addr, req kafka.Request) (kafka.Response, error) {
+	if c.aborted.Load() {
+		return nil, errAborted
+	}
 	m, ok := req.(*metadataAPI.Request)
 	if !ok || len(m.TopicNames) != 1 {
 		return c.next.RoundTrip(ctx, addr, req)
@@ -59,9 +73,47 @@ func (c *metadataCache) RoundTrip(ctx context.Context, addr net.Addr, req kafka.
 	return res, nil
 }
 
+// output is one writer with its own transport (its own connections). A
+// produce failure breaks it: the generation ends, Run closes it (which waits
+// for every batch still in it, so nothing it holds lands after the next
+// restore's replay scan) and starts the next generation with a new one.
+// Acknowledgements of an output only ever reach the ack trackers of the
+// workers that wrote to it (each slot points to its own tracker), and those
+// workers end with its generation.
+type output struct {
+	w         *kafka.Writer
+	rt        *metadataCache
+	transport *kafka.Transport
+	broken    atomic.Bool // a record failed: replace before the next generation
+}
+
+func (p *Processor) newOutput() *output {
+	out := &output{transport: newTransport(p.o)}
+	out.rt = newMetadataCache(out.transport)
+	out.w = newWriter(p.o, kafkaLogger{log: p.log.With("component", "writer")}, out.rt,
+		func(msgs []kafka.Message, err error) { p.completion(out, msgs, err) })
+	return out
+}
+
+// abort makes every request not yet sent fail at once, so that close does
+// not wait for retries of batches queued behind a dead connection (each
+// would take the writer's full attempts). A request already sent completes
+// (or fails) before close returns.
+func (out *output) abort() { out.rt.aborted.Store(true) }
+
+// close waits for the writer's batches, then drops its connections.
+func (out *output) close() error {
+	err := out.w.Close()
+	out.transport.CloseIdleConnections()
+	if err != nil {
+		return fmt.Errorf("close writer: %w", err)
+	}
+	return nil
+}
+
 // newWriter returns the stage's one asynchronous writer, shared by all
 // partitions.
-func newWriter(o Options, log kafka.Logger, completion func([]kafka.Message, error)) *kafka.Writer {
+func newWriter(o Options, log kafka.Logger, transport *metadataCache, completion func([]kafka.Message, error)) *kafka.Writer {
 	return &kafka.Writer{
 		Addr:     kafka.TCP(o.Brokers...),
 		Topic:    o.OutputTopic,
@@ -77,21 +129,39 @@ func newWriter(o Options, log kafka.Logger, completion func([]kafka.Message, err
 		BatchTimeout: o.BatchTimeout, // the default 1s would hold partial batches far too long
 		// kafka-go has no idempotent producer: a retried batch whose first
 		// acknowledgement was lost lands twice. Few, quick retries keep that
-		// window small; after them the stage stops (see Run) and a
-		// restart's replay scan finds what did land.
+		// window small; after them the generation ends, the writer is
+		// replaced and the partitions restore (see Run), and the replay
+		// scan finds what did land.
 		MaxAttempts:     3,
 		WriteBackoffMin: 50 * time.Millisecond,
 		WriteBackoffMax: 500 * time.Millisecond,
-		Transport:       newMetadataCache(transportOf(o)),
+		Transport:       transport,
 		ErrorLogger:     log,
 	}
 }
 
-// transportOf returns o.Transport as a RoundTripper, or nil (not a typed
-// nil) for kafka-go's default.
-func transportOf(o Options) kafka.RoundTripper {
-	if o.Transport == nil {
-		return nil
+// newTransport returns a transport with o.Transport's settings (TLS, SASL,
+// dialer, ...) but its own connection pool. kafka.Transport keeps pooled
+// connections to a restarted broker and hands them out after it is back
+// (every writer attempt then fails with "unexpected EOF"); a transport per
+// writer, dropped with it, starts from fresh connections. Exported fields
+// only: the pool is unexported state that must not be copied.
+func newTransport(o Options) *kafka.Transport {
+	t := o.Transport
+	if t == nil {
+		// kafka.DefaultTransport's settings.
+		return &kafka.Transport{Dial: (&net.Dialer{Timeout: 3 * time.Second}).DialContext}
 	}
-	return o.Transport
+	return &kafka.Transport{
+		Dial:           t.Dial,
+		DialTimeout:    t.DialTimeout,
+		IdleTimeout:    t.IdleTimeout,
+		MetadataTTL:    t.MetadataTTL,
+		MetadataTopics: t.MetadataTopics,
+		ClientID:       t.ClientID,
+		TLS:            t.TLS,
+		SASL:           t.SASL,
+		Resolver:       t.Resolver,
+		Context:        t.Context,
+	}
 }
