@@ -6,8 +6,7 @@ import "math/bits"
 // Bloom filters with 4-bit saturating counters.
 //
 // Counters are packed 16 to a uint64 and 128 to a 64-byte block (one cache
-// line); a key's k counters are k distinct counters of one block chosen by
-// its hash. The two generations are interleaved: block b of generation g is
+// line); a key's counters are k counters of one block chosen by its hash. The two generations are interleaved: block b of generation g is
 // line 2b+g, so the current and previous blocks of a key are adjacent lines
 // of one 128-byte bucket and a test of both costs one memory round trip, not
 // two. Rotation flips which half of every bucket is current and clears that
@@ -26,7 +25,7 @@ type counting struct {
 }
 
 // probe is where a key lives: its block, and per word a mask with the high
-// bit (bit 3) of each of its k counters (nibbles) set.
+// bit (bit 3) of each of its counters (nibbles) set.
 type probe struct {
 	block uint64
 	mask  [blockWords]uint64
@@ -67,29 +66,20 @@ func mix(h uint64) uint64 {
 }
 
 // locate computes the probe of a 64-bit key hash h. The block is h scaled to
-// [0, blocks) (multiply-high, no division). The counters are 7-bit slices of
-// mix(h), mix(h+φ), … (9 slices each), a repeat being skipped so the k counters
-// are distinct.
+// [0, blocks) (multiply-high, no division). The k counters are 7-bit slices
+// of mix(h), mix(h+φ), … (9 slices each), drawn with replacement: a repeat
+// leaves the key with fewer distinct counters, which the sizing model
+// accounts for, and keeps this loop free of data-dependent branches.
 func (c *counting) locate(h uint64, pr *probe) {
 	pr.block, _ = bits.Mul64(h, c.blocks)
 	pr.mask = [blockWords]uint64{}
-	seed := h
-	x := mix(seed)
-	left := 9
-	for i := 0; i < c.k; {
-		if left == 0 {
-			seed += golden
-			x, left = mix(seed), 9
+	for base := 0; base < c.k; base += 9 {
+		x := mix(h + uint64(base)*golden)
+		for range min(9, c.k-base) {
+			pos := x & (blockCounters - 1)
+			x >>= 7
+			pr.mask[pos>>4] |= 8 << ((pos & 15) * 4)
 		}
-		pos := x & (blockCounters - 1)
-		x >>= 7
-		left--
-		w, bit := pos>>4, uint64(8)<<((pos&15)*4)
-		if pr.mask[w]&bit != 0 {
-			continue
-		}
-		pr.mask[w] |= bit
-		i++
 	}
 }
 
@@ -101,20 +91,23 @@ func (c *counting) bucket(pr *probe) *[bucketWords]uint64 {
 
 // testAndAdd reports whether either generation holds the probe and, if
 // neither does, adds it to the current one. Both blocks are read in the same
-// loop so that their cache misses overlap.
+// loop so that their cache misses overlap, and that loop also counts the
+// current generation's zero counters that the add will make non-zero.
 func (c *counting) testAndAdd(pr *probe) bool {
 	b := c.bucket(pr)
 	cur, prev := c.cur*blockWords, (1-c.cur)*blockWords
-	var missCur, missPrev uint64
+	var missPrev uint64
+	zeros := 0
 	for w := range blockWords {
 		m := pr.mask[w]
-		missCur |= m &^ nonzero8(b[cur+w])
+		zeros += bits.OnesCount64(m &^ nonzero8(b[cur+w]))
 		missPrev |= m &^ nonzero8(b[prev+w])
 	}
-	if missCur == 0 || missPrev == 0 {
+	if zeros == 0 || missPrev == 0 {
 		return true
 	}
-	c.add(c.cur, pr)
+	c.nonzero[c.cur] += uint64(zeros)
+	c.increment(c.cur, pr)
 	return false
 }
 
@@ -135,16 +128,27 @@ func (c *counting) contains(g int, pr *probe) bool {
 func (c *counting) add(g int, pr *probe) {
 	b := c.bucket(pr)
 	off := g * blockWords
-	var nz, sat int
+	zeros := 0
 	for w := range blockWords {
-		m, x := pr.mask[w], b[off+w]
-		nz += bits.OnesCount64(m &^ nonzero8(x))
-		inc := m &^ full8(x)
+		zeros += bits.OnesCount64(pr.mask[w] &^ nonzero8(b[off+w]))
+	}
+	c.nonzero[g] += uint64(zeros)
+	c.increment(g, pr)
+}
+
+// increment adds one to the probe's unsaturated counters in generation g and
+// counts those that reach 15; the caller counts those that leave 0.
+func (c *counting) increment(g int, pr *probe) {
+	b := c.bucket(pr)
+	off := g * blockWords
+	sat := 0
+	for w := range blockWords {
+		x := b[off+w]
+		inc := pr.mask[w] &^ full8(x)
 		x += inc >> 3 // no carry: every incremented nibble was below 15
 		sat += bits.OnesCount64(full8(x) & inc)
 		b[off+w] = x
 	}
-	c.nonzero[g] += uint64(nz)
 	c.saturated[g] += uint64(sat)
 }
 

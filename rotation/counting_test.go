@@ -2,6 +2,7 @@ package rotation
 
 import (
 	"errors"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -28,16 +29,28 @@ func (pr *probe) counters() []uint64 {
 	return idx
 }
 
-func TestLocateDistinctCounters(t *testing.T) {
+func TestLocateCounters(t *testing.T) {
 	for _, k := range []int{1, 3, 8, 14, maxK} {
 		c := newCounting(1000, k)
-		for i := range uint64(2000) {
+		const keys = 20000
+		total, blocks := 0, make([]int, c.blocks)
+		for i := range uint64(keys) {
 			pr := probeOf(c, testKey(1, i))
-			if got := len(pr.counters()); got != k {
-				t.Fatalf("k=%d: key %d has %d distinct counters", k, i, got)
+			got := len(pr.counters())
+			if got < 1 || got > k {
+				t.Fatalf("k=%d: key %d has %d counters", k, i, got)
 			}
-			if pr.block >= c.blocks {
-				t.Fatalf("block %d out of %d", pr.block, c.blocks)
+			total += got
+			blocks[pr.block]++
+		}
+		// Draws with replacement: k(1 - (127/128)^k)·128/k distinct on average.
+		want := blockCounters * (1 - math.Pow(1-1.0/blockCounters, float64(k)))
+		if mean := float64(total) / keys; math.Abs(mean-want) > 0.02*want {
+			t.Errorf("k=%d: %.3f distinct counters per key, want %.3f", k, mean, want)
+		}
+		for b, n := range blocks { // keys spread evenly: 20 per block on average
+			if n < 3 || n > 50 {
+				t.Fatalf("k=%d: block %d holds %d of %d keys", k, b, n, keys)
 			}
 		}
 	}

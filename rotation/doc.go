@@ -22,8 +22,8 @@
 //   - a key added less than one window earlier (by timestamp) is reported seen:
 //     Bloom filters have no false negatives;
 //   - a key last added two windows or more earlier is reported new, unless it
-//     is a false positive (probability about Options.FPRate with ExpectedKeys
-//     keys per window);
+//     is a false positive (probability at most Options.FPRate while each
+//     window holds at most ExpectedKeys keys);
 //   - in between, either.
 //
 // Precisely: a key added while the current window starts at S is reported
@@ -33,34 +33,45 @@
 // its own timestamp. Remove (counting mode) takes a key out of whichever
 // generation holds it, after which it is reported new again.
 //
-// # Filters and memory
+// # Sizing and memory
+//
+// A test checks both generations, so each generation is sized for the rate
+// p with 1-(1-p)² = FPRate (p ≈ FPRate/2): with ExpectedKeys keys in each
+// generation (the end of a window) a key never added is reported seen with
+// probability at most FPRate; earlier in the window it is lower.
 //
 // Counting mode (the default) uses a blocked counting Bloom filter: 4-bit
-// saturating counters, 128 to a 64-byte block, and a key's k counters are k
-// distinct counters of a single block chosen by its hash (xxhash64), so a
-// test or an add costs one cache miss per generation instead of k. A counter
-// that reaches 15 is saturated and never decremented. Blocking makes block
-// loads uneven, which raises the false-positive rate of a classic filter of
-// the same size, so the filter is sized by an exact model of the blocked
+// saturating counters, 128 to a 64-byte block (one cache line), and a key's
+// k counters are drawn (with replacement) from a single block chosen by its
+// hash (xxhash64). The two generations are interleaved, so a key's current
+// and previous blocks are adjacent lines of one 128-byte bucket: a test of
+// both generations costs one memory round trip instead of 2k. A counter that
+// reaches 15 is saturated and never decremented. Blocking makes block loads
+// uneven, which raises the false-positive rate over a classic filter of the
+// same size, so the filter is sized with an exact model of the blocked
 // filter: starting from bloom.EstimateParameters, for each k it takes the
 // fewest blocks B such that
 //
-//	Σ_j Poisson(j; n/B) · E[C(U_j,k)] / C(128,k) ≤ FPRate
+//	Σ_j Poisson(j; n/B) · P(a probe's counters all lie among the non-zero
+//	counters of a block holding j keys) ≤ p
 //
-// where U_j is the number of non-zero counters of a block holding j keys.
-// Memory is 64·B bytes per generation, two generations per pair. At
-// FPRate = 0.001 this is 18.7 counters (74.8 bits) per key and generation with
-// k = 8, against 14.4 bits for a classic bit filter and the lower bound
-// log2(1/ε) = 9.97 bits per key for any structure with false-positive rate ε.
+// (the inner probability is computed exactly by a Markov chain over the
+// number of non-zero counters of a block). Memory is 64·B bytes per
+// generation, 128·B per pair. At FPRate = 0.001 that is k = 9 and 22.1
+// counters, 88.5 bits, per expected key and generation (177 bits per key for
+// the pair), against 15.8 bits for a classic bit filter at p and the lower
+// bound log2(1/p) = 11.0 bits per key for any structure with
+// false-positive rate p (derived in the seed articles).
 //
 // Plain mode, for deployments that never retract, uses bits-and-blooms/bloom/v3
-// filters sized by bloom.EstimateParameters: m = ⌈n·ln(1/ε)/ln²2⌉ bits
-// (1.44·log2(1/ε) bits per key) per generation. Remove returns
-// ErrRemoveUnsupported.
+// filters sized by bloom.EstimateParameters(n, p): m = ⌈n·ln(1/p)/ln²2⌉ bits
+// (1.44·log2(1/p) bits per key) per generation; 31.6 bits per key for the
+// pair at FPRate = 0.001. Remove returns ErrRemoveUnsupported.
 //
 // Stats are O(1): counting mode keeps the numbers of non-zero and saturated
-// counters up to date on every change; plain mode counts keys added as new
-// and reports the expected fill 1 - e^{-kn/m}.
+// counters up to date on every change and estimates the rate from the
+// model; plain mode counts keys added as new and reports the expected fill
+// 1 - e^{-kn/m} and the rate fill^k.
 //
 // # Snapshots
 //

@@ -139,14 +139,9 @@ func (p *Pair) advance(ts time.Time) {
 	if ts.IsZero() {
 		return
 	}
-	var t int64
-	switch {
-	case ts.Unix() < minNanos/1_000_000_000:
-		t = minNanos
-	case ts.Unix() > maxNanos/1_000_000_000:
-		t = maxNanos
-	default:
-		t = ts.UnixNano()
+	t := unixNanos(ts)
+	if uint64(t-p.start) < uint64(p.window) && p.started {
+		return // the common case: inside the current window
 	}
 	w := t / p.window
 	if t%p.window < 0 {
@@ -166,6 +161,18 @@ func (p *Pair) advance(ts time.Time) {
 	}
 	p.start = w
 	p.rotations++
+}
+
+// unixNanos is ts in Unix nanoseconds, clamped to [minNanos, maxNanos].
+func unixNanos(ts time.Time) int64 {
+	switch s := ts.Unix(); {
+	case s < minNanos/1_000_000_000:
+		return minNanos
+	case s > maxNanos/1_000_000_000:
+		return maxNanos
+	default:
+		return s*1_000_000_000 + int64(ts.Nanosecond())
+	}
 }
 
 func (p *Pair) rotate() {

@@ -19,14 +19,16 @@ const (
 )
 
 // blockModel is the exact false-positive rate of a block holding j keys, for
-// one k: each key sets k distinct counters of the block's 128, chosen
-// uniformly, so the union size U after j keys is a Markov chain, and a probe
-// is a false positive when its own k counters fall inside the union:
-// C(U,k)/C(128,k). Over the filter, the number of keys sharing the probed
-// block is Poisson with mean λ = n/blocks.
+// one k. Each key draws k of the block's 128 counters uniformly with
+// replacement, so it sets s distinct counters with the occupancy
+// distribution P(s); the union size U after j keys is a Markov chain, and a
+// probe with s counters is a false positive when they all fall inside the
+// union: C(U,s)/C(128,s). Over the filter, the number of keys sharing the
+// probed block is Poisson with mean λ = n/blocks.
 type blockModel struct {
-	k  int
-	fp []float64 // fp[j]: false-positive probability of a block holding j keys
+	k        int
+	distinct float64   // mean number of distinct counters per key: 128(1-(127/128)^k)
+	fp       []float64 // fp[j]: false-positive probability of a block holding j keys
 }
 
 var (
@@ -54,14 +56,35 @@ func newBlockModel(k int) *blockModel {
 			binom[n][r] = binom[n-1][r-1] + binom[n-1][r]
 		}
 	}
-	total := binom[b][k]
-	// trans[u][d]: probability that a new key adds d counters to a union of u.
+	// occ[s]: probability that k draws with replacement hit s distinct counters.
+	occ := make([]float64, k+1)
+	occ[0] = 1
+	for range k {
+		for s := k; s >= 0; s-- {
+			stay := occ[s] * float64(s) / b
+			if s > 0 {
+				stay += occ[s-1] * float64(b-s+1) / b
+			}
+			occ[s] = stay
+		}
+	}
+	// trans[u][d]: probability that a new key adds d counters to a union of u;
+	// hit[u]: probability that a probe's counters all lie in a union of u.
 	trans := make([][]float64, b+1)
+	hit := make([]float64, b+1)
 	for u := 0; u <= b; u++ {
 		trans[u] = make([]float64, k+1)
-		for d := 0; d <= k; d++ {
-			if d <= b-u && k-d <= u {
-				trans[u][d] = binom[b-u][d] * binom[u][k-d] / total
+		for s := 1; s <= k; s++ {
+			if occ[s] == 0 {
+				continue
+			}
+			for d := 0; d <= s; d++ {
+				if d <= b-u && s-d <= u {
+					trans[u][d] += occ[s] * binom[b-u][d] * binom[u][s-d] / binom[b][s]
+				}
+			}
+			if s <= u {
+				hit[u] += occ[s] * binom[u][s] / binom[b][s]
 			}
 		}
 	}
@@ -71,8 +94,8 @@ func newBlockModel(k int) *blockModel {
 	dist[0] = 1
 	for j := 0; j <= modelMaxJ; j++ {
 		var f float64
-		for u := k; u <= b; u++ {
-			f += dist[u] * binom[u][k] / total
+		for u, pu := range dist {
+			f += pu * hit[u]
 		}
 		fp[j] = f
 		clear(next)
@@ -88,7 +111,11 @@ func newBlockModel(k int) *blockModel {
 		}
 		dist, next = next, dist
 	}
-	return &blockModel{k: k, fp: fp}
+	var distinct float64
+	for s, p := range occ {
+		distinct += float64(s) * p
+	}
+	return &blockModel{k: k, distinct: distinct, fp: fp}
 }
 
 // rate is the expected false-positive rate when blocks hold λ keys on average.

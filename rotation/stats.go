@@ -48,7 +48,7 @@ func (p *Pair) Stats() Stats {
 func (p *Pair) countingStats(g int) FilterStats {
 	fs := FilterStats{M: p.m, K: uint32(p.k), Saturated: p.cnt.saturated[g]}
 	fs.Fill = float64(p.cnt.nonzero[g]) / float64(p.m)
-	fs.EstimatedKeys = estimateKeys(fs.Fill, p.m, p.k)
+	fs.EstimatedKeys = estimateKeys(fs.Fill, p.m, p.model.distinct)
 	fs.FPRate = p.model.rate(fs.EstimatedKeys / float64(p.cnt.blocks))
 	return fs
 }
@@ -56,16 +56,18 @@ func (p *Pair) countingStats(g int) FilterStats {
 func (p *Pair) plainStats(g *plain) FilterStats {
 	fs := FilterStats{M: p.m, K: uint32(p.k)}
 	fs.Fill = -math.Expm1(-float64(p.k) * float64(g.added) / float64(p.m))
-	fs.EstimatedKeys = float64(g.added)
+	fs.EstimatedKeys = float64(g.added) // = estimateKeys(fs.Fill, p.m, float64(p.k))
 	fs.FPRate = math.Pow(fs.Fill, float64(p.k))
 	return fs
 }
 
-// estimateKeys inverts the expected fill: n ≈ -(m/k) ln(1 - fill). A full
-// filter has no finite estimate; report +Inf.
-func estimateKeys(fill float64, m uint64, k int) float64 {
+// estimateKeys inverts the expected fill: n ≈ -(m/k) ln(1 - fill), with k
+// the number of distinct counters per key (in counting mode, where a key's k
+// draws may repeat, their mean). A full filter has no finite estimate;
+// report +Inf.
+func estimateKeys(fill float64, m uint64, k float64) float64 {
 	if fill >= 1 {
 		return math.Inf(1)
 	}
-	return -float64(m) / float64(k) * math.Log1p(-fill)
+	return -float64(m) / k * math.Log1p(-fill)
 }
