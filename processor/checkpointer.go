@@ -16,21 +16,31 @@ import (
 //
 // One checkpoint, in order:
 //  1. the worker, when one is due, wakes the saver (start);
-//  2. the saver reads the output topic's end offsets E;
+//  2. the saver takes the instance's spare pair (Processor.spares), waiting
+//     for its turn if another partition's saver holds it, then reads the
+//     output topic's end offsets E;
 //  3. the saver raises wanted; the worker, at its next record or tick,
 //     flushes its buffered outputs, copies its pair into the spare pair
 //     (rotation.CopyTo: no allocation) and sends its position P (snap).
 //     Every output of an input >= P is produced after E was read, so it
 //     lands at or after E: a replay scan from E is complete;
 //  4. the saver waits until every output of an input < P is acknowledged,
-//  5. saves {Offset: P, OutputEnds: E} with the spare pair durably,
+//  5. saves {Offset: P, OutputEnds: E} with the spare pair durably and
+//     gives the spare back (also when any step failed),
 //  6. and only then commits P to the group.
 //
-// The spare pair belongs to the saver from step 3 until it reports done.
+// The worker never waits for the spare: until its saver has it, the
+// partition simply goes on consuming. The final checkpoint at revocation
+// needs no spare: the worker has stopped, so its own pair is saved.
 type checkpointer struct {
 	interval time.Duration
 	store    Store
-	spare    *rotation.Pair // nil without a store
+	spares   chan *rotation.Pair // nil without a store
+
+	// held is the spare while this saver has it. Set by the saver before
+	// it raises wanted (the atomic store orders it before the worker's
+	// load), read by the worker in handOff.
+	held *rotation.Pair
 
 	wanted atomic.Bool   // saver → worker: copy now
 	start  chan struct{} // worker → saver
@@ -50,10 +60,10 @@ type cpResult struct {
 	err    error
 }
 
-func (c *checkpointer) init(interval time.Duration, store Store, spare *rotation.Pair, committed int64) {
+func (c *checkpointer) init(interval time.Duration, store Store, spares chan *rotation.Pair, committed int64) {
 	c.interval = interval
 	c.store = store
-	c.spare = spare
+	c.spares = spares
 	c.start = make(chan struct{}, 1)
 	c.snap = make(chan int64, 1)
 	c.done = make(chan cpResult, 1)
@@ -72,27 +82,55 @@ func (c *checkpointer) startSaver(w *worker) {
 			case <-c.stop:
 				return
 			}
-			began := time.Now()
-			var ends map[int]int64
-			if c.store != nil {
-				var err error
-				if ends, err = w.p.outputEnds(context.Background(), w.gen.route, w.partition); err != nil {
-					c.done <- cpResult{err: w.checkpointFailed(fmt.Errorf("read output end offsets: %w", err))}
-					continue
-				}
-			}
-			c.wanted.Store(true)
-			var pos int64
-			select {
-			case pos = <-c.snap:
-			case <-c.stop:
-				c.wanted.Store(false)
+			r, stopped := c.checkpoint(w)
+			if stopped {
 				return
 			}
-			err := w.finishCheckpoint(context.Background(), pos, ends, c.spare, began)
-			c.done <- cpResult{offset: pos, err: err}
+			c.done <- r
 		}
 	}()
+}
+
+// checkpoint is steps 2-6 on the saver side; stopped reports that the
+// worker stopped before handing off its copy.
+func (c *checkpointer) checkpoint(w *worker) (r cpResult, stopped bool) {
+	if c.spares != nil {
+		select {
+		case c.held = <-c.spares:
+		case <-c.stop:
+			return cpResult{}, true
+		}
+		defer c.release()
+	}
+	began := time.Now()
+	var ends map[int]int64
+	if c.store != nil {
+		var err error
+		if ends, err = w.p.outputEnds(context.Background(), w.gen.route, w.partition); err != nil {
+			return cpResult{err: w.checkpointFailed(fmt.Errorf("read output end offsets: %w", err))}, false
+		}
+	}
+	c.wanted.Store(true)
+	var pos int64
+	select {
+	case pos = <-c.snap:
+	case <-c.stop:
+		c.wanted.Store(false)
+		return cpResult{}, true
+	}
+	if err := w.saveCheckpoint(context.Background(), pos, ends, c.held, began); err != nil {
+		return cpResult{offset: pos, err: err}, false
+	}
+	c.release() // the copy is saved: the next partition may take the spare now
+	return cpResult{offset: pos, err: w.commitCheckpoint(pos)}, false
+}
+
+// release gives the spare back, once.
+func (c *checkpointer) release() {
+	if c.held != nil {
+		c.spares <- c.held
+		c.held = nil
+	}
 }
 
 // maybeStart begins a checkpoint when one is due, none is running and the
@@ -120,8 +158,8 @@ func (w *worker) handOff() error {
 	if err := w.flush(); err != nil {
 		return err
 	}
-	if w.cp.spare != nil {
-		if err := w.pair.CopyTo(w.cp.spare); err != nil {
+	if w.cp.held != nil {
+		if err := w.pair.CopyTo(w.cp.held); err != nil {
 			return fmt.Errorf("copy filter pair: %w", err)
 		}
 	}
@@ -129,31 +167,46 @@ func (w *worker) handOff() error {
 	return nil
 }
 
-// finishCheckpoint is steps 4-6: wait for acknowledgements below pos, save
-// state (when checkpointing) and commit pos.
+// finishCheckpoint is steps 4-6 for a pair nobody else writes to (the
+// stopped worker's own pair, the initial anchor).
 func (w *worker) finishCheckpoint(ctx context.Context, pos int64, ends map[int]int64, state *rotation.Pair, began time.Time) error {
+	if err := w.saveCheckpoint(ctx, pos, ends, state, began); err != nil {
+		return err
+	}
+	return w.commitCheckpoint(pos)
+}
+
+// saveCheckpoint is steps 4-5: wait for acknowledgements below pos and save
+// state (when checkpointing).
+func (w *worker) saveCheckpoint(ctx context.Context, pos int64, ends map[int]int64, state *rotation.Pair, began time.Time) error {
 	if err := w.acks.waitAcknowledged(ctx, pos); err != nil {
 		return w.checkpointFailed(fmt.Errorf("wait for outputs below %d: %w", pos, err))
 	}
-	if w.cp.store != nil {
-		m, err := w.cp.store.Save(ctx, checkpoint.Meta{
-			Group:       w.p.o.GroupID,
-			Topic:       w.topic,
-			Partition:   w.partition,
-			Offset:      pos,
-			OutputTopic: w.p.o.OutputTopic,
-			OutputEnds:  ends,
-			Created:     time.Now(),
-		}, state)
-		if err != nil {
-			return w.checkpointFailed(fmt.Errorf("save checkpoint at %d: %w", pos, err))
-		}
-		w.p.metrics.checkpointSeconds.WithLabelValues(w.p.storeKind).Observe(time.Since(began).Seconds())
-		w.pm.cpRaw.Set(float64(m.RawBytes))
-		w.pm.cpStored.Set(float64(m.StoredBytes))
-		w.pm.cpLast.Set(float64(time.Now().UnixNano()) / 1e9)
-		w.pm.checkpoints.Inc()
+	if w.cp.store == nil {
+		return nil
 	}
+	m, err := w.cp.store.Save(ctx, checkpoint.Meta{
+		Group:       w.p.o.GroupID,
+		Topic:       w.topic,
+		Partition:   w.partition,
+		Offset:      pos,
+		OutputTopic: w.p.o.OutputTopic,
+		OutputEnds:  ends,
+		Created:     time.Now(),
+	}, state)
+	if err != nil {
+		return w.checkpointFailed(fmt.Errorf("save checkpoint at %d: %w", pos, err))
+	}
+	w.p.metrics.checkpointSeconds.WithLabelValues(w.p.storeKind).Observe(time.Since(began).Seconds())
+	w.pm.cpRaw.Set(float64(m.RawBytes))
+	w.pm.cpStored.Set(float64(m.StoredBytes))
+	w.pm.cpLast.Set(float64(time.Now().UnixNano()) / 1e9)
+	w.pm.checkpoints.Inc()
+	return nil
+}
+
+// commitCheckpoint is step 6.
+func (w *worker) commitCheckpoint(pos int64) error {
 	if err := w.p.commit(w.gen, w.topic, w.partition, pos); err != nil {
 		// The snapshot stands; the next checkpoint or a restore (which
 		// prefers the snapshot's offset) makes up for the missing commit.

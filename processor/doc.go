@@ -35,6 +35,16 @@
 //   - kafka-go has no idempotent producer: a batch whose acknowledgement was
 //     lost and which the writer retried (at most 2 retries) can land twice.
 //
+// Memory: (assigned partitions + 1) × the pair size (rotation.Pair.SizeBytes,
+// dedup_filter_bytes) + per partition an ack ring (48 bytes per output in
+// flight, at most max(8192, 2 × BatchSize × output partitions) slots) and a
+// reader fetch of up to FetchMaxBytes with a 4096-message queue + the
+// writer's open batches (BatchBytes per output partition). The "+ 1" is the
+// one spare pair a periodic checkpoint copies into: partitions take turns
+// with it (a partition whose saver waits for the spare keeps consuming and
+// checkpoints when its turn comes), and the final checkpoint at revocation
+// saves the stopped worker's own pair. Without a Store there is no spare.
+//
 // Concurrency: one worker goroutine per assigned partition owns its reader,
 // filter pair and ack tracker; the writer and the metrics are shared and
 // safe for concurrent use. Processor methods are safe for concurrent use;

@@ -99,6 +99,15 @@ type Processor struct {
 	storeKind string // dedup_checkpoint_duration_seconds{store}
 	flushAt   int
 	started   atomic.Bool
+	filter    rotation.Options // o.Filter with defaults, as a pair reports it
+
+	// spares holds the one spare filter pair of the instance (with a
+	// Store): a periodic checkpoint copies a partition's pair into it and
+	// saves the copy in the background. Partitions take turns: a saver
+	// waits for the pair (in the background, the worker never waits) and
+	// gives it back once its save has finished or failed. Memory is thus
+	// (assigned partitions + 1) pairs, not 2 per partition.
+	spares chan *rotation.Pair
 
 	client *kafka.Client    // admin requests: metadata, list offsets
 	admin  *kafka.Transport // the client's own connections, dropped on recovery
@@ -155,7 +164,8 @@ func New(o Options) (*Processor, error) {
 	if o.Key.IsZero() {
 		errs = append(errs, errors.New("no key source"))
 	}
-	if _, err := rotation.New(o.Filter); err != nil {
+	spare, err := rotation.New(o.Filter) // validates the options; kept as the spare pair
+	if err != nil {
 		errs = append(errs, err)
 	}
 	if o.StartOffset == 0 {
@@ -191,6 +201,11 @@ func New(o Options) (*Processor, error) {
 		storeKind: storeKind(o.Store),
 		flushAt:   min(o.BatchSize, 1024),
 		admin:     newTransport(o),
+	}
+	p.filter = spare.Options()
+	if o.Store != nil {
+		p.spares = make(chan *rotation.Pair, 1)
+		p.spares <- spare
 	}
 	p.client = &kafka.Client{Addr: kafka.TCP(o.Brokers...), Timeout: 10 * time.Second, Transport: p.admin}
 	p.stuck.failedAt = map[int]int64{}

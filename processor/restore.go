@@ -27,10 +27,6 @@ import (
 func (p *Processor) startWorker(ctx context.Context, g *generation, a kafka.PartitionAssignment) (*worker, error) {
 	topic := p.o.InputTopic
 	log := p.log.With("topic", topic, "partition", a.ID, "generation", g.gen.ID)
-	pair, err := rotation.New(p.o.Filter)
-	if err != nil {
-		return nil, fmt.Errorf("create filter pair: %w", err)
-	}
 	w := &worker{
 		p:         p,
 		gen:       g,
@@ -38,7 +34,6 @@ func (p *Processor) startWorker(ctx context.Context, g *generation, a kafka.Part
 		partition: a.ID,
 		log:       log,
 		pm:        p.metrics.partition(topic, a.ID),
-		pair:      pair,
 		route:     g.route,
 		flushAt:   p.flushAt,
 		srcTop:    []byte(topic),
@@ -52,11 +47,7 @@ func (p *Processor) startWorker(ctx context.Context, g *generation, a kafka.Part
 	start := committed
 	source := checkpoint.SourceEmpty
 	var anchorEnds map[int]int64 // replay-scan start of the initial checkpoint, when known
-	var spare *rotation.Pair
 	if p.o.Store != nil {
-		if spare, err = rotation.New(p.o.Filter); err != nil {
-			return nil, fmt.Errorf("create spare filter pair: %w", err)
-		}
 		r, err := p.restore(ctx, w, log)
 		if err != nil {
 			return nil, err
@@ -72,7 +63,17 @@ func (p *Processor) startWorker(ctx context.Context, g *generation, a kafka.Part
 			w.suppress, w.suppressTo = r.suppress, r.suppressTo
 		}
 	}
+	if w.pair == nil {
+		// Allocated only now, so that a restored partition never holds
+		// two pairs at once.
+		pair, err := rotation.New(p.o.Filter)
+		if err != nil {
+			return nil, fmt.Errorf("create filter pair: %w", err)
+		}
+		w.pair = pair
+	}
 	if start < 0 {
+		var err error
 		if start, err = p.logicalOffset(ctx, topic, a.ID, start); err != nil {
 			return nil, err
 		}
@@ -103,7 +104,7 @@ func (p *Processor) startWorker(ctx context.Context, g *generation, a kafka.Part
 	}
 	w.position = start
 	w.hwm = start
-	w.cp.init(p.o.CheckpointInterval, p.o.Store, spare, committed)
+	w.cp.init(p.o.CheckpointInterval, p.o.Store, p.spares, committed)
 	if committed < 0 {
 		w.cp.last = -1
 	}
@@ -151,7 +152,7 @@ type restored struct {
 // offset instead would re-forward first occurrences between it and the
 // snapshot offset.)
 func (p *Processor) restore(ctx context.Context, w *worker, log *slog.Logger) (restored, error) {
-	want := w.pair.Options()
+	want := p.filter
 	var (
 		got      *rotation.Pair
 		mismatch bool
