@@ -46,6 +46,7 @@ func TestNewValidates(t *testing.T) {
 		{"NaN rate", func(o *Options) { o.FPRate = math.NaN() }, "false-positive rate"},
 		{"no window", func(o *Options) { o.Window = 0 }, "window"},
 		{"negative window", func(o *Options) { o.Window = -time.Second }, "window"},
+		{"huge window", func(o *Options) { o.Window = math.MaxInt64 }, "window"},
 		{"bad mode", func(o *Options) { o.Mode = 7 }, "mode"},
 	} {
 		o := good

@@ -21,6 +21,7 @@ const (
 	maxExpectedKeys = 1 << 36
 	minFPRate       = 1e-9
 	maxFPRate       = 0.5
+	maxWindow       = 1 << 60 // about 36 years; keeps window arithmetic inside int64
 )
 
 // normalize fills defaults and reports every invalid field at once.
@@ -35,8 +36,8 @@ func (o Options) normalize() (Options, error) {
 	if math.IsNaN(o.FPRate) || o.FPRate < minFPRate || o.FPRate > maxFPRate {
 		errs = append(errs, fmt.Errorf("false-positive rate %g: want %g..%g", o.FPRate, minFPRate, maxFPRate))
 	}
-	if o.Window <= 0 {
-		errs = append(errs, fmt.Errorf("window %v: want > 0", o.Window))
+	if o.Window <= 0 || o.Window > maxWindow {
+		errs = append(errs, fmt.Errorf("window %v: want > 0 and <= %v", o.Window, time.Duration(maxWindow)))
 	}
 	if o.Mode != Counting && o.Mode != Plain {
 		errs = append(errs, fmt.Errorf("mode %v: want counting or plain", o.Mode))

@@ -282,3 +282,20 @@ func TestCopyToAndClone(t *testing.T) {
 		}
 	}
 }
+
+// TestExtremeTimestamps: timestamps far outside int64 nanoseconds are
+// clamped, never overflow, and never move time backwards.
+func TestExtremeTimestamps(t *testing.T) {
+	p := mustNew(t, Options{ExpectedKeys: 10, FPRate: 0.01, Window: 24 * time.Hour})
+	far := time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+	p.TestAndAdd([]byte("a"), time.Date(-9999, 1, 1, 0, 0, 0, 0, time.UTC))
+	p.TestAndAdd([]byte("b"), far)
+	st := p.Stats()
+	if st.Rotations != 1 || st.WindowStart.Before(epoch) {
+		t.Fatalf("after extreme timestamps: %+v", st)
+	}
+	p.TestAndAdd([]byte("c"), far.AddDate(1, 0, 0))
+	if got := p.Stats(); !got.WindowStart.Equal(st.WindowStart) || !p.Test([]byte("b")) {
+		t.Fatalf("clamped time moved: %+v", got)
+	}
+}
