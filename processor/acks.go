@@ -90,6 +90,10 @@ func (t *ackTracker) publish() error {
 	return t.err
 }
 
+// retired returns the retired prefix (slots below it are acknowledged) as
+// of the last publish, without locking. Worker goroutine.
+func (t *ackTracker) retired() uint64 { return t.limit - uint64(len(t.slots)) }
+
 // complete records the writer's verdict on one slot; the caller holds t.mu.
 func (t *ackTracker) completeLocked(s *ackSlot, err error) {
 	if err != nil {

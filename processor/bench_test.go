@@ -3,6 +3,7 @@ package processor
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,7 +20,10 @@ const benchParts = 4
 // BenchmarkStageVsCopyLoop measures records/s through the whole stage and
 // through a plain kafka-go consume→produce copy loop with the same reader
 // and writer settings, on the same in-process kfake broker and the same
-// input, in one run, and reports stage/copy. b.N is the number of input
+// input, in one run, and reports stage/copy. A third contender, the copy
+// loop with the stage's three source headers and writer transport ("stage
+// without deduplication"), splits the gap: what the contract's headers
+// cost (larger outputs to encode and store) and what deduplication costs. b.N is the number of input
 // records (all distinct keys: every record is tested, added and forwarded,
 // the stage's worst case); the counting pair is sized for 1,000,000 keys
 // per partition. The two alternate for benchRounds rounds and the best
@@ -32,17 +36,17 @@ func BenchmarkStageVsCopyLoop(b *testing.B) {
 	b.StopTimer()
 	e := newTestEnv(b, benchParts, benchParts)
 	seed(b, e, n)
-	var copyRate, tunedRate, stageRate float64
+	var copyRate, hdrRate, stageRate float64
 	for round := range benchRounds {
-		copyRate = max(copyRate, measure(b, e, n, fmt.Sprintf("copy-%d", round), runCopyLoop(nil)))
-		tunedRate = max(tunedRate, measure(b, e, n, fmt.Sprintf("tuned-%d", round), runCopyLoop(newMetadataCache(nil))))
+		copyRate = max(copyRate, measure(b, e, n, fmt.Sprintf("copy-%d", round), runCopyLoop(nil, false)))
+		hdrRate = max(hdrRate, measure(b, e, n, fmt.Sprintf("copy-headers-%d", round), runCopyLoop(newMetadataCache(nil), true)))
 		stageRate = max(stageRate, measure(b, e, n, fmt.Sprintf("stage-%d", round), runStage))
 	}
 	b.ReportMetric(copyRate, "copy-rec/s")
-	b.ReportMetric(tunedRate, "copy+mdcache-rec/s")
+	b.ReportMetric(hdrRate, "copy+headers-rec/s")
 	b.ReportMetric(stageRate, "stage-rec/s")
 	b.ReportMetric(stageRate/copyRate, "stage/copy")
-	b.ReportMetric(stageRate/tunedRate, "stage/copy+mdcache")
+	b.ReportMetric(stageRate/hdrRate, "stage/copy+headers")
 	b.ReportMetric(0, "ns/op") // the figures above are the result
 }
 
@@ -150,16 +154,23 @@ func runStage(b *testing.B, e *testEnv, group string, consuming chan<- struct{})
 // fed in the same slices of up to 1000, keeping key, value, headers and
 // timestamp. No keys, no filters, no source headers, no ack tracking.
 //
-// With transport nil it is plain kafka-go; with the stage's metadataCache
-// it isolates the cost of deduplication itself.
-func runCopyLoop(transport kafka.RoundTripper) func(b *testing.B, e *testEnv, group string, consuming chan<- struct{}) func() {
+// With transport nil and without headers it is plain kafka-go, the
+// reference of the issue. With the stage's metadataCache and the source
+// headers (built the simple way: a slice and strconv per record) it is the
+// stage without deduplication.
+func runCopyLoop(transport kafka.RoundTripper, sourceHeaders bool) func(b *testing.B, e *testEnv, group string, consuming chan<- struct{}) func() {
 	return func(b *testing.B, e *testEnv, group string, consuming chan<- struct{}) func() {
-		return copyLoop(b, e, group, consuming, transport)
+		return copyLoop(b, e, consuming, copyVariant{transport: transport, sourceHeaders: sourceHeaders})
 	}
 }
 
-func copyLoop(b *testing.B, e *testEnv, group string, consuming chan<- struct{}, transport kafka.RoundTripper) func() {
-	o := benchOptions(e, group)
+type copyVariant struct {
+	transport     kafka.RoundTripper
+	sourceHeaders bool
+}
+
+func copyLoop(b *testing.B, e *testEnv, consuming chan<- struct{}, v copyVariant) func() {
+	o := benchOptions(e, "copy")
 	var acked atomic.Int64
 	w := &kafka.Writer{
 		Addr:         kafka.TCP(e.brokers...),
@@ -171,7 +182,7 @@ func copyLoop(b *testing.B, e *testEnv, group string, consuming chan<- struct{},
 		BatchBytes:   o.BatchBytes,
 		BatchTimeout: o.BatchTimeout,
 		MaxAttempts:  3,
-		Transport:    transport,
+		Transport:    v.transport,
 		Completion: func(msgs []kafka.Message, err error) {
 			if err != nil {
 				b.Error(err)
@@ -200,7 +211,15 @@ func copyLoop(b *testing.B, e *testEnv, group string, consuming chan<- struct{},
 				if err != nil {
 					return
 				}
-				buf = append(buf, kafka.Message{Key: m.Key, Value: m.Value, Headers: m.Headers, Time: m.Time, Partition: m.Partition})
+				h := m.Headers
+				if v.sourceHeaders {
+					h = append(make([]kafka.Header, 0, len(m.Headers)+3), m.Headers...)
+					h = append(h,
+						kafka.Header{Key: HeaderSourceTopic, Value: []byte(m.Topic)},
+						kafka.Header{Key: HeaderSourcePartition, Value: strconv.AppendInt(nil, int64(m.Partition), 10)},
+						kafka.Header{Key: HeaderSourceOffset, Value: strconv.AppendInt(nil, m.Offset, 10)})
+				}
+				buf = append(buf, kafka.Message{Key: m.Key, Value: m.Value, Headers: h, Time: m.Time, Partition: m.Partition})
 				if len(buf) == cap(buf) || m.Offset+1 >= m.HighWaterMark {
 					if err := w.WriteMessages(context.Background(), buf...); err != nil {
 						b.Error(err)
@@ -218,4 +237,21 @@ func copyLoop(b *testing.B, e *testEnv, group string, consuming chan<- struct{},
 		wg.Wait()
 		_ = w.Close()
 	}
+}
+
+// BenchmarkStageAlone and BenchmarkCopyLoopAlone run one contender of
+// BenchmarkStageVsCopyLoop each, for CPU profiles of one side:
+//
+//	go test ./processor -run '^$' -bench StageAlone -benchtime 200000x -cpuprofile stage.prof
+func BenchmarkStageAlone(b *testing.B) { benchAlone(b, runStage) }
+
+func BenchmarkCopyLoopAlone(b *testing.B) { benchAlone(b, runCopyLoop(nil, false)) }
+
+func benchAlone(b *testing.B, run func(b *testing.B, e *testEnv, group string, consuming chan<- struct{}) func()) {
+	n := b.N
+	b.StopTimer()
+	e := newTestEnv(b, benchParts, benchParts)
+	seed(b, e, n)
+	b.ReportMetric(measure(b, e, n, "alone", run), "rec/s")
+	b.ReportMetric(0, "ns/op")
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -45,8 +44,7 @@ type worker struct {
 
 	buf     []kafka.Message // outputs not yet handed to the writer
 	flushAt int
-	hdrs    []kafka.Header // arena for output headers
-	digits  []byte         // arena for source-offset header values
+	arena   headerArena // output header slices and source-offset texts
 	srcTop  []byte
 	srcPart []byte
 
@@ -159,7 +157,7 @@ func (w *worker) process(m *kafka.Message) error {
 	w.buf = append(w.buf, kafka.Message{
 		Key:        m.Key,
 		Value:      m.Value,
-		Headers:    w.outputHeaders(m),
+		Headers:    w.arena.headers(m, w.srcTop, w.srcPart, w.acks.tail-1, w.acks.retired()),
 		Time:       m.Time,
 		Partition:  w.route.partition(w.partition, m.Key),
 		WriterData: slot,
@@ -226,34 +224,6 @@ func (w *worker) suppressed(off int64) bool {
 		return true
 	}
 	return false
-}
-
-// outputHeaders returns m's headers plus the three source headers. The
-// slices come from arenas shared by many records, so a record costs no
-// allocation of its own; an arena is dropped (not reused) when full because
-// the writer still references it.
-func (w *worker) outputHeaders(m *kafka.Message) []kafka.Header {
-	n := len(m.Headers) + 3
-	if cap(w.hdrs)-len(w.hdrs) < n {
-		w.hdrs = make([]kafka.Header, 0, max(4096, n))
-	}
-	start := len(w.hdrs)
-	h := w.hdrs[start : start : start+n]
-	w.hdrs = w.hdrs[:start+n]
-
-	if cap(w.digits)-len(w.digits) < 20 {
-		w.digits = make([]byte, 0, 64<<10)
-	}
-	d := len(w.digits)
-	w.digits = strconv.AppendInt(w.digits, m.Offset, 10)
-	off := w.digits[d:len(w.digits):len(w.digits)]
-
-	h = append(h, m.Headers...)
-	return append(h,
-		kafka.Header{Key: HeaderSourceTopic, Value: w.srcTop},
-		kafka.Header{Key: HeaderSourcePartition, Value: w.srcPart},
-		kafka.Header{Key: HeaderSourceOffset, Value: off},
-	)
 }
 
 // warnRemove logs, at most once a minute per partition, that a retraction

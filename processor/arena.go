@@ -1,0 +1,72 @@
+package processor
+
+import (
+	"strconv"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// headerArena holds the header slices and source-offset texts of the
+// outputs of one partition, so that an output costs no allocation of its
+// own. The writer reads them until it has called Completion for the
+// output; an arena is therefore reused only once the ack tracker has
+// retired every slot that used it (retirement is in slot order, and a
+// failed output is never retired, so its arena is never reused). One
+// worker goroutine.
+type headerArena struct {
+	cur  *arenaBlock
+	full []*arenaBlock // FIFO, oldest first
+}
+
+type arenaBlock struct {
+	hdrs   []kafka.Header
+	digits []byte
+	end    uint64 // ack slots below this index may reference the block
+}
+
+const (
+	arenaHeaders = 4096     // a block holds ~1000 outputs with one header of their own
+	arenaDigits  = 20 << 10 // ~20 digits each
+)
+
+// headers returns m's headers plus the three source headers, for the
+// output in ack slot slot (the slot's index + 1 is recorded as the block's
+// end). retired is the tracker's retired prefix as the worker last saw it.
+func (a *headerArena) headers(m *kafka.Message, topic, partition []byte, slot, retired uint64) []kafka.Header {
+	n := len(m.Headers) + 3
+	b := a.cur
+	if b == nil || cap(b.hdrs)-len(b.hdrs) < n || cap(b.digits)-len(b.digits) < 20 {
+		b = a.next(n, retired)
+	}
+	start := len(b.hdrs)
+	h := append(b.hdrs[start:start:start+n], m.Headers...)
+	b.hdrs = b.hdrs[:start+n]
+	d := len(b.digits)
+	b.digits = strconv.AppendInt(b.digits, m.Offset, 10)
+	b.end = slot + 1
+	return append(h,
+		kafka.Header{Key: HeaderSourceTopic, Value: topic},
+		kafka.Header{Key: HeaderSourcePartition, Value: partition},
+		kafka.Header{Key: HeaderSourceOffset, Value: b.digits[d:len(b.digits):len(b.digits)]},
+	)
+}
+
+// next retires the current block and returns a block with room for n
+// headers: the oldest full one when the writer is done with it, else a new
+// one.
+func (a *headerArena) next(n int, retired uint64) *arenaBlock {
+	if a.cur != nil {
+		a.full = append(a.full, a.cur)
+	}
+	var b *arenaBlock
+	if len(a.full) > 0 && a.full[0].end <= retired && cap(a.full[0].hdrs) >= n {
+		b = a.full[0]
+		a.full[0] = nil
+		a.full = a.full[1:]
+		b.hdrs, b.digits = b.hdrs[:0], b.digits[:0]
+	} else {
+		b = &arenaBlock{hdrs: make([]kafka.Header, 0, max(arenaHeaders, n)), digits: make([]byte, 0, arenaDigits)}
+	}
+	a.cur = b
+	return b
+}
