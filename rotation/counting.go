@@ -89,26 +89,52 @@ func (c *counting) bucket(pr *probe) *[bucketWords]uint64 {
 	return (*[bucketWords]uint64)(c.words[i : i+bucketWords])
 }
 
+// halves returns the probe's block in the current and in the previous
+// generation.
+func (c *counting) halves(pr *probe) (cur, prev *[blockWords]uint64) {
+	i := pr.block*bucketWords + uint64(c.cur)*blockWords
+	j := pr.block*bucketWords + uint64(1-c.cur)*blockWords
+	return (*[blockWords]uint64)(c.words[i : i+blockWords]), (*[blockWords]uint64)(c.words[j : j+blockWords])
+}
+
+// pack folds four words of bit-3 nibble masks into one word (bits 0..3 of
+// each nibble), so that one popcount counts them all.
+func pack(a, b, c, d uint64) uint64 { return a>>3 | b>>2 | c>>1 | d }
+
 // testAndAdd reports whether either generation holds the probe and, if
-// neither does, adds it to the current one. Both blocks are read in the same
-// loop so that their cache misses overlap, and that loop also counts the
-// current generation's zero counters that the add will make non-zero.
+// neither does, adds it to the current one. Both blocks are read together so
+// that their cache misses overlap, and the test also counts the current
+// generation's zero counters that the add will make non-zero. The loops are
+// unrolled by hand: the fewer instructions a record takes, the sooner the
+// next record's memory access can start while this one's is in flight.
 func (c *counting) testAndAdd(pr *probe) bool {
-	b := c.bucket(pr)
-	cur, prev := c.cur*blockWords, (1-c.cur)*blockWords
-	var missPrev uint64
-	zeros := 0
-	for w := range blockWords {
-		m := pr.mask[w]
-		zeros += bits.OnesCount64(m &^ nonzero8(b[cur+w]))
-		missPrev |= m &^ nonzero8(b[prev+w])
-	}
+	cb, pb := c.halves(pr)
+	m := &pr.mask
+	z0, z1, z2, z3 := m[0]&^nonzero8(cb[0]), m[1]&^nonzero8(cb[1]), m[2]&^nonzero8(cb[2]), m[3]&^nonzero8(cb[3])
+	z4, z5, z6, z7 := m[4]&^nonzero8(cb[4]), m[5]&^nonzero8(cb[5]), m[6]&^nonzero8(cb[6]), m[7]&^nonzero8(cb[7])
+	missPrev := m[0]&^nonzero8(pb[0]) | m[1]&^nonzero8(pb[1]) | m[2]&^nonzero8(pb[2]) | m[3]&^nonzero8(pb[3]) |
+		m[4]&^nonzero8(pb[4]) | m[5]&^nonzero8(pb[5]) | m[6]&^nonzero8(pb[6]) | m[7]&^nonzero8(pb[7])
+	zeros := bits.OnesCount64(pack(z0, z1, z2, z3)) + bits.OnesCount64(pack(z4, z5, z6, z7))
 	if zeros == 0 || missPrev == 0 {
 		return true
 	}
 	c.nonzero[c.cur] += uint64(zeros)
-	c.increment(c.cur, pr)
+	c.saturated[c.cur] += uint64(incrementBlock(cb, m))
 	return false
+}
+
+// incrementBlock adds one to the masked, unsaturated counters of block b and
+// returns how many reached 15.
+func incrementBlock(b, m *[blockWords]uint64) int {
+	var s [blockWords]uint64
+	for w := range blockWords {
+		x := b[w]
+		inc := m[w] &^ full8(x)
+		x += inc >> 3 // no carry: every incremented nibble was below 15
+		s[w] = full8(x) & inc
+		b[w] = x
+	}
+	return bits.OnesCount64(pack(s[0], s[1], s[2], s[3])) + bits.OnesCount64(pack(s[4], s[5], s[6], s[7]))
 }
 
 // contains reports whether every counter of the probe is non-zero in
@@ -139,17 +165,8 @@ func (c *counting) add(g int, pr *probe) {
 // increment adds one to the probe's unsaturated counters in generation g and
 // counts those that reach 15; the caller counts those that leave 0.
 func (c *counting) increment(g int, pr *probe) {
-	b := c.bucket(pr)
-	off := g * blockWords
-	sat := 0
-	for w := range blockWords {
-		x := b[off+w]
-		inc := pr.mask[w] &^ full8(x)
-		x += inc >> 3 // no carry: every incremented nibble was below 15
-		sat += bits.OnesCount64(full8(x) & inc)
-		b[off+w] = x
-	}
-	c.saturated[g] += uint64(sat)
+	i := pr.block*bucketWords + uint64(g)*blockWords
+	c.saturated[g] += uint64(incrementBlock((*[blockWords]uint64)(c.words[i:i+blockWords]), &pr.mask))
 }
 
 // remove decrements the probe's unsaturated counters in generation g. The
