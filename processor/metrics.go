@@ -35,6 +35,7 @@ type Metrics struct {
 	produceErrors     *prometheus.CounterVec
 	latency           prometheus.Histogram
 	checkpointSeconds *prometheus.HistogramVec
+	checkpointPause   prometheus.Histogram
 	checkpointSize    *prometheus.GaugeVec
 	checkpointLast    *prometheus.GaugeVec
 	checkpoints       *prometheus.CounterVec
@@ -120,6 +121,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Time from the end-offset read to the durable save of a checkpoint.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 3, 10), // 1ms .. ~20s
 		}, []string{"store"}),
+		checkpointPause: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "dedup_checkpoint_pause_seconds",
+			Help: "Time a partition's worker stops consuming for a periodic checkpoint: flush of its buffered outputs and copy of its filter pair into the spare.",
+			// 100µs .. ~5.9s: a copy of a few MB up to pairs of GBs.
+			Buckets: prometheus.ExponentialBuckets(0.0001, 3, 11),
+		}),
 		checkpointSize: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "dedup_checkpoint_size_bytes",
 			Help: "Size of the last checkpoint: raw (uncompressed) and stored.",
@@ -149,7 +156,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.messages, m.replaySuppressed, m.fill, m.estimatedKeys, m.fpRate, m.saturated,
 		m.fpTarget, m.expectedKeys, m.windowSeconds, m.windowElapsed, m.filterBytes,
 		m.rotations, m.lag, m.assigned, m.produceErrors, m.latency, m.checkpointSeconds,
-		m.checkpointSize, m.checkpointLast, m.checkpoints, m.checkpointFails, m.restores,
+		m.checkpointPause, m.checkpointSize, m.checkpointLast, m.checkpoints, m.checkpointFails, m.restores,
 		m.buildInfo,
 	)
 	for _, s := range []string{"latest", "fallback", "empty"} {
