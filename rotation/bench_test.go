@@ -84,3 +84,49 @@ func benchPair(b *testing.B, mode Mode, n uint64) {
 	b.ReportMetric(float64(p.SizeBytes()*8)/float64(n), "bits/key")
 	b.ReportMetric(float64(p.SizeBytes()), "filter-bytes")
 }
+
+// BenchmarkLargePairBatch8 is BenchmarkLargePair probed in batches of 8:
+// Prefetch 8 keys, then TestAndAdd them in order, so that their misses
+// overlap. Compare its ns/op with BenchmarkLargePair in the same run:
+//
+//	go test ./rotation -run '^$' -bench 'LargePair(Batch.*)?$' -benchtime=2000000x
+func BenchmarkLargePairBatch8(b *testing.B) {
+	benchPairBatch(b, largeKeys, 8)
+}
+
+func BenchmarkLargePairBatch16(b *testing.B) {
+	benchPairBatch(b, largeKeys, 16)
+}
+
+// The Medium benchmarks are the processor's benchmark size, 1,000,000 keys
+// (22 MB for the pair: beyond L2, partly in L3):
+//
+//	go test ./rotation -run '^$' -bench 'MediumPair' -benchtime=2000000x
+func BenchmarkMediumPair(b *testing.B) {
+	benchPair(b, Counting, 1_000_000)
+}
+
+func BenchmarkMediumPairBatch8(b *testing.B) {
+	benchPairBatch(b, 1_000_000, 8)
+}
+
+func benchPairBatch(b *testing.B, n uint64, batch int) {
+	p, err := New(Options{ExpectedKeys: n, FPRate: largeFPRate, Window: time.Hour, Mode: Counting})
+	if err != nil {
+		b.Fatal(err)
+	}
+	prefault(p.cnt.words)
+	start, step := time.Unix(1_700_000_000, 0), time.Hour/time.Duration(n)
+	keys := make([][16]byte, batch)
+	b.ResetTimer()
+	for i := uint64(0); i < uint64(b.N); i += uint64(batch) {
+		todo := min(uint64(batch), uint64(b.N)-i)
+		for j := range todo {
+			p.Prefetch(freshKey(&keys[j], i+j))
+		}
+		for j := range todo {
+			p.TestAndAdd(keys[j][:], start.Add(time.Duration(i+j)*step))
+		}
+	}
+	b.StopTimer()
+}

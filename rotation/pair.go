@@ -27,6 +27,8 @@ type Pair struct {
 	cnt         *counting // Counting mode: both generations
 	pcur, pprev *plain    // Plain mode
 	model       *blockModel
+
+	sink uint64 // where Prefetch folds its loads (where it has no prefetch instruction); meaningless
 }
 
 // New validates o and allocates both generations.

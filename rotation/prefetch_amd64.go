@@ -1,0 +1,7 @@
+package rotation
+
+// prefetchBucket asks the CPU to bring both lines of bucket b into its
+// caches (prefetch_amd64.s) and returns at once; sink is unused here.
+//
+//go:noescape
+func prefetchBucket(b *[bucketWords]uint64, sink *uint64)
