@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -90,7 +91,7 @@ func runBench(ctx context.Context, args []string) int {
 			fmt.Fprintf(os.Stderr, "dedup bench: %v\n", err)
 			return exitConfig
 		}
-		return finishBench(reports, *plotDir, "")
+		return finishBench(reports, *plotDir)
 	}
 
 	var problems []error
@@ -191,8 +192,13 @@ func runBench(ctx context.Context, args []string) int {
 		}
 		reports = append(reports, rep)
 		printReport(os.Stdout, rep)
+		// Written after every run, so that a sweep cut short keeps what it measured.
+		if err := writeReportsFile(*jsonOut, reports); err != nil {
+			fmt.Fprintf(os.Stderr, "dedup bench: %v\n", err)
+			return exitFailure
+		}
 	}
-	return finishBench(reports, *plotDir, *jsonOut)
+	return finishBench(reports, *plotDir)
 }
 
 // printReport prints one run's table with the input it ran on.
@@ -202,30 +208,20 @@ func printReport(w io.Writer, r bench.Report) {
 	if r.Repeat > 1 {
 		runs = fmt.Sprintf("; median of %d runs per contender", r.Repeat)
 	}
-	fmt.Fprintf(w, "\n%d records, %d distinct keys, %d partitions, key %d B, value %d B, timestamps over %d window(s);\nfilters sized for %d new keys per partition per window at fp-rate %g%s\n\n",
+	fmt.Fprintf(w, "\n%d records, %d distinct keys, %d partition(s), key %d B, value %d B, timestamps over %d window(s);\nfilters sized for %d new keys per partition per window at fp-rate %g%s\n\n",
 		wl.Records, wl.Keys, wl.Partitions, wl.KeySize, wl.ValueSize, r.Windows, r.ExpectedKeys, r.FPRate, runs)
 	if err := bench.WriteTable(w, r); err != nil {
 		fmt.Fprintf(os.Stderr, "dedup bench: %v\n", err)
 	}
 }
 
-// finishBench prints the sweep table, writes the JSON and the plots.
-func finishBench(reports []bench.Report, plotDir, jsonOut string) int {
+// finishBench prints the sweep table and writes the plots.
+func finishBench(reports []bench.Report, plotDir string) int {
 	if len(reports) > 1 {
 		fmt.Fprintln(os.Stdout, "\nsweep:")
 		fmt.Fprintln(os.Stdout)
 		if err := bench.WriteSweep(os.Stdout, reports); err != nil {
 			fmt.Fprintf(os.Stderr, "dedup bench: %v\n", err)
-			return exitFailure
-		}
-	}
-	if jsonOut != "" {
-		b, err := json.MarshalIndent(reports, "", "  ")
-		if err == nil {
-			err = os.WriteFile(jsonOut, b, 0o644)
-		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "dedup bench: write reports: %v\n", err)
 			return exitFailure
 		}
 	}
@@ -240,6 +236,25 @@ func finishBench(reports []bench.Report, plotDir, jsonOut string) int {
 		}
 	}
 	return exitOK
+}
+
+// writeReportsFile writes reports as JSON to path (nothing when path is
+// empty), creating its directory.
+func writeReportsFile(path string, reports []bench.Report) error {
+	if path == "" {
+		return nil
+	}
+	b, err := json.MarshalIndent(reports, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode reports: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("write reports: %w", err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return fmt.Errorf("write reports: %w", err)
+	}
+	return nil
 }
 
 func readReportsFile(path string) ([]bench.Report, error) {
