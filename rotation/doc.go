@@ -68,6 +68,11 @@
 // (1.44·log2(1/p) bits per key) per generation; 31.6 bits per key for the
 // pair at FPRate = 0.001. Remove returns ErrRemoveUnsupported.
 //
+// A probe of a large pair is a cache (and TLB) miss that TestAndAdd waits
+// for. A caller holding several keys can call Prefetch on each first, which
+// starts their loads without waiting and changes nothing observable, and
+// then decide them in order: their misses overlap.
+//
 // Stats are O(1): counting mode keeps the numbers of non-zero and saturated
 // counters up to date on every change and estimates the rate from the
 // model; plain mode counts keys added as new and reports the expected fill
