@@ -323,28 +323,34 @@ func (l *limitedWriter) Write(p []byte) (int, error) {
 // harnessGCPercent is the harness's GOGC while the broker holds the input.
 const harnessGCPercent = 20
 
-// Per-record memory of the embedded broker, measured here with
-// harnessGCPercent: the record as encoded plus about 60% (batch structures,
-// client buffers, collector slack). An output record carries the three source headers
-// (about 80 bytes).
+// Per-record memory of the embedded broker with harnessGCPercent: the
+// record as encoded plus about 30% (batch structures, collector slack). An
+// output record carries the three source headers (about 80 bytes).
 const (
-	brokerOverhead    = 1.6
+	brokerOverhead    = 1.3
 	recordFraming     = 12
 	outputHeaderBytes = 80
 	// exactSetBytesPerKey bounds the exact set's peak memory per key beyond
-	// the key itself (map slot, string header, collector slack).
+	// the key itself (measured about 140 B per 16-byte key, with baseline).
 	exactSetBytesPerKey = 130
-	contenderBaseline   = 300 << 20
+	// harnessBaseline and contenderBaseline cover the processes' fixed
+	// memory (client buffers, runtime).
+	harnessBaseline   = 512 << 20
+	contenderBaseline = 300 << 20
 )
 
-// memoryNeeded estimates the peak memory of a run: the input and the largest
-// output (the copy loop's) in the broker, plus the largest contender.
+// memoryNeeded estimates the peak memory of a run: the input in the broker,
+// plus the larger of the copy loop's phase (every record forwarded) and the
+// exact set's (its map, and the first occurrences forwarded). Contenders run
+// one at a time and each output is deleted once verified.
 func (o Options) memoryNeeded() uint64 {
 	w := o.Workload
 	rec := float64(w.KeySize + w.ValueSize + recordFraming)
-	broker := float64(w.Records) * (2*rec + outputHeaderBytes) * brokerOverhead
-	contender := float64(w.Keys)*float64(exactSetBytesPerKey+w.KeySize) + contenderBaseline
-	return uint64(broker + contender)
+	out := (rec + outputHeaderBytes) * brokerOverhead
+	input := float64(w.Records) * rec * brokerOverhead
+	copyPhase := float64(w.Records) * out
+	exactPhase := float64(w.Keys) * (out + float64(exactSetBytesPerKey+w.KeySize))
+	return uint64(input+max(copyPhase, exactPhase)) + harnessBaseline + contenderBaseline
 }
 
 // memAvailable reads MemAvailable from /proc/meminfo (0 when unknown).
