@@ -1,15 +1,18 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -74,6 +77,7 @@ func runBench(ctx context.Context, args []string) int {
 		from       = fs.String("from", "", "run nothing: read reports from this JSON file (written by --json) and print/plot them")
 		perTimeout = fs.Duration("contender-timeout", time.Hour, "longest one contender process may run")
 		repeat     = fs.Int("repeat", 1, "run every contender this many times (interleaved) and report the median records/s")
+		resume     = fs.Bool("resume", false, "keep the runs already in --json that match this workload, and run only the missing key counts")
 	)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -179,10 +183,27 @@ func runBench(ctx context.Context, args []string) int {
 		return exitConfig
 	}
 
+	if *resume && *jsonOut == "" {
+		fmt.Fprintln(os.Stderr, "dedup bench: --resume needs --json")
+		return exitConfig
+	}
 	var reports []bench.Report
+	if *resume {
+		kept, err := resumable(*jsonOut, base)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "dedup bench: %v\n", err)
+			return exitFailure
+		}
+		reports = kept
+	}
 	for i, k := range sweep {
 		o := base
 		o.Workload.Keys = k
+		if done := slices.IndexFunc(reports, func(r bench.Report) bool { return r.Workload.Keys == k }); done >= 0 {
+			fmt.Fprintf(os.Stderr, "\n== run %d of %d: %d distinct keys: kept from %s\n", i+1, len(sweep), k, *jsonOut)
+			printReport(os.Stdout, reports[done])
+			continue
+		}
 		if len(sweep) > 1 {
 			fmt.Fprintf(os.Stderr, "\n== run %d of %d: %d distinct keys\n", i+1, len(sweep), k)
 		}
@@ -193,6 +214,7 @@ func runBench(ctx context.Context, args []string) int {
 			return exitFailure
 		}
 		reports = append(reports, rep)
+		slices.SortFunc(reports, func(a, b bench.Report) int { return cmp.Compare(a.Workload.Keys, b.Workload.Keys) })
 		printReport(os.Stdout, rep)
 		// Written after every run, so that a sweep cut short keeps what it measured.
 		if err := writeReportsFile(*jsonOut, reports); err != nil {
@@ -272,6 +294,44 @@ func readReportsFile(path string) ([]bench.Report, error) {
 		printReport(os.Stdout, r)
 	}
 	return reports, nil
+}
+
+// resumable returns the reports in path (none if it does not exist) whose
+// workload and sizing match base's, apart from the key count.
+func resumable(path string, base bench.Options) ([]bench.Report, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read reports: %w", err)
+	}
+	var all []bench.Report
+	if err := json.Unmarshal(b, &all); err != nil {
+		return nil, fmt.Errorf("decode reports %s: %w", path, err)
+	}
+	var kept []bench.Report
+	for _, r := range all {
+		w := r.Workload
+		w.Keys, w.Records = base.Workload.Keys, base.Workload.Records
+		if w == base.Workload && r.FPRate == base.FPRate && r.Repeat == base.Repeat && r.Windows == base.Windows &&
+			(base.ExpectedKeys == 0 || r.ExpectedKeys == base.ExpectedKeys) && sameNames(r, base.Contenders) {
+			kept = append(kept, r)
+		}
+	}
+	return kept, nil
+}
+
+func sameNames(r bench.Report, names []string) bool {
+	if len(r.Outcomes) != len(names) {
+		return false
+	}
+	for i, o := range r.Outcomes {
+		if o.Name != names[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // runBenchContender is the body of one contender process.
