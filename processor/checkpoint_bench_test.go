@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"dedup/checkpoint"
@@ -21,7 +23,8 @@ import (
 
 // The checkpoint issue's partition: 10,000,000 keys, fp 0.001, counting
 // (≈ 221 MB per pair). The stage holds one pair per partition plus the
-// instance's spare: 5 pairs, ≈ 1.1 GB, with benchParts = 4.
+// instance's spare: 2 pairs (≈ 0.44 GB) with one partition, 5 (≈ 1.1 GB)
+// with four.
 func cpFilter() rotation.Options {
 	return rotation.Options{ExpectedKeys: 10_000_000, FPRate: 0.001, Window: time.Hour, Mode: rotation.Counting}
 }
@@ -88,12 +91,15 @@ func BenchmarkPairCopy(b *testing.B) {
 // BenchmarkStageCheckpoints measures the stage's records/s with periodic
 // checkpoints to a FileStore every 10 s and every 1 s against checkpoints
 // off, in one run, on BenchmarkStageVsCopyLoop's broker setup (in-process
-// kfake, benchParts partitions, b.N seeded records with distinct keys, the
-// cmd's batch and fetch defaults), with pairs of the partition
-// size. The contenders alternate for cpRounds rounds (the order rotates
-// each round); per round it logs each contender's rate, its ratio to "off"
-// in that round, the checkpoints saved and the worker's pauses, and it
-// reports the median ratios.
+// kfake, b.N seeded records with distinct keys round-robin over the input
+// partitions, the cmd's batch and fetch defaults), with pairs of the
+// issue's partition size. The partition count is the sub-benchmark:
+// parts=1 is the scenario (one partition of 10 M keys), parts=4
+// the earlier four-partition setup. The contenders alternate for cpRounds
+// rounds (CP_ROUNDS overrides it; the order rotates each round); per round
+// it logs each contender's rate, its ratio to "off" in that round (wall
+// and per CPU second), the checkpoints saved and the worker's pauses, and
+// it reports the median ratios.
 //
 // Every contender restores each partition from the same snapshot of a
 // design-load pair (designLoadPair) at input offset 0, so that the filters
@@ -107,32 +113,48 @@ func BenchmarkPairCopy(b *testing.B) {
 // Pauses come from the dedup_checkpoint_pause_seconds observations (the
 // worker's flush and copy into the spare), recorded through the metric.
 //
-//	go test ./processor -run '^$' -bench StageCheckpoints -benchtime 6000000x -count 2 -timeout 60m
+// Give b.N so that "off" runs for at least 30 s (several 10 s checkpoints
+// inside the others' runs), e.g.
+//
+//	CP_ROUNDS=3 go test ./processor -run '^$' -bench 'StageCheckpoints/parts=1$' -benchtime 20000000x -timeout 90m
 func BenchmarkStageCheckpoints(b *testing.B) {
+	for _, parts := range []int{1, benchParts} {
+		b.Run(fmt.Sprintf("parts=%d", parts), func(b *testing.B) { stageCheckpoints(b, parts) })
+	}
+}
+
+func stageCheckpoints(b *testing.B, parts int) {
 	n := b.N
 	b.StopTimer()
 	if n < 1000 {
 		return // the framework's b.N = 1 probe: nothing to measure
 	}
-	if n > 20_000_000 {
-		b.Skip("give the record count with -benchtime, e.g. -benchtime 6000000x")
+	if n > 40_000_000 {
+		b.Skip("give the record count with -benchtime, e.g. -benchtime 20000000x")
 	}
-	e := newTestEnv(b, benchParts, benchParts)
-	seed(b, e, n)
-	tmpl := saveDesignLoadSnapshots(b)
-	want := forwardedFrom(designLoadPair(b), n)
+	rounds := cpRounds
+	if v := os.Getenv("CP_ROUNDS"); v != "" {
+		var err error
+		if rounds, err = strconv.Atoi(v); err != nil || rounds < 1 {
+			b.Fatalf("CP_ROUNDS=%q: want a positive integer", v)
+		}
+	}
+	e := newTestEnv(b, int32(parts), int32(parts))
+	cpSeed(b, e, n, parts)
+	tmpl := saveDesignLoadSnapshots(b, parts)
+	want := forwardedFrom(designLoadPair(b), n, parts)
 
 	runs := map[string][]cpRun{}
-	for round := range cpRounds {
+	for round := range rounds {
 		for i := range cpContenders {
 			c := cpContenders[(i+round)%len(cpContenders)]
-			runs[c.name] = append(runs[c.name], runCheckpointed(b, e, tmpl, c, want, fmt.Sprintf("%s-%d", c.name, round)))
+			runs[c.name] = append(runs[c.name], runCheckpointed(b, e, parts, tmpl, c, want, fmt.Sprintf("p%d-%s-%d", parts, c.name, round)))
 		}
 		off := runs["off"][round]
 		for _, c := range cpContenders {
 			r := runs[c.name][round]
-			b.Logf("round %d %-3s: %8.0f rec/s (%.3f of off), %8.0f rec/cpu-s (%.3f of off), %2d checkpoints in %5.1fs, pauses %d (max %v, mean %v)",
-				round, c.name, r.wall, r.wall/off.wall, r.cpu, r.cpu/off.cpu, r.saves, r.elapsed.Seconds(),
+			b.Logf("parts %d round %d %-3s: %8.0f rec/s (%.3f of off), %8.0f rec/cpu-s (%.3f of off), %2d checkpoints in %5.1fs, pauses %d (max %v, mean %v)",
+				parts, round, c.name, r.wall, r.wall/off.wall, r.cpu, r.cpu/off.cpu, r.saves, r.elapsed.Seconds(),
 				r.pauses, r.maxPause.Round(time.Microsecond), r.meanPause().Round(time.Microsecond))
 		}
 	}
@@ -147,6 +169,7 @@ func BenchmarkStageCheckpoints(b *testing.B) {
 			longest, total = max(longest, r.maxPause), total+r.sumPause
 		}
 		b.ReportMetric(median(runs[c.name], func(r cpRun) float64 { return r.wall }), c.name+"-rec/s")
+		b.ReportMetric(median(runs[c.name], func(r cpRun) float64 { return r.elapsed.Seconds() }), c.name+"-s")
 		if c.name == "off" {
 			continue
 		}
@@ -232,14 +255,14 @@ func (p *pauseRecorder) read() (n int, sum, longest time.Duration) {
 // per input partition, at input offset 0, in FileStore's layout.
 type snapshotTemplate struct{ dir string }
 
-func saveDesignLoadSnapshots(b *testing.B) snapshotTemplate {
+func saveDesignLoadSnapshots(b *testing.B, parts int) snapshotTemplate {
 	dir := b.TempDir()
 	s, err := checkpoint.NewFileStore(checkpoint.FileOptions{Dir: dir})
 	if err != nil {
 		b.Fatal(err)
 	}
 	pair := designLoadPair(b)
-	for p := range benchParts {
+	for p := range parts {
 		// No OutputEnds: the replay scan reads each output partition from
 		// its first offset, and the output is emptied before every run.
 		m := checkpoint.Meta{Topic: inTopic, Partition: p, Offset: 0, OutputTopic: outTopic}
@@ -271,13 +294,13 @@ func (t snapshotTemplate) linkInto(b *testing.B, dir string) {
 }
 
 // forwardedFrom counts the records of seed's n that a stage restored to
-// pair forwards: the decisions are the pair's, record by record, on a
+// pair forwards (cpSeed's records over parts partitions): the decisions are the pair's, record by record, on a
 // clone per partition.
-func forwardedFrom(pair *rotation.Pair, n int) int64 {
+func forwardedFrom(pair *rotation.Pair, n, parts int) int64 {
 	var fwd int64
-	for p := range benchParts {
+	for p := range parts {
 		c := pair.Clone()
-		for i := p; i < n; i += benchParts {
+		for i := p; i < n; i += parts {
 			if !c.TestAndAdd(fmt.Appendf(nil, "key-%012d", i), t0.Add(time.Duration(i)*time.Microsecond)) {
 				fwd++
 			}
@@ -289,7 +312,7 @@ func forwardedFrom(pair *rotation.Pair, n int) int64 {
 // runCheckpointed runs the stage restored from the template with
 // contender c's checkpoint interval, timed from Ready until the output
 // holds want more records, then stops it and empties the output.
-func runCheckpointed(b *testing.B, e *testEnv, tmpl snapshotTemplate, c cpContender, want int64, group string) cpRun {
+func runCheckpointed(b *testing.B, e *testEnv, parts int, tmpl snapshotTemplate, c cpContender, want int64, group string) cpRun {
 	dir := filepath.Join(b.TempDir(), "store")
 	defer os.RemoveAll(dir)
 	tmpl.linkInto(b, dir)
@@ -309,39 +332,39 @@ func runCheckpointed(b *testing.B, e *testEnv, tmpl snapshotTemplate, c cpConten
 	m.checkpointPause = pause
 	o.Metrics = m
 
-	base := outputEnd(b, e)
+	base := cpOutputEnd(b, e, parts)
 	r := start(b, o)
 	for !r.p.Ready() {
 		time.Sleep(time.Millisecond) // polling interval
 	}
 	b.StartTimer()
 	began, cpu := time.Now(), cpuTime(b)
-	waitOutput(b, e, base+want)
+	cpWaitOutput(b, e, parts, base+want)
 	elapsed, cpuUsed := time.Since(began), cpuTime(b)-cpu
 	b.StopTimer()
 	run := cpRun{rates: rates{wall: float64(want) / elapsed.Seconds(), cpu: float64(want) / cpuUsed.Seconds()}, elapsed: elapsed}
-	for p := range benchParts {
+	for p := range parts {
 		run.saves += int(metricValue(m.checkpoints.WithLabelValues(inTopic, strconv.Itoa(p))))
 	}
 	run.pauses, run.sumPause, run.maxPause = pause.read()
 	if err := r.stop(b); err != nil {
 		b.Error(err)
 	}
-	if got := outputEnd(b, e) - base; got != want {
+	if got := cpOutputEnd(b, e, parts) - base; got != want {
 		b.Errorf("%s: output grew by %d records, want %d", group, got, want)
 	}
-	emptyOutput(b, e)
+	emptyOutput(b, e, parts)
 	return run
 }
 
 // emptyOutput deletes every output record (DeleteRecords to the high
 // watermark), so that the broker's memory does not grow run after run.
-func emptyOutput(b *testing.B, e *testEnv) {
+func emptyOutput(b *testing.B, e *testEnv, parts int) {
 	req := kmsg.NewPtrDeleteRecordsRequest()
 	req.TimeoutMillis = 10_000
 	t := kmsg.NewDeleteRecordsRequestTopic()
 	t.Topic = outTopic
-	for p := range benchParts {
+	for p := range parts {
 		rp := kmsg.NewDeleteRecordsRequestTopicPartition()
 		rp.Partition = int32(p)
 		rp.Offset = -1 // the high watermark
@@ -358,5 +381,64 @@ func emptyOutput(b *testing.B, e *testEnv) {
 				b.Fatalf("delete output records of partition %d: error code %d", p.Partition, p.ErrorCode)
 			}
 		}
+	}
+}
+
+// cpSeed is seed for parts input partitions: n records with distinct keys
+// (seed's keys and timestamps), round-robin over the partitions.
+func cpSeed(b *testing.B, e *testEnv, n, parts int) {
+	value := make([]byte, 100)
+	for i := range value {
+		value[i] = 'a' + byte(i%26)
+	}
+	const chunk = 10000
+	recs := make([]*kgo.Record, 0, chunk)
+	for i := range n {
+		recs = append(recs, &kgo.Record{
+			Partition: int32(i % parts),
+			Key:       fmt.Appendf(nil, "key-%012d", i),
+			Value:     value,
+			Timestamp: t0.Add(time.Duration(i) * time.Microsecond),
+		})
+		if len(recs) == chunk || i == n-1 {
+			e.produce(recs...)
+			recs = recs[:0]
+		}
+	}
+}
+
+// cpOutputEnd is outputEnd for parts output partitions.
+func cpOutputEnd(b *testing.B, e *testEnv, parts int) int64 {
+	cl := &kafka.Client{Addr: kafka.TCP(e.brokers...)}
+	var reqs []kafka.OffsetRequest
+	for p := range parts {
+		reqs = append(reqs, kafka.LastOffsetOf(p))
+	}
+	res, err := cl.ListOffsets(context.Background(), &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{outTopic: reqs}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sum int64
+	for _, po := range res.Topics[outTopic] {
+		if po.Error != nil {
+			b.Fatalf("list offsets of output partition %d: %v", po.Partition, po.Error)
+		}
+		sum += po.LastOffset
+	}
+	return sum
+}
+
+// cpWaitOutput polls the output's end offsets until they sum to n.
+func cpWaitOutput(b *testing.B, e *testEnv, parts int, n int64) {
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		sum := cpOutputEnd(b, e, parts)
+		if sum >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("output holds %d of %d records", sum, n)
+		}
+		time.Sleep(2 * time.Millisecond) // polling interval
 	}
 }
