@@ -49,12 +49,14 @@ func Plot(dir string, reports []Report) ([]string, error) {
 			p.X.Scale = plot.LogScale{}
 		}
 		p.X.Tick.Marker = keyTicks(reports)
+		top := 0.0
 		for _, name := range contenderOrder(reports) {
 			i := slices.Index(AllContenders, name)
 			var pts plotter.XYs
 			for _, r := range reports {
 				if o, ok := r.Outcome(name); ok {
 					pts = append(pts, plotter.XY{X: float64(r.Workload.Keys), Y: c.y(o)})
+					top = max(top, c.y(o))
 				}
 			}
 			line, points, err := plotter.NewLinePoints(pts)
@@ -72,6 +74,8 @@ func Plot(dir string, reports []Report) ([]string, error) {
 			p.Add(line, points)
 			p.Legend.Add(name, line, points)
 		}
+		// Head room above the highest point for the legend.
+		p.Y.Max = top * 1.45
 		if len(reports) == 1 {
 			k := float64(reports[0].Workload.Keys)
 			p.X.Min, p.X.Max = k*0.5, k*1.5
