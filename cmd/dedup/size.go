@@ -257,8 +257,10 @@ func writeSize(w io.Writer, in sizeInput) error {
 	})
 	line("k (hash functions)", func(r sizeRow) string { return fmt.Sprint(r.k) })
 	line("memory per partition (2 generations)", func(r sizeRow) string { return bytesIEC(float64(r.partitionBytes)) })
-	line(fmt.Sprintf("memory per instance (%d partitions)", perInstance), func(r sizeRow) string {
-		return bytesIEC(float64(r.partitionBytes) * float64(perInstance))
+	// A running instance also holds one spare pair, which checkpoints copy
+	// into so that the hot path never waits for a snapshot to be written.
+	line(fmt.Sprintf("filters per instance (%d partitions + 1 checkpoint spare)", perInstance), func(r sizeRow) string {
+		return bytesIEC(float64(r.partitionBytes) * float64(perInstance+1))
 	})
 	line(fmt.Sprintf("memory, all %d partitions", in.Partitions), func(r sizeRow) string {
 		return bytesIEC(float64(r.partitionBytes) * float64(in.Partitions))
@@ -293,7 +295,8 @@ func writeSize(w io.Writer, in sizeInput) error {
 		fmt.Fprintf(w, "* measured on a pair sized for %d keys at the same rate (same counters or bits per key, same k).\n", uint64(sampleKeys))
 	}
 	fmt.Fprintln(w, "FP rate at end of window: counting = the stage's own estimate (its blocked-filter model at the filled load); plain = (1-e^(-kn/m))^k.")
-	fmt.Fprintln(w, "A record is tested against both generations: in steady state the previous one holds a full window, so over each window the rate climbs from p to 1-(1-p)^2 ≈ 2p.")
+	fmt.Fprintln(w, "A record is tested against both generations, each sized for p with 1-(1-p)^2 = ε: in steady state the previous one holds a full window, so over each window the rate climbs from about p = ε/2 to ε.")
+	fmt.Fprintln(w, "Process memory is the filters per instance plus fetch and write buffers (partitions × FETCH_MAX_BYTES + output partitions × PRODUCE_BATCH_BYTES) and about 32 MiB; set GOMEMLIMIT (README, Sizing).")
 	fmt.Fprintln(w, "The bound n·log2(1/ε) is the least memory any structure answering membership at rate ε can use for n keys.")
 	fmt.Fprintln(w, "Checkpoint state is before compression; every partition is snapshotted once per interval.")
 	return nil
