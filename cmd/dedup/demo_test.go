@@ -39,7 +39,11 @@ func TestDemo(t *testing.T) {
 	last := m[len(m)-1]
 	num := func(i int) int { n, _ := strconv.Atoi(last[i]); return n }
 	sent, in, out, dropped := num(1), num(2), num(3), num(4)
-	if in == 0 || dropped == 0 || out == 0 || in > sent || out+dropped > in {
-		t.Errorf("progress line %q: want 0 < in <= sent, dropped > 0, 0 < out, out+dropped <= in", last[0])
+	// "sent" counts what the generator has seen acknowledged, so the stage
+	// may already have read a few records more than that: in and sent are
+	// not ordered. What the stage itself did is: every record read is either
+	// written out or dropped, and never both.
+	if sent == 0 || in == 0 || dropped == 0 || out == 0 || out+dropped > in {
+		t.Errorf("progress line %q: want sent > 0, in > 0, dropped > 0, out > 0, out+dropped <= in", last[0])
 	}
 }
