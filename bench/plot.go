@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"image/color"
 	"os"
@@ -24,7 +25,7 @@ func Plot(dir string, reports []Report) ([]string, error) {
 		return nil, fmt.Errorf("plot: %w", err)
 	}
 	reports = slices.Clone(reports)
-	slices.SortFunc(reports, func(a, b Report) int { return compareUint(a.Workload.Keys, b.Workload.Keys) })
+	slices.SortFunc(reports, func(a, b Report) int { return cmp.Compare(a.Workload.Keys, b.Workload.Keys) })
 	w := reports[0].Workload
 	sub := fmt.Sprintf("%d partitions, %.0f%% duplicates, key %d B, value %d B, fp-rate %g",
 		w.Partitions, 100*w.DupRatioActual(), w.KeySize, w.ValueSize, reports[0].FPRate)
@@ -136,14 +137,4 @@ func keyTicks(reports []Report) plot.Ticker {
 		ticks = append(ticks, plot.Tick{Value: float64(r.Workload.Keys), Label: count(float64(r.Workload.Keys))})
 	}
 	return ticks
-}
-
-func compareUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

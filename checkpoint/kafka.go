@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -462,18 +463,8 @@ func (pi *partIndex) newest(id snapID) []*manifestLoc {
 	for _, loc := range pi.manifests[id] {
 		out = append(out, loc)
 	}
-	slices.SortFunc(out, func(a, b *manifestLoc) int { return -compareU64(a.m.Meta.Seq, b.m.Meta.Seq) })
+	slices.SortFunc(out, func(a, b *manifestLoc) int { return -cmp.Compare(a.m.Meta.Seq, b.m.Meta.Seq) })
 	return out
-}
-
-func compareU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // verifyIndexed checks a manifest against the chunks the index has seen.
@@ -881,7 +872,7 @@ func (s *KafkaStore) List(ctx context.Context) ([]Entry, error) {
 		if a.Meta.Partition != b.Meta.Partition {
 			return a.Meta.Partition - b.Meta.Partition
 		}
-		return -compareU64(a.Meta.Seq, b.Meta.Seq)
+		return -cmp.Compare(a.Meta.Seq, b.Meta.Seq)
 	})
 	return entries, nil
 }

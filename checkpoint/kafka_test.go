@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -328,7 +329,7 @@ func TestKafkaConcurrentWriters(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	newest := slices.MaxFunc(all, func(a, b saved) int { return compareU64(a.seq, b.seq) }).seq
+	newest := slices.MaxFunc(all, func(a, b saved) int { return cmp.Compare(a.seq, b.seq) }).seq
 	var got []byte
 	m, _, err := newKafkaStore(t, brokers, KafkaOptions{}).Load(testContext(t), "in", 0, collect(&got, new(Meta)))
 	if err != nil || m.Seq != newest {
