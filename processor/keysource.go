@@ -196,18 +196,8 @@ func (s *jsonScanner) findField(name string) (bool, error) {
 		if err := s.skipValue(); err != nil {
 			return false, err
 		}
-		s.skipSpace()
-		if s.i >= len(s.data) {
-			return false, errJSON
-		}
-		switch s.data[s.i] {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			return false, nil
-		default:
-			return false, errJSON
+		if more, err := s.next('}'); !more {
+			return false, err
 		}
 	}
 }
@@ -233,18 +223,8 @@ func (s *jsonScanner) findIndex(seg string) (bool, error) {
 		if err := s.skipValue(); err != nil {
 			return false, err
 		}
-		s.skipSpace()
-		if s.i >= len(s.data) {
-			return false, errJSON
-		}
-		switch s.data[s.i] {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
-			return false, nil
-		default:
-			return false, errJSON
+		if more, err := s.next(']'); !more {
+			return false, err
 		}
 	}
 }
@@ -443,20 +423,29 @@ func (s *jsonScanner) skipContainer() error {
 		if err := s.skipValue(); err != nil {
 			return err
 		}
-		s.skipSpace()
-		if s.i >= len(s.data) {
-			return errJSON
-		}
-		switch s.data[s.i] {
-		case ',':
-			s.i++
-		case closer:
-			s.i++
-			return nil
-		default:
-			return errJSON
+		if more, err := s.next(closer); !more {
+			return err
 		}
 	}
+}
+
+// next reads the separator after a member of an object or an element of an
+// array that closer ends: true when another one follows, false (and nil) at
+// the closing bracket, errJSON otherwise.
+func (s *jsonScanner) next(closer byte) (bool, error) {
+	s.skipSpace()
+	if s.i >= len(s.data) {
+		return false, errJSON
+	}
+	switch s.data[s.i] {
+	case ',':
+		s.i++
+		return true, nil
+	case closer:
+		s.i++
+		return false, nil
+	}
+	return false, errJSON
 }
 
 func (s *jsonScanner) skipLiteral(lit string) error {
