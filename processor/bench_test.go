@@ -41,7 +41,7 @@ func BenchmarkStageVsCopyLoop(b *testing.B) {
 	n := b.N
 	b.StopTimer()
 	e := newTestEnv(b, benchParts, benchParts)
-	seed(b, e, n)
+	seed(b, e, n, benchParts)
 	var copyRate, hdrRate, stageRate rates
 	for round := range benchRounds {
 		copyRate = copyRate.best(measure(b, e, n, fmt.Sprintf("copy-%d", round), runCopyLoop(nil, false)))
@@ -69,13 +69,13 @@ func (r rates) best(o rates) rates { return rates{wall: max(r.wall, o.wall), cpu
 // when run reports it is consuming to when the output topic holds n more
 // acknowledged records.
 func measure(b *testing.B, e *testEnv, n int, group string, run func(b *testing.B, e *testEnv, group string, consuming chan<- struct{}) (stop func())) rates {
-	base := outputEnd(b, e)
+	base := outputEnd(b, e, benchParts)
 	consuming := make(chan struct{})
 	stop := run(b, e, group, consuming)
 	<-consuming
 	b.StartTimer()
 	began, cpu := time.Now(), cpuTime(b)
-	waitOutput(b, e, base+int64(n))
+	waitOutput(b, e, benchParts, base+int64(n))
 	elapsed, cpuUsed := time.Since(began), cpuTime(b)-cpu
 	b.StopTimer()
 	stop()
@@ -91,8 +91,9 @@ func cpuTime(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// seed produces n records with distinct keys, round-robin over partitions.
-func seed(b *testing.B, e *testEnv, n int) {
+// seed produces n records with distinct keys, round-robin over parts
+// input partitions.
+func seed(b *testing.B, e *testEnv, n, parts int) {
 	value := make([]byte, 100)
 	for i := range value {
 		value[i] = 'a' + byte(i%26)
@@ -101,7 +102,7 @@ func seed(b *testing.B, e *testEnv, n int) {
 	recs := make([]*kgo.Record, 0, chunk)
 	for i := range n {
 		recs = append(recs, &kgo.Record{
-			Partition: int32(i % benchParts),
+			Partition: int32(i % parts),
 			Key:       fmt.Appendf(nil, "key-%012d", i),
 			Value:     value,
 			Timestamp: t0.Add(time.Duration(i) * time.Microsecond),
@@ -114,10 +115,10 @@ func seed(b *testing.B, e *testEnv, n int) {
 }
 
 // outputEnd returns the sum of the output partitions' end offsets.
-func outputEnd(b *testing.B, e *testEnv) int64 {
+func outputEnd(b *testing.B, e *testEnv, parts int) int64 {
 	cl := &kafka.Client{Addr: kafka.TCP(e.brokers...)}
 	var reqs []kafka.OffsetRequest
-	for p := range benchParts {
+	for p := range parts {
 		reqs = append(reqs, kafka.LastOffsetOf(p))
 	}
 	res, err := cl.ListOffsets(context.Background(), &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{outTopic: reqs}})
@@ -126,16 +127,19 @@ func outputEnd(b *testing.B, e *testEnv) int64 {
 	}
 	var sum int64
 	for _, po := range res.Topics[outTopic] {
+		if po.Error != nil {
+			b.Fatalf("list offsets of output partition %d: %v", po.Partition, po.Error)
+		}
 		sum += po.LastOffset
 	}
 	return sum
 }
 
 // waitOutput polls the output topic's end offsets until they sum to n.
-func waitOutput(b *testing.B, e *testEnv, n int64) {
-	deadline := time.Now().Add(5 * time.Minute)
+func waitOutput(b *testing.B, e *testEnv, parts int, n int64) {
+	deadline := time.Now().Add(10 * time.Minute)
 	for {
-		sum := outputEnd(b, e)
+		sum := outputEnd(b, e, parts)
 		if sum >= n {
 			return
 		}
@@ -273,7 +277,7 @@ func benchAlone(b *testing.B, run func(b *testing.B, e *testEnv, group string, c
 	n := b.N
 	b.StopTimer()
 	e := newTestEnv(b, benchParts, benchParts)
-	seed(b, e, n)
+	seed(b, e, n, benchParts)
 	r := measure(b, e, n, "alone", run)
 	b.ReportMetric(r.wall, "rec/s")
 	b.ReportMetric(r.cpu, "rec/cpu-s")

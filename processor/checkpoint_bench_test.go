@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/segmentio/kafka-go"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"dedup/checkpoint"
@@ -140,7 +138,7 @@ func stageCheckpoints(b *testing.B, parts int) {
 		}
 	}
 	e := newTestEnv(b, int32(parts), int32(parts))
-	cpSeed(b, e, n, parts)
+	seed(b, e, n, parts)
 	tmpl := saveDesignLoadSnapshots(b, parts)
 	want := forwardedFrom(designLoadPair(b), n, parts)
 
@@ -332,14 +330,14 @@ func runCheckpointed(b *testing.B, e *testEnv, parts int, tmpl snapshotTemplate,
 	m.checkpointPause = pause
 	o.Metrics = m
 
-	base := cpOutputEnd(b, e, parts)
+	base := outputEnd(b, e, parts)
 	r := start(b, o)
 	for !r.p.Ready() {
 		time.Sleep(time.Millisecond) // polling interval
 	}
 	b.StartTimer()
 	began, cpu := time.Now(), cpuTime(b)
-	cpWaitOutput(b, e, parts, base+want)
+	waitOutput(b, e, parts, base+want)
 	elapsed, cpuUsed := time.Since(began), cpuTime(b)-cpu
 	b.StopTimer()
 	run := cpRun{rates: rates{wall: float64(want) / elapsed.Seconds(), cpu: float64(want) / cpuUsed.Seconds()}, elapsed: elapsed}
@@ -350,7 +348,7 @@ func runCheckpointed(b *testing.B, e *testEnv, parts int, tmpl snapshotTemplate,
 	if err := r.stop(b); err != nil {
 		b.Error(err)
 	}
-	if got := cpOutputEnd(b, e, parts) - base; got != want {
+	if got := outputEnd(b, e, parts) - base; got != want {
 		b.Errorf("%s: output grew by %d records, want %d", group, got, want)
 	}
 	emptyOutput(b, e, parts)
@@ -381,64 +379,5 @@ func emptyOutput(b *testing.B, e *testEnv, parts int) {
 				b.Fatalf("delete output records of partition %d: error code %d", p.Partition, p.ErrorCode)
 			}
 		}
-	}
-}
-
-// cpSeed is seed for parts input partitions: n records with distinct keys
-// (seed's keys and timestamps), round-robin over the partitions.
-func cpSeed(b *testing.B, e *testEnv, n, parts int) {
-	value := make([]byte, 100)
-	for i := range value {
-		value[i] = 'a' + byte(i%26)
-	}
-	const chunk = 10000
-	recs := make([]*kgo.Record, 0, chunk)
-	for i := range n {
-		recs = append(recs, &kgo.Record{
-			Partition: int32(i % parts),
-			Key:       fmt.Appendf(nil, "key-%012d", i),
-			Value:     value,
-			Timestamp: t0.Add(time.Duration(i) * time.Microsecond),
-		})
-		if len(recs) == chunk || i == n-1 {
-			e.produce(recs...)
-			recs = recs[:0]
-		}
-	}
-}
-
-// cpOutputEnd is outputEnd for parts output partitions.
-func cpOutputEnd(b *testing.B, e *testEnv, parts int) int64 {
-	cl := &kafka.Client{Addr: kafka.TCP(e.brokers...)}
-	var reqs []kafka.OffsetRequest
-	for p := range parts {
-		reqs = append(reqs, kafka.LastOffsetOf(p))
-	}
-	res, err := cl.ListOffsets(context.Background(), &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{outTopic: reqs}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	var sum int64
-	for _, po := range res.Topics[outTopic] {
-		if po.Error != nil {
-			b.Fatalf("list offsets of output partition %d: %v", po.Partition, po.Error)
-		}
-		sum += po.LastOffset
-	}
-	return sum
-}
-
-// cpWaitOutput polls the output's end offsets until they sum to n.
-func cpWaitOutput(b *testing.B, e *testEnv, parts int, n int64) {
-	deadline := time.Now().Add(10 * time.Minute)
-	for {
-		sum := cpOutputEnd(b, e, parts)
-		if sum >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("output holds %d of %d records", sum, n)
-		}
-		time.Sleep(2 * time.Millisecond) // polling interval
 	}
 }
