@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
 	"dedup/rotation"
@@ -325,25 +327,19 @@ func (w *worker) publishCounts() {
 		return
 	}
 	pr.in.Add(c.in)
-	if c.forwarded > 0 {
-		pm.forwarded.Add(float64(c.forwarded))
-		pr.forwarded.Add(c.forwarded)
-	}
-	if c.duplicates > 0 {
-		pm.duplicate.Add(float64(c.duplicates))
-		pr.duplicates.Add(c.duplicates)
-	}
-	if c.retractions > 0 {
-		pm.retraction.Add(float64(c.retractions))
-		pr.retractions.Add(c.retractions)
-	}
-	if c.unkeyed > 0 {
-		pm.unkeyed.Add(float64(c.unkeyed))
-		pr.unkeyed.Add(c.unkeyed)
-	}
-	if c.suppressed > 0 {
-		pm.replaySuppressed.Add(float64(c.suppressed))
-		pr.suppressed.Add(c.suppressed)
+	publish(c.forwarded, pm.forwarded, &pr.forwarded)
+	publish(c.duplicates, pm.duplicate, &pr.duplicates)
+	publish(c.retractions, pm.retraction, &pr.retractions)
+	publish(c.unkeyed, pm.unkeyed, &pr.unkeyed)
+	publish(c.suppressed, pm.replaySuppressed, &pr.suppressed)
+}
+
+// publish adds a tick's tally to its Prometheus counter and to the
+// processor's progress, skipping the shared writes when there is nothing.
+func publish(n uint64, m prometheus.Counter, total *atomic.Uint64) {
+	if n > 0 {
+		m.Add(float64(n))
+		total.Add(n)
 	}
 }
 
