@@ -33,55 +33,35 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// encoderOptions are the zstd settings of every snapshot. Any of them
-// yields a standard zstd frame that newDecompressed reads, so changing them
-// needs no format version.
-//
-//   - SpeedFastest: a snapshot is ≈ 1 CPU s per 221 MB pair even so; it is
-//     the cost periodic checkpoints take from the stage.
-//   - No zstd content checksum (XXH64 of the raw stream): the store already
-//     CRC-32Cs the stored bytes (Meta.Checksum, and each Kafka chunk) and
-//     verifies them before decoding, and the state's own format (rotation)
-//     CRC-32Cs its raw stream and verifies it in ReadFrom. A third checksum
-//     would cost a pass over the raw bytes and catch nothing new.
-//   - Concurrency 1: the encoder runs synchronously in the saving goroutine
-//     instead of handing blocks to another one, so a background save
-//     occupies at most one core and never both cores of a small machine
-//     that the workers need.
-var encoderOptions = []zstd.EOption{
-	zstd.WithEncoderLevel(zstd.SpeedFastest),
-	zstd.WithEncoderCRC(false),
-	zstd.WithEncoderConcurrency(1),
-}
-
-// encoderPool keeps encoders between snapshots: an encoder is created
-// (tables and window buffers allocated) once and Reset for each Save
-// instead of being built per snapshot. It holds at most cap(free) idle
-// encoders; concurrent Saves beyond that create (and drop) their own.
+// encoderPool keeps encoders between snapshots: an encoder's block buffers
+// are allocated once and Reset for each Save instead of per snapshot. It
+// holds at most cap(free) idle encoders; concurrent Saves beyond that
+// create (and drop) their own. The encoder runs synchronously in the saving
+// goroutine, so a background save occupies at most one core and never both
+// cores of a small machine that the workers need.
 type encoderPool struct {
-	opts []zstd.EOption
-	free chan *zstd.Encoder
+	free chan *literalsEncoder
 }
 
-func newEncoderPool(size int, opts ...zstd.EOption) *encoderPool {
-	return &encoderPool{opts: opts, free: make(chan *zstd.Encoder, size)}
+func newEncoderPool(size int) *encoderPool {
+	return &encoderPool{free: make(chan *literalsEncoder, size)}
 }
 
-var encoders = newEncoderPool(2, encoderOptions...)
+var encoders = newEncoderPool(2)
 
-func (p *encoderPool) get(w io.Writer) (*zstd.Encoder, error) {
+func (p *encoderPool) get(w io.Writer) *literalsEncoder {
 	select {
 	case enc := <-p.free:
 		enc.Reset(w)
-		return enc, nil
+		return enc
 	default:
-		return zstd.NewWriter(w, p.opts...)
+		return newLiteralsEncoder(w)
 	}
 }
 
 // put returns an encoder that has been closed. An encoder whose stream
 // failed is dropped rather than reused.
-func (p *encoderPool) put(enc *zstd.Encoder) {
+func (p *encoderPool) put(enc *literalsEncoder) {
 	enc.Reset(nil) // do not keep the last writer alive
 	select {
 	case p.free <- enc:
@@ -89,25 +69,26 @@ func (p *encoderPool) put(enc *zstd.Encoder) {
 	}
 }
 
-// compress streams state through zstd into w and reports the raw size, the
-// stored size and the CRC-32C of the stored bytes.
+// compress streams state as a zstd frame into w and reports the raw size,
+// the stored size and the CRC-32C of the stored bytes.
+//
+// The frame carries no zstd content checksum (XXH64 of the raw stream):
+// the store already CRC-32Cs the stored bytes (Meta.Checksum, and each
+// Kafka chunk) and verifies them before decoding, and the state's own
+// format (rotation) CRC-32Cs its raw stream and verifies it in ReadFrom.
 func compress(w io.Writer, state io.WriterTo) (raw, stored int64, sum uint32, err error) {
 	return encoders.compress(w, state)
 }
 
 func (p *encoderPool) compress(w io.Writer, state io.WriterTo) (raw, stored int64, sum uint32, err error) {
 	out := newCountingWriter(w)
-	enc, err := p.get(out)
-	if err != nil {
-		return 0, 0, 0, fmt.Errorf("create zstd encoder: %w", err)
-	}
+	enc := p.get(out)
 	raw, err = state.WriteTo(enc)
 	if err != nil {
-		enc.Close()
 		return 0, 0, 0, fmt.Errorf("write state: %w", err)
 	}
 	if err := enc.Close(); err != nil {
-		return 0, 0, 0, fmt.Errorf("finish zstd stream: %w", err)
+		return 0, 0, 0, fmt.Errorf("finish zstd frame: %w", err)
 	}
 	p.put(enc)
 	return raw, out.n, out.crc.Sum32(), nil

@@ -17,7 +17,7 @@ import (
 // TestEncoderReuse saves several different states through one pooled
 // encoder and decodes each: a Reset encoder must start a fresh frame.
 func TestEncoderReuse(t *testing.T) {
-	pool := newEncoderPool(1, encoderOptions...)
+	pool := newEncoderPool(1)
 	for i := range 3 {
 		state := bytes.Repeat([]byte{byte(i), 1, 2, 3, byte(i * 7)}, 100_000+i)
 		var buf bytes.Buffer
@@ -77,29 +77,37 @@ func cpuNow(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// BenchmarkEncode is the CPU of compress alone (zstd and the CRC-32C of the
-// stored bytes, to io.Discard: no file, no fsync) per snapshot of a
-// design-load pair, for the settings before and after the encoder was
-// tuned, side by side in one run. "fresh" variants build an encoder per
-// snapshot, as Save did before; "pooled" is compress as Save runs it now.
+// BenchmarkEncode is the CPU of encoding alone (to io.Discard: no file, no
+// fsync) per snapshot of a design-load pair: zstd.Encoder at the settings
+// the previous build saved with (SpeedFastest, no CRC, concurrency 1,
+// pooled) beside compress as Save runs it now (literals-only frames,
+// literals.go), in one run. Both include the CRC-32C of the stored bytes.
 // It reports CPU seconds per snapshot (all goroutines of the process) and
 // the stored/raw ratio.
 //
 //	go test ./checkpoint -run '^$' -bench Encode -benchtime 4x
 func BenchmarkEncode(b *testing.B) {
-	old := []zstd.EOption{zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderCRC(false)}
-	with := func(extra ...zstd.EOption) []zstd.EOption { return append(append([]zstd.EOption{}, old...), extra...) }
+	zenc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderCRC(false), zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		b.Fatal(err)
+	}
 	variants := []struct {
-		name string
-		pool *encoderPool // size 0: a fresh encoder per snapshot
+		name   string
+		encode func(w io.Writer, state io.WriterTo) (raw, stored int64, err error)
 	}{
-		{"old-fresh", newEncoderPool(0, old...)},
-		{"old-crc-on-fresh", newEncoderPool(0, zstd.WithEncoderLevel(zstd.SpeedFastest))},
-		{"conc1-fresh", newEncoderPool(0, with(zstd.WithEncoderConcurrency(1))...)},
-		{"conc1-lowmem-fresh", newEncoderPool(0, with(zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true))...)},
-		{"conc1-win1M-fresh", newEncoderPool(0, with(zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(1<<20))...)},
-		{"conc1-noentropy-fresh", newEncoderPool(0, with(zstd.WithEncoderConcurrency(1), zstd.WithNoEntropyCompression(true))...)},
-		{"new-pooled", encoders},
+		{"zstd-fastest", func(w io.Writer, state io.WriterTo) (int64, int64, error) {
+			out := newCountingWriter(w)
+			zenc.Reset(out)
+			raw, err := state.WriteTo(zenc)
+			if err == nil {
+				err = zenc.Close()
+			}
+			return raw, out.n, err
+		}},
+		{"literals", func(w io.Writer, state io.WriterTo) (int64, int64, error) {
+			raw, stored, _, err := encoders.compress(w, state)
+			return raw, stored, err
+		}},
 	}
 	p := designPair(b)
 	for _, v := range variants {
@@ -109,7 +117,7 @@ func BenchmarkEncode(b *testing.B) {
 			cpu := cpuNow(b)
 			for b.Loop() {
 				var err error
-				if raw, stored, _, err = v.pool.compress(io.Discard, p); err != nil {
+				if raw, stored, err = v.encode(io.Discard, p); err != nil {
 					b.Fatal(err)
 				}
 			}
