@@ -72,8 +72,7 @@ func TestSharedSpare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store.spare = <-p.spares
-	p.spares <- store.spare
+	store.spare = p.spare // Run warms it and hands it to the savers
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{p: p, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- p.Run(ctx) }()

@@ -108,6 +108,8 @@ type Processor struct {
 	// gives it back once its save has finished or failed. Memory is thus
 	// (assigned partitions + 1) pairs, not 2 per partition.
 	spares chan *rotation.Pair
+	// spare is the pair Run warms and then puts into spares.
+	spare *rotation.Pair
 
 	client *kafka.Client    // admin requests: metadata, list offsets
 	admin  *kafka.Transport // the client's own connections, dropped on recovery
@@ -205,7 +207,7 @@ func New(o Options) (*Processor, error) {
 	p.filter = spare.Options()
 	if o.Store != nil {
 		p.spares = make(chan *rotation.Pair, 1)
-		p.spares <- spare
+		p.spare = spare
 	}
 	p.client = &kafka.Client{Addr: kafka.TCP(o.Brokers...), Timeout: 10 * time.Second, Transport: p.admin}
 	p.stuck.failedAt = map[int]int64{}
@@ -364,6 +366,20 @@ func (p *Processor) Run(ctx context.Context) (err error) {
 		p.watchRecovery(egCtx)
 		return nil
 	})
+	if p.spare != nil {
+		eg.Go(func() error {
+			// A fresh pair's memory is not yet backed by the operating
+			// system: the first copy into it would take a page fault per
+			// page (≈ 0.5 s for a 10M-key pair with huge pages) while
+			// the worker waits. Writing it here, beside the workers,
+			// moves that cost off their path; until it is done a saver
+			// waits for the spare, as it does while another partition
+			// holds it, and the worker keeps consuming.
+			p.spare.Reset()
+			p.spares <- p.spare
+			return nil
+		})
+	}
 	eg.Go(func() error {
 		for {
 			gen, err := cg.Next(egCtx)

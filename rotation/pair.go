@@ -195,6 +195,17 @@ func (p *Pair) clearBoth() {
 	p.cnt.clearAll()
 }
 
+// Reset returns the pair to the state New gives it: both generations
+// empty, no window started, no rotations counted. It writes every word of
+// both generations, so it also commits memory the operating system has
+// not yet backed: a pair that will receive a CopyTo on a latency-sensitive
+// path can be Reset beforehand, elsewhere, so that the copy does not take
+// the page faults of fresh memory.
+func (p *Pair) Reset() {
+	p.clearBoth()
+	p.start, p.started, p.rotations = 0, false, 0
+}
+
 // Options returns the options the pair was built (or decoded) with; Mode is
 // never zero.
 func (p *Pair) Options() Options { return p.opts }

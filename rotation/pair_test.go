@@ -299,3 +299,34 @@ func TestExtremeTimestamps(t *testing.T) {
 		t.Fatalf("clamped time moved: %+v", got)
 	}
 }
+
+// TestReset: a Reset pair is indistinguishable from a new one, and then
+// behaves like one: the first record starts its window afresh.
+func TestReset(t *testing.T) {
+	for _, mode := range modes {
+		o := Options{ExpectedKeys: 5000, FPRate: 0.01, Window: time.Minute, Mode: mode}
+		p := mustNew(t, o)
+		for i := range uint64(8000) {
+			p.TestAndAdd(testKey(1, i), epoch.Add(time.Duration(i)*15*time.Millisecond))
+		}
+		if p.Stats().Rotations == 0 {
+			t.Fatalf("%v: the fill did not rotate; the test needs it to", mode)
+		}
+		p.Reset()
+		if got, want := p.Stats(), mustNew(t, o).Stats(); got != want {
+			t.Fatalf("%v: stats after Reset %+v, want a new pair's %+v", mode, got, want)
+		}
+		for i := range uint64(8000) {
+			if p.Test(testKey(1, i)) {
+				t.Fatalf("%v: key %d still seen after Reset", mode, i)
+			}
+		}
+		// An earlier window than before the Reset is accepted as the start.
+		if p.TestAndAdd([]byte("again"), epoch) || !p.Test([]byte("again")) {
+			t.Fatalf("%v: the reset pair does not add", mode)
+		}
+		if st := p.Stats(); !st.WindowStart.Equal(epoch.Truncate(time.Minute)) || st.Rotations != 0 {
+			t.Fatalf("%v: reset pair's window %v (rotations %d), want it started at %v", mode, st.WindowStart, st.Rotations, epoch.Truncate(time.Minute))
+		}
+	}
+}
