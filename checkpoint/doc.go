@@ -2,8 +2,9 @@
 // with the input offset they cover, restores them, and performs the replay
 // scan of the output topic that makes output exactly-once.
 //
-// The state is opaque: Save streams an io.WriterTo through zstd, Load hands
-// the decompressed bytes to a decode func. The package knows nothing of the
+// The state is opaque: Save streams an io.WriterTo into a standard zstd
+// frame (entropy-coded literals: see literals.go for why no match search),
+// Load hands the decompressed bytes to a decode func. The package knows nothing of the
 // processor's loop or of the filters' format.
 //
 // Guarantees, for both stores:

@@ -70,6 +70,12 @@ func (p *Processor) startWorker(ctx context.Context, g *generation, a kafka.Part
 		if err != nil {
 			return nil, fmt.Errorf("create filter pair: %w", err)
 		}
+		// Commit the pair's memory now, as a restored pair's is by
+		// decoding: otherwise the first records pay a page fault per page
+		// of fresh memory on the hot path, and the process's resident size
+		// (and an undersized memory limit) shows up only as the filters
+		// fill, hours later, instead of at assignment.
+		pair.Reset()
 		w.pair = pair
 	}
 	if start < 0 {
