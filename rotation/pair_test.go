@@ -243,13 +243,21 @@ func TestStatsAtDesignLoad(t *testing.T) {
 	}
 }
 
+// filledPair is a pair of mode holding 8000 keys testKey(1, i), added 15 ms
+// apart over two minute-long windows (so it has rotated), and its options.
+func filledPair(t *testing.T, mode Mode) (*Pair, Options) {
+	t.Helper()
+	o := Options{ExpectedKeys: 5000, FPRate: 0.01, Window: time.Minute, Mode: mode}
+	p := mustNew(t, o)
+	for i := range uint64(8000) {
+		p.TestAndAdd(testKey(1, i), epoch.Add(time.Duration(i)*15*time.Millisecond))
+	}
+	return p, o
+}
+
 func TestCopyToAndClone(t *testing.T) {
 	for _, mode := range modes {
-		o := Options{ExpectedKeys: 5000, FPRate: 0.01, Window: time.Minute, Mode: mode}
-		p := mustNew(t, o)
-		for i := range uint64(8000) {
-			p.TestAndAdd(testKey(1, i), epoch.Add(time.Duration(i)*15*time.Millisecond))
-		}
+		p, o := filledPair(t, mode)
 		dst := mustNew(t, o)
 		if err := p.CopyTo(dst); err != nil {
 			t.Fatal(err)
@@ -304,11 +312,7 @@ func TestExtremeTimestamps(t *testing.T) {
 // behaves like one: the first record starts its window afresh.
 func TestReset(t *testing.T) {
 	for _, mode := range modes {
-		o := Options{ExpectedKeys: 5000, FPRate: 0.01, Window: time.Minute, Mode: mode}
-		p := mustNew(t, o)
-		for i := range uint64(8000) {
-			p.TestAndAdd(testKey(1, i), epoch.Add(time.Duration(i)*15*time.Millisecond))
-		}
+		p, o := filledPair(t, mode)
 		if p.Stats().Rotations == 0 {
 			t.Fatalf("%v: the fill did not rotate; the test needs it to", mode)
 		}
