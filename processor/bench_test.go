@@ -3,6 +3,9 @@ package processor
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -86,13 +89,39 @@ func measure(b *testing.B, e *testEnv, n int, c contender) rates {
 	consuming := make(chan struct{})
 	stop := c.run(b, e, c.group, consuming)
 	<-consuming
+	stopProfile := profileWindow(b, c.group)
 	b.StartTimer()
 	began, cpu := time.Now(), cpuTime(b)
 	waitOutput(b, e, benchParts, base+c.outputs)
 	elapsed, cpuUsed := time.Since(began), cpuTime(b)-cpu
 	b.StopTimer()
+	stopProfile()
 	stop()
 	return rates{wall: float64(n) / elapsed.Seconds(), cpu: float64(n) / cpuUsed.Seconds()}
+}
+
+// profileWindow writes a CPU profile of the measured window alone to
+// $DEDUP_BENCH_PROFILE/<group>.prof when that variable names a directory.
+// -cpuprofile also covers seeding the input, starting and stopping, and
+// (for the stage) deciding the seed on a new pair to count its outputs.
+func profileWindow(b *testing.B, group string) (stop func()) {
+	dir := os.Getenv("DEDUP_BENCH_PROFILE")
+	if dir == "" {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(dir, group+".prof"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Error(err)
+		}
+	}
 }
 
 // cpuTime is the user + system CPU time of this process so far.
