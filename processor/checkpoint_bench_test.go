@@ -88,10 +88,10 @@ func BenchmarkPairCopy(b *testing.B) {
 
 // BenchmarkStageCheckpoints measures the stage's records/s with periodic
 // checkpoints to a FileStore every 10 s and every 1 s against checkpoints
-// off, in one run, on BenchmarkStageVsCopyLoop's broker setup (in-process
-// kfake, b.N seeded records with distinct keys round-robin over the input
-// partitions, the cmd's batch and fetch defaults), with pairs of the
-// issue's partition size. The partition count is the sub-benchmark:
+// off, in one run, on the tests' broker setup (in-process kfake with its
+// in-memory log, b.N seeded records with distinct keys round-robin over
+// the input partitions, the cmd's batch and fetch defaults), with pairs of
+// the partition size. The partition count is the sub-benchmark:
 // parts=1 is the scenario (one partition of 10 M keys), parts=4
 // the earlier four-partition setup. The contenders alternate for cpRounds
 // rounds (CP_ROUNDS overrides it; the order rotates each round); per round
