@@ -92,7 +92,7 @@ func BenchmarkStageVsCopyLoop(b *testing.B) {
 	}
 	wall := func(r rates) float64 { return r.wall }
 	cpu := func(r rates) float64 { return r.cpu }
-	var best = map[string]rates{}
+	best := map[string]rates{}
 	for name, rs := range runs {
 		for _, r := range rs {
 			best[name] = best[name].best(r)
