@@ -58,13 +58,7 @@ func BenchmarkStageVsCopyLoop(b *testing.B) {
 	if n < 1000 {
 		return // the framework's b.N = 1 probe: nothing to measure
 	}
-	rounds := benchRounds
-	if v := os.Getenv("STAGE_ROUNDS"); v != "" {
-		var err error
-		if rounds, err = strconv.Atoi(v); err != nil || rounds < 1 {
-			b.Fatalf("STAGE_ROUNDS=%q: want a positive integer", v)
-		}
-	}
+	rounds := envRounds(b, "STAGE_ROUNDS", benchRounds)
 	e := newBenchEnv(b)
 	seed(b, e, n, benchParts)
 	contenders := []contender{
@@ -111,6 +105,20 @@ func BenchmarkStageVsCopyLoop(b *testing.B) {
 }
 
 const benchRounds = 5
+
+// envRounds is the round count the environment variable name gives, or def
+// when it is unset.
+func envRounds(b *testing.B, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		b.Fatalf("%s=%q: want a positive integer", name, v)
+	}
+	return n
+}
 
 // newBenchEnv is the throughput benchmarks' broker: benchParts input and
 // output partitions, its log in a data directory like cmd/dedup's
