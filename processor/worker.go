@@ -93,30 +93,35 @@ func (w *worker) run(ctx context.Context) (err error) {
 
 // batchMax bounds how many waiting records the worker decides together.
 // Deciding a record waits for a filter probe, a cache (and TLB) miss of the
-// pair; prefetching the buckets of several records first lets their misses
-// overlap. A few records cover the misses the CPU can keep in flight.
+// pair; locating several records first (rotation.Pair.Locate starts the
+// load of each bucket) lets their misses overlap. A few records cover the
+// misses the CPU can keep in flight.
 const batchMax = 16
 
-// record is a fetched input record and its key.
+// record is a fetched input record, its key and the key's place in the
+// pair.
 type record struct {
 	msg   kafka.Message
 	key   []byte
 	keyed bool
+	probe rotation.Probe
 }
 
 // consume is the hot loop: read → key → pair → write, until fctx expires.
-// While the reader is behind it reads up to batchMax records, prefetches
-// their filter buckets, then decides them one by one in offset order; a
-// checkpoint hand-off happens only between batches, so its position never
-// falls inside a half-decided batch.
+// While the reader is behind it reads up to batchMax records, locates their
+// keys in the pair (hashing each once and starting its bucket's load), then
+// decides them one by one in offset order (the pair is set by the restore,
+// before the first batch, so a probe is used on the pair it was located
+// on). A checkpoint hand-off happens only between batches, so its position
+// never falls inside a half-decided batch.
 func (w *worker) consume(fctx context.Context) error {
 	for {
 		ferr := w.fetch(fctx)
 		for i := range w.batch {
 			r := &w.batch[i]
 			r.key, r.keyed = w.p.o.Key.Extract(&r.msg)
-			if r.keyed && len(w.batch) > 1 {
-				w.pair.Prefetch(r.key) // a hint only: it changes no answer
+			if r.keyed {
+				w.pair.Locate(r.key, &r.probe) // starts the bucket's load
 			}
 		}
 		for i := range w.batch {
@@ -178,7 +183,7 @@ func (w *worker) process(r *record) error {
 		if _, err := w.pair.Remove(key, m.Time); err != nil {
 			w.warnRemove(err)
 		}
-	case w.pair.TestAndAdd(key, m.Time):
+	case w.pair.TestAndAddAt(&r.probe, m.Time):
 		w.counts.duplicates++
 		return w.flushIfCaughtUp()
 	}

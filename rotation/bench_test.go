@@ -86,7 +86,7 @@ func benchPair(b *testing.B, mode Mode, n uint64) {
 }
 
 // BenchmarkLargePairBatch8 is BenchmarkLargePair probed in batches of 8:
-// Prefetch 8 keys, then TestAndAdd them in order, so that their misses
+// Locate 8 keys, then TestAndAddAt them in order, so that their misses
 // overlap. Compare its ns/op with BenchmarkLargePair in the same run:
 //
 //	go test ./rotation -run '^$' -bench 'LargePair(Batch.*)?$' -benchtime=2000000x
@@ -118,14 +118,15 @@ func benchPairBatch(b *testing.B, n uint64, batch int) {
 	prefault(p.cnt.words)
 	start, step := time.Unix(1_700_000_000, 0), time.Hour/time.Duration(n)
 	keys := make([][16]byte, batch)
+	probes := make([]Probe, batch)
 	b.ResetTimer()
 	for i := uint64(0); i < uint64(b.N); i += uint64(batch) {
 		todo := min(uint64(batch), uint64(b.N)-i)
 		for j := range todo {
-			p.Prefetch(freshKey(&keys[j], i+j))
+			p.Locate(freshKey(&keys[j], i+j), &probes[j])
 		}
 		for j := range todo {
-			p.TestAndAdd(keys[j][:], start.Add(time.Duration(i+j)*step))
+			p.TestAndAddAt(&probes[j], start.Add(time.Duration(i+j)*step))
 		}
 	}
 	b.StopTimer()

@@ -69,9 +69,10 @@
 // pair at FPRate = 0.001. Remove returns ErrRemoveUnsupported.
 //
 // A probe of a large pair is a cache (and TLB) miss that TestAndAdd waits
-// for. A caller holding several keys can call Prefetch on each first, which
-// starts their loads without waiting and changes nothing observable, and
-// then decide them in order: their misses overlap.
+// for. A caller holding several keys can call Locate on each first, which
+// hashes the key, places its counters and starts their load without
+// waiting, changing nothing observable, and then decide them in order with
+// TestAndAddAt: their misses overlap, and no key is hashed twice.
 //
 // Stats are O(1): counting mode keeps the numbers of non-zero and saturated
 // counters up to date on every change and estimates the rate from the

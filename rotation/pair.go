@@ -28,7 +28,7 @@ type Pair struct {
 	pcur, pprev *plain    // Plain mode
 	model       *blockModel
 
-	sink uint64 // where Prefetch folds its loads (where it has no prefetch instruction); meaningless
+	sink uint64 // where Locate folds its loads (where it has no prefetch instruction); meaningless
 }
 
 // New validates o and allocates both generations.
