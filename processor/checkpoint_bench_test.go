@@ -130,7 +130,7 @@ func stageCheckpoints(b *testing.B, parts int) {
 	if n > 40_000_000 {
 		b.Skip("give the record count with -benchtime, e.g. -benchtime 20000000x")
 	}
-	rounds := envRounds(b, "CP_ROUNDS", cpRounds)
+	rounds := envPositive(b, "CP_ROUNDS", cpRounds)
 	e := newTestEnv(b, int32(parts), int32(parts))
 	seed(b, e, n, parts)
 	tmpl := saveDesignLoadSnapshots(b, parts)
