@@ -57,9 +57,10 @@ type FileOptions struct {
 
 // FileStore keeps snapshots as files, one directory per topic-partition.
 // Several FileStores (in one or many processes) may share a directory: files
-// are published with a hard link that fails rather than overwrites, so
-// concurrent writers of one partition get distinct sequence numbers and a
-// reader only ever sees complete files.
+// are published with a hard link that fails rather than overwrites, and a
+// link below the newest snapshot is taken back, so concurrent writers of one
+// partition get distinct sequence numbers that increase in the order their
+// Saves finish, and a reader only ever sees complete files.
 type FileStore struct {
 	root  string
 	keep  int
@@ -268,8 +269,18 @@ func writeFile(f *os.File, m Meta, state io.WriterTo) (Meta, error) {
 }
 
 // publish links the complete temporary file under the next free sequence
-// number. os.Link fails with EEXIST instead of replacing, so two writers that
-// pick the same number cannot clobber each other: the loser rescans.
+// number and returns it once that number is the partition's newest.
+//
+// os.Link fails with EEXIST instead of replacing, so two writers that pick
+// the same number cannot clobber each other: the loser lists again. That
+// alone is not enough: a writer descheduled between listing and linking
+// holds a stale listing, and the number it picks may have been published
+// and already pruned meanwhile, so its link succeeds below the newest
+// snapshot. Its checkpoint would be ranked older than it is and its number
+// given twice. claim therefore checks, after linking, that nothing newer
+// exists, and otherwise takes the link back and publish tries again: the
+// numbers Saves return are distinct and increase in the order the Saves
+// finish.
 func publish(tmp, dir string) (uint64, error) {
 	for attempt := 0; ; attempt++ {
 		seqs, err := snapshots(dir)
@@ -280,14 +291,46 @@ func publish(tmp, dir string) (uint64, error) {
 		if len(seqs) > 0 {
 			seq = seqs[0] + 1
 		}
-		err = os.Link(tmp, filepath.Join(dir, fileName(seq)))
+		err = claim(tmp, dir, seq)
 		if err == nil {
 			return seq, nil
 		}
-		if !errors.Is(err, fs.ErrExist) || attempt >= 1000 {
+		if (!errors.Is(err, fs.ErrExist) && !errors.Is(err, errSuperseded)) || attempt >= 1000 {
 			return 0, fmt.Errorf("publish snapshot: %w", err)
 		}
 	}
+}
+
+// errSuperseded is claim's answer when a newer snapshot exists than the
+// number it was asked to publish under.
+var errSuperseded = errors.New("a newer snapshot exists")
+
+// claim links tmp as snapshot seq of dir and checks that no newer snapshot
+// exists. When one does, it removes its link (if the name still holds tmp's
+// file) and returns errSuperseded; when seq is taken, an error wrapping
+// fs.ErrExist.
+func claim(tmp, dir string, seq uint64) error {
+	name := filepath.Join(dir, fileName(seq))
+	if err := os.Link(tmp, name); err != nil {
+		return err
+	}
+	seqs, err := snapshots(dir)
+	if err != nil {
+		return fmt.Errorf("list snapshots: %w", err)
+	}
+	if len(seqs) > 0 && seqs[0] <= seq {
+		return nil
+	}
+	// Another writer may have pruned the name meanwhile (it is below the
+	// newest); remove it only while it is still this writer's file.
+	mine, errMine := os.Stat(tmp)
+	got, errGot := os.Stat(name)
+	if errMine == nil && errGot == nil && os.SameFile(mine, got) {
+		if err := os.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("take back superseded snapshot: %w", err)
+		}
+	}
+	return errSuperseded
 }
 
 func (s *FileStore) prune(dir string) error {

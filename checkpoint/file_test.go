@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -165,6 +166,106 @@ func TestFileSweepsStaleTemporaries(t *testing.T) {
 	}
 	if _, _, err := s.Load(context.Background(), "in", 0, collect(new([]byte), new(Meta))); !errors.Is(err, ErrNotFound) {
 		t.Errorf("load with only temporaries: %v, want ErrNotFound", err)
+	}
+}
+
+// A writer whose listing went stale (descheduled between listing and
+// linking) picks a number that was published and pruned meanwhile: its link
+// succeeds below the newest snapshot. claim must take it back, so that no
+// number is given twice and the newest checkpoint is never ranked older.
+func TestFilePublishRefusesStaleNumber(t *testing.T) {
+	s := newFileStore(t, t.TempDir())
+	for n := range 7 {
+		if _, err := s.Save(context.Background(), testMeta("in", 0, int64(n)), newState(uint64(n), 1000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := s.partitionDir("in", 0)
+	if seqs, err := snapshots(dir); err != nil || !slices.Equal(seqs, []uint64{7, 6, 5}) {
+		t.Fatalf("snapshots %v, %v; want [7 6 5]", seqs, err)
+	}
+	tmp := filepath.Join(dir, tempPrefix+"stale"+fileExt)
+	if err := os.WriteFile(tmp, []byte("complete snapshot"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := claim(tmp, dir, 2); !errors.Is(err, errSuperseded) {
+		t.Fatalf("claim of pruned number 2 below 7: %v, want errSuperseded", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, fileName(2))); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("superseded link not taken back: %v", err)
+	}
+	if err := claim(tmp, dir, 7); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("claim of taken number 7: %v, want fs.ErrExist", err)
+	}
+	if seqs, err := snapshots(dir); err != nil || !slices.Equal(seqs, []uint64{7, 6, 5}) {
+		t.Fatalf("after refused claims: snapshots %v, %v; want [7 6 5] untouched", seqs, err)
+	}
+
+	seq, err := publish(tmp, dir)
+	if err != nil || seq != 8 {
+		t.Fatalf("publish = %d, %v; want 8", seq, err)
+	}
+	mine, err1 := os.Stat(tmp)
+	got, err2 := os.Stat(filepath.Join(dir, fileName(8)))
+	if err1 != nil || err2 != nil || !os.SameFile(mine, got) {
+		t.Fatalf("snapshot 8 is not the published file: %v, %v", err1, err2)
+	}
+}
+
+// Many small Saves from many goroutines on one partition: numbers are never
+// given twice, and a Save that finished before another began has the lower
+// number (Load ranks snapshots by number). Stale listings are common here:
+// a goroutine is often descheduled between listing and linking.
+func TestFileSeqsOrderedUnderContention(t *testing.T) {
+	dir := t.TempDir()
+	const writers, saves = 8, 60
+	type span struct {
+		seq        uint64
+		start, end int64 // logical clock: the order in which Saves began and ended
+	}
+	var (
+		mu    sync.Mutex
+		clock int64
+		spans []span
+		wg    sync.WaitGroup
+	)
+	tick := func() int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		clock++
+		return clock
+	}
+	for w := range writers {
+		s := newFileStore(t, dir)
+		wg.Go(func() {
+			for n := range saves {
+				start := tick()
+				m, err := s.Save(context.Background(), testMeta("in", 0, int64(n)), newState(uint64(w*1000+n), 64))
+				if err != nil {
+					t.Errorf("save: %v", err)
+					return
+				}
+				end := tick()
+				mu.Lock()
+				spans = append(spans, span{m.Seq, start, end})
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	seen := map[uint64]bool{}
+	for _, a := range spans {
+		if seen[a.seq] {
+			t.Errorf("seq %d given twice", a.seq)
+		}
+		seen[a.seq] = true
+		for _, b := range spans {
+			if a.end < b.start && a.seq >= b.seq {
+				t.Errorf("save ending at %d got seq %d, a later save (began %d) got %d", a.end, a.seq, b.start, b.seq)
+				return
+			}
+		}
 	}
 }
 
