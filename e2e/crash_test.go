@@ -42,13 +42,15 @@ func testCrash(t *testing.T, store string) {
 	base := obs.progress()
 	for i, at := range killPoints(rng, w.nFirsts, crashKills) {
 		when := ""
-		if i == startupKill {
+		target, left := stopTarget(at, base, w.nFirsts)
+		switch {
+		case i == startupKill:
 			waitReady(t, p, 30*time.Second)
 			when = "as soon as /readyz answered 200"
-		} else {
-			// Each incarnation forwards at least one new first occurrence
-			// before it is killed, so every kill interrupts a running stage.
-			target := max(int64(at), base+1)
+		case !left:
+			waitReady(t, p, 30*time.Second)
+			when = "as soon as /readyz answered 200, every first occurrence already forwarded"
+		default:
 			obs.waitProgress(t, 60*time.Second, target, fmt.Sprintf("the output to reach kill point %d (%d keys)", i+1, target), guard)
 			when = fmt.Sprintf("at %d keys forwarded", target)
 		}
@@ -67,6 +69,20 @@ func testCrash(t *testing.T, store string) {
 	verify(t, w, obs.drain(t, brokers))
 }
 
+// stopTarget is the output progress (distinct keys) that a kill or stop at
+// stop point at waits for: at least at, and at least one first occurrence
+// more than the incarnation found (base), so that the stop interrupts a
+// stage at work. left is false when the output already holds all nFirsts
+// first occurrences (the stage can outrun the stop points): none is left
+// to wait for, and the caller stops the stage once it is ready instead of
+// waiting for progress that cannot come.
+func stopTarget(at int, base int64, nFirsts int) (target int64, left bool) {
+	if base >= int64(nFirsts) {
+		return 0, false
+	}
+	return max(int64(at), base+1), true
+}
+
 // killPoints returns k distinct output counts, sorted, spread at random over
 // 3%..90% of the expected output. Two points close together kill the stage
 // again soon after a restart, maybe while it is still restoring.
@@ -83,4 +99,24 @@ func killPoints(rng *rand.Rand, expected, k int) []int {
 	}
 	slices.Sort(pts)
 	return pts
+}
+
+func TestStopTarget(t *testing.T) {
+	for _, tc := range []struct {
+		at       int
+		base     int64
+		nFirsts  int
+		want     int64
+		wantLeft bool
+	}{
+		{at: 500, base: 100, nFirsts: 1000, want: 500, wantLeft: true},  // the stop point itself
+		{at: 500, base: 700, nFirsts: 1000, want: 701, wantLeft: true},  // one more than found
+		{at: 500, base: 999, nFirsts: 1000, want: 1000, wantLeft: true}, // the last first occurrence
+		{at: 500, base: 1000, nFirsts: 1000, wantLeft: false},           // nothing left to wait for
+	} {
+		got, left := stopTarget(tc.at, tc.base, tc.nFirsts)
+		if got != tc.want || left != tc.wantLeft {
+			t.Errorf("stopTarget(%d, %d, %d) = %d, %v; want %d, %v", tc.at, tc.base, tc.nFirsts, got, left, tc.want, tc.wantLeft)
+		}
+	}
 }
