@@ -7,20 +7,20 @@ import (
 )
 
 // Probe is where a key lives in a pair: computed once by Locate, then used
-// by TestAndAddAt without hashing the key again. It
-// depends only on the key and the pair's geometry (its Options), not on
-// time or contents, so it stays valid across rotations and for every pair
-// of the same Options (Clone, CopyTo, a decoded snapshot). It holds a
-// reference to the key. The zero Probe is not valid.
+// by TestAndAddAt without hashing the key again. It depends only on the key
+// and the pair's geometry (its Options), not on time or contents, so it
+// stays valid across rotations and for every pair of the same Options
+// (Clone, CopyTo, a decoded snapshot). It holds a reference to the key. The
+// zero Probe is not valid.
 type Probe struct {
 	key []byte // Plain mode: bits-and-blooms hashes the key itself
 	loc probe  // Counting mode
 }
 
 // Locate writes key's place in p to pr and starts loading the memory a
-// later TestAndAddAt of pr will read, returning without
-// waiting for it. It changes nothing observable (answers, Stats, snapshots,
-// time) and does not allocate.
+// later TestAndAddAt of pr will read, returning without waiting for it. It
+// changes nothing observable (answers, Stats, snapshots, time) and does not
+// allocate.
 //
 // Why: a probe of a large pair is a cache (and TLB) miss, and a TestAndAdd
 // waits for its answer, so probes one after another pay one memory round
