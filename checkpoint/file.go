@@ -305,10 +305,10 @@ func publish(tmp, dir string) (uint64, error) {
 // number it was asked to publish under.
 var errSuperseded = errors.New("a newer snapshot exists")
 
-// claim links tmp as snapshot seq of dir and checks that no newer snapshot
-// exists. When one does, it removes its link (if the name still holds tmp's
-// file) and returns errSuperseded; when seq is taken, an error wrapping
-// fs.ErrExist.
+// claim links tmp as snapshot seq of dir and checks that it is then the
+// newest snapshot. When it is not (a newer one exists, or the link is gone),
+// it removes its link (if the name still holds tmp's file) and returns
+// errSuperseded; when seq is taken, an error wrapping fs.ErrExist.
 func claim(tmp, dir string, seq uint64) error {
 	name := filepath.Join(dir, fileName(seq))
 	if err := os.Link(tmp, name); err != nil {
@@ -318,8 +318,8 @@ func claim(tmp, dir string, seq uint64) error {
 	if err != nil {
 		return fmt.Errorf("list snapshots: %w", err)
 	}
-	if len(seqs) > 0 && seqs[0] <= seq {
-		return nil
+	if len(seqs) > 0 && seqs[0] == seq {
+		return nil // the newest, and still there
 	}
 	// Another writer may have pruned the name meanwhile (it is below the
 	// newest); remove it only while it is still this writer's file.
