@@ -27,9 +27,10 @@ const benchParts = 4
 // through a plain kafka-go consume→produce copy loop with the same reader
 // and writer settings, on the same in-process kfake broker and the same
 // input, in one run, and reports stage/copy. A third contender, the copy
-// loop with the stage's three source headers and writer transport ("stage
-// without deduplication"), splits the gap: what the contract's headers
-// cost (larger outputs to encode and store) and what deduplication costs.
+// loop with the stage's three source headers, writer transport and reader
+// dialer ("stage without deduplication", stageCopy), splits the gap: what
+// the contract's headers cost (larger outputs to encode and store) and
+// what deduplication costs.
 // b.N is the number of input records (all distinct keys: every record is
 // tested, added and forwarded, the stage's worst case); the counting pair
 // is sized for 1,000,000 keys per partition.
@@ -69,8 +70,8 @@ func BenchmarkStageVsCopyLoop(b *testing.B) {
 	e := newBenchEnv(b)
 	seed(b, e, n, benchParts)
 	contenders := []contender{
-		{"copy", int64(n), runCopyLoop(nil, false)},
-		{"copy+headers", int64(n), runCopyLoop(newMetadataCache(nil), true)},
+		{"copy", int64(n), runCopyLoop(plainCopy)},
+		{"copy+headers", int64(n), runCopyLoop(stageCopy())},
 		{"stage", stageOutputs(b, n), runStage},
 	}
 	runs := map[string][]rates{}
@@ -337,24 +338,43 @@ func runStage(b *testing.B, e *testEnv, group string, consuming chan<- struct{})
 // fed in the same slices of up to 1000, keeping key, value, headers and
 // timestamp. No keys, no filters, no source headers, no ack tracking.
 //
-// With transport nil and without headers it is plain kafka-go, the
-// reference of the issue. With the stage's metadataCache and the source
-// headers (built the simple way: a slice and strconv per record) it is the
-// stage without deduplication.
-func runCopyLoop(transport kafka.RoundTripper, sourceHeaders bool) func(b *testing.B, e *testEnv, group string, consuming chan<- struct{}) func() {
+// As plainCopy it is plain kafka-go, the reference of the issue. As
+// stageCopy, with the stage's writer transport (metadataCache), its
+// readers' dialer (deadlineConn) and the source headers (built the simple
+// way: a slice and strconv per record), it is the stage without
+// deduplication.
+func runCopyLoop(v copyVariant) runFunc {
 	return func(b *testing.B, e *testEnv, group string, consuming chan<- struct{}) func() {
-		return copyLoop(b, e, consuming, copyVariant{transport: transport, sourceHeaders: sourceHeaders})
+		return copyLoop(b, e, consuming, v)
 	}
 }
 
+// copyVariant is what a copy loop takes over from the stage; its zero
+// value, plainCopy, takes nothing.
 type copyVariant struct {
-	transport     kafka.RoundTripper
+	transport     kafka.RoundTripper          // nil: kafka.DefaultTransport
+	dialer        func(Options) *kafka.Dialer // nil: kafka.DefaultDialer
 	sourceHeaders bool
+}
+
+var plainCopy = copyVariant{}
+
+func stageCopy() copyVariant {
+	return copyVariant{
+		transport: newMetadataCache(nil),
+		// The partition readers' dialer, as Processor.New makes it.
+		dialer:        func(o Options) *kafka.Dialer { return coalescingDialer(o.Dialer, readDeadlineSlack(o.FetchMaxWait)) },
+		sourceHeaders: true,
+	}
 }
 
 func copyLoop(b *testing.B, e *testEnv, consuming chan<- struct{}, v copyVariant) func() {
 	o := benchOptions(e, "copy")
 	var acked atomic.Int64
+	var dialer *kafka.Dialer
+	if v.dialer != nil {
+		dialer = v.dialer(o)
+	}
 	w := &kafka.Writer{
 		Addr:         kafka.TCP(e.brokers...),
 		Topic:        outTopic,
@@ -377,7 +397,7 @@ func copyLoop(b *testing.B, e *testEnv, consuming chan<- struct{}, v copyVariant
 	var wg sync.WaitGroup
 	for p := range benchParts {
 		r := kafka.NewReader(kafka.ReaderConfig{
-			Brokers: e.brokers, Topic: inTopic, Partition: p,
+			Brokers: e.brokers, Dialer: dialer, Topic: inTopic, Partition: p,
 			MinBytes: o.FetchMinBytes, MaxBytes: o.FetchMaxBytes, MaxWait: o.FetchMaxWait,
 			QueueCapacity: 4096, ReadLagInterval: -1,
 		})
@@ -428,11 +448,9 @@ func copyLoop(b *testing.B, e *testEnv, consuming chan<- struct{}, v copyVariant
 //	go test ./processor -run '^$' -bench StageAlone -benchtime 200000x -cpuprofile stage.prof
 func BenchmarkStageAlone(b *testing.B) { benchAlone(b, runStage, stageOutputs) }
 
-func BenchmarkCopyLoopAlone(b *testing.B) { benchAlone(b, runCopyLoop(nil, false), copyOutputs) }
+func BenchmarkCopyLoopAlone(b *testing.B) { benchAlone(b, runCopyLoop(plainCopy), copyOutputs) }
 
-func BenchmarkCopyHeadersAlone(b *testing.B) {
-	benchAlone(b, runCopyLoop(newMetadataCache(nil), true), copyOutputs)
-}
+func BenchmarkCopyHeadersAlone(b *testing.B) { benchAlone(b, runCopyLoop(stageCopy()), copyOutputs) }
 
 func benchAlone(b *testing.B, run runFunc, outputs func(b *testing.B, n int) int64) {
 	n := b.N

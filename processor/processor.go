@@ -114,6 +114,9 @@ type Processor struct {
 	client *kafka.Client    // admin requests: metadata, list offsets
 	admin  *kafka.Transport // the client's own connections, dropped on recovery
 	out    *output          // the writer of the next generation; Run replaces it after a produce failure
+	// The partition readers' dialer: Options.Dialer with connections that
+	// skip needless read-deadline updates (deadlineConn).
+	readDialer *kafka.Dialer
 
 	progress struct {
 		in, forwarded, duplicates, retractions, unkeyed, suppressed atomic.Uint64
@@ -203,6 +206,8 @@ func New(o Options) (*Processor, error) {
 		storeKind: storeKind(o.Store),
 		flushAt:   min(o.BatchSize, 1024),
 		admin:     newTransport(o),
+
+		readDialer: coalescingDialer(o.Dialer, readDeadlineSlack(o.FetchMaxWait)),
 	}
 	p.filter = spare.Options()
 	if o.Store != nil {

@@ -88,7 +88,7 @@ func (p *Processor) startWorker(ctx context.Context, g *generation, a kafka.Part
 
 	w.reader = kafka.NewReader(kafka.ReaderConfig{
 		Brokers:   p.o.Brokers,
-		Dialer:    p.o.Dialer,
+		Dialer:    p.readDialer,
 		Topic:     topic,
 		Partition: a.ID,
 		MinBytes:  p.o.FetchMinBytes,
