@@ -340,6 +340,61 @@ func TestKafkaConcurrentWriters(t *testing.T) {
 	}
 }
 
+// Across instances (processes) sharing the topic, a Save that finished
+// before another began has the lower seq, so the newest snapshot is always
+// ranked newest. Overlapping Saves may share a seq (their nonces keep the
+// chunks apart; the later manifest wins).
+func TestKafkaSeqsOrderedAcrossInstances(t *testing.T) {
+	brokers := newCluster(t)
+	const stores, writers, saves = 3, 2, 6
+	type span struct {
+		seq        uint64
+		start, end int64 // logical clock: the order in which Saves began and ended
+	}
+	var (
+		mu    sync.Mutex
+		clock int64
+		spans []span
+		wg    sync.WaitGroup
+	)
+	tick := func() int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		clock++
+		return clock
+	}
+	for i := range stores {
+		s := newKafkaStore(t, brokers, KafkaOptions{ChunkBytes: 4 << 10})
+		for w := range writers {
+			wg.Go(func() {
+				for n := range saves {
+					start := tick()
+					m, err := s.Save(testContext(t), testMeta("in", 0, int64(n)), newState(uint64(i*100+w*10+n), 64))
+					if err != nil {
+						t.Errorf("save: %v", err)
+						return
+					}
+					end := tick()
+					mu.Lock()
+					spans = append(spans, span{m.Seq, start, end})
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if len(spans) != stores*writers*saves {
+		t.Fatalf("%d saves finished, want %d", len(spans), stores*writers*saves)
+	}
+	for _, a := range spans {
+		for _, b := range spans {
+			if a.end < b.start && a.seq >= b.seq {
+				t.Fatalf("save ending at %d got seq %d, a later save (began %d) got %d", a.end, a.seq, b.start, b.seq)
+			}
+		}
+	}
+}
+
 // Groups sharing a checkpoint topic do not see each other's snapshots.
 func TestKafkaGroupsAreSeparate(t *testing.T) {
 	brokers := newCluster(t)
