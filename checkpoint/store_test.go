@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 )
@@ -127,5 +128,53 @@ func checkKeep(t *testing.T, s Store, keep int) {
 	}
 	if fmt.Sprint(seqs) != fmt.Sprint(want) {
 		t.Errorf("listed seqs %v, want %v (newest %d first)", seqs, want, keep)
+	}
+}
+
+// saveSpans records, on a logical clock, when each Save began and ended and
+// the seq it got. Safe for concurrent use.
+type saveSpans struct {
+	mu    sync.Mutex
+	clock int64
+	spans []saveSpan
+}
+
+type saveSpan struct {
+	seq        uint64
+	st         state
+	start, end int64
+}
+
+func (l *saveSpans) tick() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.clock++
+	return l.clock
+}
+
+// save saves st with s and records the Save's span.
+func (l *saveSpans) save(ctx context.Context, s Store, m Meta, st state) error {
+	start := l.tick()
+	saved, err := s.Save(ctx, m, st)
+	if err != nil {
+		return err
+	}
+	end := l.tick()
+	l.mu.Lock()
+	l.spans = append(l.spans, saveSpan{saved.Seq, st, start, end})
+	l.mu.Unlock()
+	return nil
+}
+
+// checkOrdered fails t when a Save that ended before another began got a
+// seq not below the other's.
+func (l *saveSpans) checkOrdered(t *testing.T) {
+	t.Helper()
+	for _, a := range l.spans {
+		for _, b := range l.spans {
+			if a.end < b.start && a.seq >= b.seq {
+				t.Fatalf("save ending at %d got seq %d, a later save (began %d) got %d", a.end, a.seq, b.start, b.seq)
+			}
+		}
 	}
 }
