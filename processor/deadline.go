@@ -12,9 +12,9 @@ import (
 // deadlineConn is a connection whose read deadline moves only when that
 // matters. kafka.Reader sets its connection's read deadline before every
 // record it decodes from a fetch (now + ReadBatchTimeout, 10 s by default),
-// and each set re-arms the runtime poller's timer for the socket: 0.2 s of
-// CPU per 2,000,000 records in the stage's profiles, 5 % of the whole stage
-// and more than its filters' hashing. Such a deadline is a few
+// and each set re-arms the runtime poller's timer for the socket: 0.20 to
+// 0.27 s of CPU per 2,000,000 records in the benchmark's profiles, 5 to 8 %
+// of the stage and about as much as its filter. Such a deadline is a few
 // microseconds later than the one already in force, which protects the
 // read just as well.
 //
@@ -78,9 +78,9 @@ func readDeadlineSlack(maxWait time.Duration) time.Duration {
 
 // coalescingDialer returns a copy of d (kafka.DefaultDialer when nil) whose
 // connections are deadlineConns with the given slack, for the partition
-// readers. TLS, SASL and
-// every other setting of d apply unchanged: kafka-go wraps the connection
-// this returns, and a TLS connection passes its deadlines on to it.
+// readers. TLS, SASL, the resolver and every other setting of d apply
+// unchanged: kafka-go wraps the connection this returns, and a TLS
+// connection passes its deadlines on to it.
 func coalescingDialer(d *kafka.Dialer, slack time.Duration) *kafka.Dialer {
 	if d == nil {
 		d = kafka.DefaultDialer
