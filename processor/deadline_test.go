@@ -78,11 +78,12 @@ func TestDeadlineConnAppliesOnlyWhatMatters(t *testing.T) {
 		if err := c.SetReadDeadline(s.t); err != nil {
 			t.Fatalf("%s: %v", s.name, err)
 		}
-		if got := len(rec.applied) > before; got != s.applied {
-			t.Fatalf("%s (%v from now): applied %v, want %v", s.name, s.t.Sub(now), got, s.applied)
+		applied := len(rec.applied) > before
+		if applied != s.applied {
+			t.Fatalf("%s (%v from now): applied %v, want %v", s.name, s.t.Sub(now), applied, s.applied)
 		}
-		if got := len(rec.applied) > before; got && !rec.applied[len(rec.applied)-1].Equal(s.t) {
-			t.Fatalf("%s: applied %v, want exactly %v", s.name, rec.applied[len(rec.applied)-1], s.t)
+		if last := rec.applied[len(rec.applied)-1]; applied && !last.Equal(s.t) {
+			t.Fatalf("%s: applied %v, want exactly %v", s.name, last, s.t)
 		}
 	}
 
