@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"dedup/offsets"
 )
 
 // Topic layout. Every record key starts with "<group>/<topic>/<partition>/"
@@ -393,15 +395,15 @@ func (s *KafkaStore) index(cp int) *partIndex {
 // refresh reads the checkpoint partition from where the index stopped to its
 // current end. Called with pi.mu held.
 func (s *KafkaStore) refresh(ctx context.Context, pi *partIndex, cp int) error {
-	offs, err := listOffsets(ctx, s.client, s.topic, []int{cp})
+	offs, err := offsets.List(ctx, s.client, s.topic, []int{cp})
 	if err != nil {
 		return err
 	}
 	r := offs[cp]
-	if pi.next < r.first {
-		pi.next = r.first
+	if pi.next < r.First {
+		pi.next = r.First
 	}
-	err = readRange(ctx, s.client, s.topic, cp, pi.next, r.end, func(rec *kafka.Record) error {
+	err = readRange(ctx, s.client, s.topic, cp, pi.next, r.End, func(rec *kafka.Record) error {
 		key, err := kafka.ReadAll(rec.Key)
 		if err != nil {
 			return fmt.Errorf("read key at %d: %w", rec.Offset, err)
@@ -420,7 +422,7 @@ func (s *KafkaStore) refresh(ctx context.Context, pi *partIndex, cp int) error {
 	if err != nil {
 		return err
 	}
-	pi.next = max(pi.next, r.end)
+	pi.next = max(pi.next, r.End)
 	return nil
 }
 
@@ -912,3 +914,6 @@ func (s *KafkaStore) Close() error {
 	}
 	return nil
 }
+
+// Kind names the store for metrics labels: "kafka".
+func (s *KafkaStore) Kind() string { return "kafka" }
