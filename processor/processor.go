@@ -139,14 +139,6 @@ type Processor struct {
 	stuck    recovery
 }
 
-// recovery is the state of a produce failure not yet recovered from.
-type recovery struct {
-	since    time.Time     // first failure of the streak; zero when healthy
-	err      *ProduceError // the latest
-	failedAt map[int]int64 // input partition -> input offset whose output failed, until delivered
-	attempts int           // writer replacements in this streak
-}
-
 // New validates o, fills defaults and returns a Processor. It does not
 // touch Kafka.
 func New(o Options) (*Processor, error) {

@@ -9,6 +9,14 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
+// recovery is the state of a produce failure not yet recovered from.
+type recovery struct {
+	since    time.Time     // first failure of the streak; zero when healthy
+	err      *ProduceError // the latest
+	failedAt map[int]int64 // input partition -> input offset whose output failed, until delivered
+	attempts int           // writer replacements in this streak
+}
+
 // produceFailed starts (or continues) a recovery: the worker that got perr
 // returns next, which ends the generation.
 func (p *Processor) produceFailed(out *output, perr *ProduceError) {
