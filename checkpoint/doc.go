@@ -4,8 +4,14 @@
 //
 // The state is opaque: Save streams an io.WriterTo into a standard zstd
 // frame (entropy-coded literals: see literals.go for why no match search),
-// Load hands the decompressed bytes to a decode func. The package knows nothing of the
-// processor's loop or of the filters' format.
+// Load hands the decompressed bytes to a decode func. The package knows
+// nothing of the processor's loop or of the filters' format.
+//
+// Files, one concern each: file.go is the FileStore;
+// kafka.go the KafkaStore's Save/Load/List, kafka_keys.go its key scheme,
+// kafka_topic.go the topic it creates and checks, kafka_index.go the index
+// of a checkpoint partition, kafka_chunks.go the chunk writer; codec.go and
+// literals.go the compression; scan.go and fetch.go the replay scan.
 //
 // Guarantees, for both stores:
 //
@@ -28,6 +34,7 @@
 //   - Save keeps the newest Keep snapshots per partition and removes
 //     (tombstones, for Kafka) older ones.
 //
-// FileStore and KafkaStore are safe for concurrent use. ScanOutput is a plain
-// function with no state.
+// FileStore and KafkaStore are safe for concurrent use and report their
+// Kind ("file", "kafka") for metrics labels. ScanOutput is a plain function
+// with no state.
 package checkpoint

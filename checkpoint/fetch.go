@@ -57,33 +57,6 @@ func partitionIDs(ctx context.Context, c *kafka.Client, topic string) ([]int, er
 	return nil, fmt.Errorf("read metadata of %s: %w", topic, kafka.UnknownTopicOrPartition)
 }
 
-// offsetRange is a partition's first offset and high watermark.
-type offsetRange struct{ first, end int64 }
-
-func listOffsets(ctx context.Context, c *kafka.Client, topic string, partitions []int) (map[int]offsetRange, error) {
-	reqs := make([]kafka.OffsetRequest, 0, 2*len(partitions))
-	for _, p := range partitions {
-		reqs = append(reqs, kafka.FirstOffsetOf(p), kafka.LastOffsetOf(p))
-	}
-	res, err := c.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: reqs}})
-	if err != nil {
-		return nil, fmt.Errorf("list offsets of %s: %w", topic, err)
-	}
-	out := make(map[int]offsetRange, len(partitions))
-	for _, po := range res.Topics[topic] {
-		if po.Error != nil {
-			return nil, fmt.Errorf("list offsets of %s/%d: %w", topic, po.Partition, po.Error)
-		}
-		out[po.Partition] = offsetRange{first: po.FirstOffset, end: po.LastOffset}
-	}
-	for _, p := range partitions {
-		if _, ok := out[p]; !ok {
-			return nil, fmt.Errorf("list offsets of %s/%d: no answer", topic, p)
-		}
-	}
-	return out, nil
-}
-
 // readRange calls fn for every record of (topic, partition) with
 // from <= offset < to, in offset order. Offsets missing from the log
 // (compacted away, deleted by retention) are skipped.

@@ -574,3 +574,6 @@ func (s *FileStore) Open(ctx context.Context, e Entry) (io.ReadCloser, error) {
 
 // Close implements Store. A FileStore holds no open resources.
 func (s *FileStore) Close() error { return nil }
+
+// Kind names the store for metrics labels: "file".
+func (s *FileStore) Kind() string { return "file" }

@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -21,25 +20,10 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
-// Topic layout. Every record key starts with "<group>/<topic>/<partition>/"
-// (group path-escaped, so it holds no '/'):
-//
-//	<g>/<t>/<p>/c/<seq>/<nonce>/<n>   chunk n of snapshot seq (value: stored bytes)
-//	<g>/<t>/<p>/m/<seq>               manifest of snapshot seq (value: JSON)
-//
-// seq is zero-padded to 20 digits, n to 6. The nonce is random per Save, so
-// two writers that pick the same seq never overwrite each other's chunks; the
-// later manifest wins, as compaction would decide. Chunks are written before
-// their manifest, so a manifest is only ever visible after its chunks.
-// Superseded manifests and their chunks (and chunks no manifest refers to)
-// are tombstoned, so compaction keeps the last Keep snapshots per partition.
-// Input partition p goes to checkpoint partition p % (partitions of the
-// topic), so a restore reads only that checkpoint partition.
 const (
 	defaultChunkBytes = 512 << 10
 	recordOverhead    = 16 << 10 // key, headers and batch framing around a chunk
 	minChunkBytes     = 1 << 10
-	writeGroup        = 8 // chunks per WriteMessages call
 	saveHeader        = "dedup-checkpoint-save"
 )
 
@@ -80,48 +64,6 @@ type KafkaStore struct {
 }
 
 var _ Store = (*KafkaStore)(nil)
-
-// snapID names the snapshots of one input partition.
-type snapID struct {
-	topic     string
-	partition int
-}
-
-type chunkSum struct {
-	Size int    `json:"size"`
-	CRC  uint32 `json:"crc"`
-}
-
-type manifest struct {
-	Meta   Meta       `json:"meta"`
-	Nonce  string     `json:"nonce"`
-	Chunks []chunkSum `json:"chunks"`
-}
-
-type manifestLoc struct {
-	key    string
-	offset int64
-	m      manifest
-	err    error // the manifest record could not be decoded
-}
-
-type chunkLoc struct {
-	id     snapID
-	seq    uint64
-	nonce  string
-	n      int
-	offset int64
-	sum    chunkSum
-}
-
-// partIndex is what one checkpoint partition holds, built by reading it.
-type partIndex struct {
-	mu        sync.Mutex // held while reading or writing the partition
-	next      int64      // next offset to read
-	read      int        // records read from Kafka so far (a Save's own records are learned, not read)
-	manifests map[snapID]map[uint64]*manifestLoc
-	chunks    map[string]*chunkLoc
-}
 
 // NewKafkaStore connects, creates the topic with cleanup.policy=compact when
 // missing, and fits ChunkBytes to the topic's max.message.bytes.
@@ -184,153 +126,6 @@ func (s *KafkaStore) closeTransport() {
 	}
 }
 
-// ensureTopic creates the topic when missing and returns its partitions.
-func (s *KafkaStore) ensureTopic(ctx context.Context, partitions int) ([]int, error) {
-	ids, err := partitionIDs(ctx, s.client, s.topic)
-	if err == nil {
-		return ids, nil
-	}
-	if !errors.Is(err, kafka.UnknownTopicOrPartition) {
-		return nil, err
-	}
-	res, err := s.client.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
-		Topic:             s.topic,
-		NumPartitions:     partitions,
-		ReplicationFactor: -1,
-		ConfigEntries:     []kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"}},
-	}}})
-	if err != nil {
-		return nil, fmt.Errorf("create topic %s: %w", s.topic, err)
-	}
-	if err := res.Errors[s.topic]; err != nil && !errors.Is(err, kafka.TopicAlreadyExists) {
-		return nil, fmt.Errorf("create topic %s: %w", s.topic, err)
-	}
-	s.log.Info("created checkpoint topic", "topic", s.topic, "partitions", partitions)
-	// Metadata may lag the creation: poll until the partitions show.
-	for {
-		ids, err := partitionIDs(ctx, s.client, s.topic)
-		if err == nil {
-			return ids, nil
-		}
-		if !errors.Is(err, kafka.UnknownTopicOrPartition) && !errors.Is(err, kafka.LeaderNotAvailable) {
-			return nil, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("wait for topic %s: %w", s.topic, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-// fitChunks reads the topic's configuration: warns when it is not compacted
-// and lowers the chunk size below max.message.bytes.
-func (s *KafkaStore) fitChunks(ctx context.Context) error {
-	res, err := s.client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
-		ResourceType: kafka.ResourceTypeTopic,
-		ResourceName: s.topic,
-	}}}) // all configs: some brokers report the broker-level name (message.max.bytes) too
-
-	if err != nil {
-		s.log.Warn("cannot read checkpoint topic configuration", "topic", s.topic, "err", err)
-		return nil
-	}
-	for _, r := range res.Resources {
-		if r.Error != nil {
-			s.log.Warn("cannot read checkpoint topic configuration", "topic", s.topic, "err", r.Error)
-			continue
-		}
-		for _, e := range r.ConfigEntries {
-			switch e.ConfigName {
-			case "cleanup.policy":
-				if !strings.Contains(e.ConfigValue, "compact") {
-					s.log.Warn("checkpoint topic is not compacted: old snapshots are kept until retention deletes them",
-						"topic", s.topic, "cleanup.policy", e.ConfigValue)
-				}
-			case "max.message.bytes", "message.max.bytes":
-				max, err := strconv.Atoi(e.ConfigValue)
-				if err != nil || max <= 0 || s.chunk+recordOverhead <= max {
-					continue
-				}
-				if max-recordOverhead < minChunkBytes {
-					return fmt.Errorf("topic %s: max.message.bytes %d leaves no room for chunks", s.topic, max)
-				}
-				s.log.Info("checkpoint chunk size lowered to fit max.message.bytes", "topic", s.topic,
-					"chunk_bytes", max-recordOverhead, "max.message.bytes", max)
-				s.chunk = max - recordOverhead
-			}
-		}
-	}
-	return nil
-}
-
-// Keys.
-
-func (s *KafkaStore) snapPrefix(id snapID) string {
-	return fmt.Sprintf("%s%s/%d/", s.prefix, id.topic, id.partition)
-}
-
-func (s *KafkaStore) manifestKey(id snapID, seq uint64) string {
-	return fmt.Sprintf("%sm/%020d", s.snapPrefix(id), seq)
-}
-
-func (s *KafkaStore) chunkKey(id snapID, seq uint64, nonce string, n int) string {
-	return fmt.Sprintf("%sc/%020d/%s/%06d", s.snapPrefix(id), seq, nonce, n)
-}
-
-// parsedKey is a record key of this store's group.
-type parsedKey struct {
-	id       snapID
-	manifest bool
-	seq      uint64
-	nonce    string
-	n        int
-}
-
-func (s *KafkaStore) parseKey(key string) (parsedKey, bool) {
-	rest, ok := strings.CutPrefix(key, s.prefix)
-	if !ok {
-		return parsedKey{}, false
-	}
-	f := strings.Split(rest, "/")
-	if len(f) < 4 {
-		return parsedKey{}, false
-	}
-	var k parsedKey
-	var err error
-	k.id.topic = f[0]
-	if k.id.partition, err = strconv.Atoi(f[1]); err != nil {
-		return parsedKey{}, false
-	}
-	if k.seq, err = strconv.ParseUint(f[3], 10, 64); err != nil {
-		return parsedKey{}, false
-	}
-	switch {
-	case f[2] == "m" && len(f) == 4:
-		k.manifest = true
-	case f[2] == "c" && len(f) == 6:
-		k.nonce = f[4]
-		if k.n, err = strconv.Atoi(f[5]); err != nil {
-			return parsedKey{}, false
-		}
-	default:
-		return parsedKey{}, false
-	}
-	return k, true
-}
-
-// inputPartition reads the input partition from any key of the layout.
-func inputPartition(key []byte) (int, bool) {
-	f := bytes.SplitN(key, []byte("/"), 4)
-	if len(f) < 4 {
-		return 0, false
-	}
-	p, err := strconv.Atoi(string(f[2]))
-	return p, err == nil && p >= 0
-}
-
-func (s *KafkaStore) checkpointPartition(inputPartition int) int { return inputPartition % s.nparts }
-
 // balance routes input partition p to checkpoint partition p % nparts. The
 // count is fixed when the store starts so that writes and reads agree even if
 // partitions are added to the topic later.
@@ -375,194 +170,6 @@ func (s *KafkaStore) completed(msgs []kafka.Message, err error) {
 			t.mu.Unlock()
 		}
 	}
-}
-
-// index returns the index of a checkpoint partition, locked.
-func (s *KafkaStore) index(cp int) *partIndex {
-	s.mu.Lock()
-	pi, ok := s.indexes[cp]
-	if !ok {
-		pi = &partIndex{manifests: map[snapID]map[uint64]*manifestLoc{}, chunks: map[string]*chunkLoc{}}
-		s.indexes[cp] = pi
-	}
-	s.mu.Unlock()
-	pi.mu.Lock()
-	return pi
-}
-
-// refresh reads the checkpoint partition from where the index stopped to its
-// current end. Called with pi.mu held.
-func (s *KafkaStore) refresh(ctx context.Context, pi *partIndex, cp int) error {
-	offs, err := listOffsets(ctx, s.client, s.topic, []int{cp})
-	if err != nil {
-		return err
-	}
-	r := offs[cp]
-	if pi.next < r.first {
-		pi.next = r.first
-	}
-	err = readRange(ctx, s.client, s.topic, cp, pi.next, r.end, func(rec *kafka.Record) error {
-		key, err := kafka.ReadAll(rec.Key)
-		if err != nil {
-			return fmt.Errorf("read key at %d: %w", rec.Offset, err)
-		}
-		var value []byte
-		if rec.Value != nil {
-			if value, err = kafka.ReadAll(rec.Value); err != nil {
-				return fmt.Errorf("read value at %d: %w", rec.Offset, err)
-			}
-		}
-		s.apply(pi, string(key), value, rec.Value == nil, rec.Offset)
-		pi.next = rec.Offset + 1
-		pi.read++
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	pi.next = max(pi.next, r.end)
-	return nil
-}
-
-// apply adds one record of the checkpoint topic to the index.
-func (s *KafkaStore) apply(pi *partIndex, key string, value []byte, tombstone bool, offset int64) {
-	k, ok := s.parseKey(key)
-	if !ok {
-		return
-	}
-	if !k.manifest {
-		if tombstone {
-			delete(pi.chunks, key)
-			return
-		}
-		pi.chunks[key] = &chunkLoc{id: k.id, seq: k.seq, nonce: k.nonce, n: k.n, offset: offset,
-			sum: chunkSum{Size: len(value), CRC: checksum(value)}}
-		return
-	}
-	ms := pi.manifests[k.id]
-	if tombstone {
-		delete(ms, k.seq)
-		return
-	}
-	if ms == nil {
-		ms = map[uint64]*manifestLoc{}
-		pi.manifests[k.id] = ms
-	}
-	loc := &manifestLoc{key: key, offset: offset}
-	if err := json.Unmarshal(value, &loc.m); err != nil {
-		loc.err = &CorruptError{Key: key, What: "manifest", Err: fmt.Errorf("%w: %v", ErrFormat, err)}
-	}
-	// The key is the authority on what the manifest describes.
-	loc.m.Meta.Topic, loc.m.Meta.Partition, loc.m.Meta.Seq = k.id.topic, k.id.partition, k.seq
-	ms[k.seq] = loc
-}
-
-// newest returns the manifests of id, newest first.
-func (pi *partIndex) newest(id snapID) []*manifestLoc {
-	var out []*manifestLoc
-	for _, loc := range pi.manifests[id] {
-		out = append(out, loc)
-	}
-	slices.SortFunc(out, func(a, b *manifestLoc) int { return -cmp.Compare(a.m.Meta.Seq, b.m.Meta.Seq) })
-	return out
-}
-
-// verifyIndexed checks a manifest against the chunks the index has seen.
-func (s *KafkaStore) verifyIndexed(pi *partIndex, loc *manifestLoc) error {
-	if loc.err != nil {
-		return loc.err
-	}
-	m := loc.m
-	var total int64
-	for n, want := range m.Chunks {
-		key := s.chunkKey(snapID{m.Meta.Topic, m.Meta.Partition}, m.Meta.Seq, m.Nonce, n)
-		c, ok := pi.chunks[key]
-		if !ok {
-			return &CorruptError{Key: key, What: fmt.Sprintf("chunk %d of %d", n, len(m.Chunks)), Err: ErrMissing}
-		}
-		if c.sum != want {
-			return &CorruptError{Key: key, What: fmt.Sprintf("chunk %d of %d", n, len(m.Chunks)),
-				Err: fmt.Errorf("%w: %d bytes crc %08x, manifest says %d bytes crc %08x", ErrChecksum, c.sum.Size, c.sum.CRC, want.Size, want.CRC)}
-		}
-		total += int64(want.Size)
-	}
-	if total != m.Meta.StoredBytes {
-		return &CorruptError{Key: loc.key, What: "manifest", Err: fmt.Errorf("%w: chunks hold %d bytes, meta says %d", ErrFormat, total, m.Meta.StoredBytes)}
-	}
-	return nil
-}
-
-// chunkPlan is what is needed to read one snapshot back.
-type chunkPlan struct {
-	loc     *manifestLoc
-	offsets []int64 // of each chunk
-	keys    []string
-}
-
-func (s *KafkaStore) plan(pi *partIndex, loc *manifestLoc) (chunkPlan, error) {
-	if err := s.verifyIndexed(pi, loc); err != nil {
-		return chunkPlan{}, err
-	}
-	p := chunkPlan{loc: loc}
-	m := loc.m
-	for n := range m.Chunks {
-		key := s.chunkKey(snapID{m.Meta.Topic, m.Meta.Partition}, m.Meta.Seq, m.Nonce, n)
-		p.keys = append(p.keys, key)
-		p.offsets = append(p.offsets, pi.chunks[key].offset)
-	}
-	return p, nil
-}
-
-// fetchChunks reads the chunks of a plan and verifies every checksum, so the
-// returned bytes are exactly what Save stored.
-func (s *KafkaStore) fetchChunks(ctx context.Context, cp int, p chunkPlan) ([][]byte, error) {
-	m := p.loc.m
-	chunks := make([][]byte, len(p.keys))
-	if len(p.keys) > 0 {
-		want := make(map[int64]int, len(p.offsets))
-		for n, off := range p.offsets {
-			want[off] = n
-		}
-		from, to := slices.Min(p.offsets), slices.Max(p.offsets)+1
-		err := readRange(ctx, s.client, s.topic, cp, from, to, func(rec *kafka.Record) error {
-			n, ok := want[rec.Offset]
-			if !ok {
-				return nil
-			}
-			b, err := kafka.ReadAll(rec.Value)
-			if err != nil {
-				return fmt.Errorf("read chunk %d: %w", n, err)
-			}
-			chunks[n] = b
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	total := newCRC()
-	for n, b := range chunks {
-		what := fmt.Sprintf("chunk %d of %d", n, len(chunks))
-		if b == nil {
-			return nil, &CorruptError{Key: p.keys[n], What: what, Err: ErrMissing}
-		}
-		if got := (chunkSum{Size: len(b), CRC: checksum(b)}); got != m.Chunks[n] {
-			return nil, &CorruptError{Key: p.keys[n], What: what, Err: fmt.Errorf("%w: crc %08x, want %08x", ErrChecksum, got.CRC, m.Chunks[n].CRC)}
-		}
-		total.Write(b)
-	}
-	if got := total.Sum32(); got != m.Meta.Checksum {
-		return nil, &CorruptError{Key: p.loc.key, What: "payload", Err: fmt.Errorf("%w: crc %08x, want %08x", ErrChecksum, got, m.Meta.Checksum)}
-	}
-	return chunks, nil
-}
-
-func chunkReader(chunks [][]byte) io.Reader {
-	rs := make([]io.Reader, len(chunks))
-	for i, b := range chunks {
-		rs[i] = bytes.NewReader(b)
-	}
-	return io.MultiReader(rs...)
 }
 
 // Save implements Store: chunks first, then the manifest, then tombstones for
@@ -722,64 +329,6 @@ func (s *KafkaStore) learn(pi *partIndex, t *saveTrace, chunks []kafka.Message, 
 	pi.next = off
 }
 
-// chunkWriter cuts a stream into chunks of size bytes and hands them to
-// flush writeGroup at a time.
-type chunkWriter struct {
-	ctx     context.Context
-	size    int
-	flush   func(context.Context, [][]byte) error
-	cur     []byte
-	pending [][]byte
-	sums    []chunkSum
-}
-
-func (w *chunkWriter) Write(p []byte) (int, error) {
-	n := len(p)
-	for len(p) > 0 {
-		if w.cur == nil {
-			w.cur = make([]byte, 0, w.size)
-		}
-		k := min(len(p), w.size-len(w.cur))
-		w.cur = append(w.cur, p[:k]...)
-		p = p[k:]
-		if len(w.cur) == w.size {
-			if err := w.cut(); err != nil {
-				return 0, err
-			}
-		}
-	}
-	return n, nil
-}
-
-func (w *chunkWriter) cut() error {
-	w.sums = append(w.sums, chunkSum{Size: len(w.cur), CRC: checksum(w.cur)})
-	w.pending = append(w.pending, w.cur)
-	w.cur = nil
-	if len(w.pending) < writeGroup {
-		return nil
-	}
-	return w.send()
-}
-
-func (w *chunkWriter) send() error {
-	if len(w.pending) == 0 {
-		return nil
-	}
-	err := w.flush(w.ctx, w.pending)
-	w.pending = nil
-	return err
-}
-
-// Close writes what is left.
-func (w *chunkWriter) Close() error {
-	if len(w.cur) > 0 {
-		w.sums = append(w.sums, chunkSum{Size: len(w.cur), CRC: checksum(w.cur)})
-		w.pending = append(w.pending, w.cur)
-		w.cur = nil
-	}
-	return w.send()
-}
-
 // Load implements Store.
 func (s *KafkaStore) Load(ctx context.Context, topic string, partition int, decode func(Meta, io.Reader) error) (Meta, Source, error) {
 	id := snapID{topic, partition}
@@ -912,3 +461,6 @@ func (s *KafkaStore) Close() error {
 	}
 	return nil
 }
+
+// Kind names the store for metrics labels: "kafka".
+func (s *KafkaStore) Kind() string { return "kafka" }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	"github.com/segmentio/kafka-go"
+
+	"dedup/offsets"
 )
 
 // ScanOptions configures ScanOutput.
@@ -46,7 +48,7 @@ func ScanOutput(ctx context.Context, o ScanOptions) (map[int64]struct{}, error) 
 	if err != nil {
 		return nil, fmt.Errorf("scan output: %w", err)
 	}
-	ends, err := listOffsets(ctx, c, o.OutputTopic, parts)
+	ends, err := offsets.List(ctx, c, o.OutputTopic, parts)
 	if err != nil {
 		return nil, fmt.Errorf("scan output: %w", err)
 	}
@@ -55,10 +57,10 @@ func ScanOutput(ctx context.Context, o ScanOptions) (map[int64]struct{}, error) 
 	for _, p := range parts {
 		r := ends[p]
 		from, ok := o.From[p]
-		if !ok || from < r.first {
-			from = r.first
+		if !ok || from < r.First {
+			from = r.First
 		}
-		err := readRange(ctx, c, o.OutputTopic, p, from, r.end, func(rec *kafka.Record) error {
+		err := readRange(ctx, c, o.OutputTopic, p, from, r.End, func(rec *kafka.Record) error {
 			var topic, partition, offset string
 			var hasTopic, hasPartition bool
 			for _, h := range rec.Headers {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"dedup/offsets"
 )
 
 const (
@@ -65,11 +67,11 @@ func TestScanOutput(t *testing.T) {
 	}
 	writeOutput(t, brokers, before)
 	c := &kafka.Client{Addr: kafka.TCP(brokers...)}
-	ends, err := listOffsets(testContext(t), c, "out", []int{0, 1})
+	ends, err := offsets.List(testContext(t), c, "out", []int{0, 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	from := map[int]int64{0: ends[0].end, 1: ends[1].end}
+	from := map[int]int64{0: ends[0].End, 1: ends[1].End}
 
 	// After the snapshot (which covers inputs < 12 of in/0): a processor
 	// replayed inputs 10..11 and then went on; noise in between.
@@ -105,7 +107,7 @@ func TestScanOutput(t *testing.T) {
 
 	// A partition missing from From is read from its start.
 	got, err = ScanOutput(testContext(t), ScanOptions{
-		Brokers: brokers, OutputTopic: "out", From: map[int]int64{0: ends[0].end},
+		Brokers: brokers, OutputTopic: "out", From: map[int]int64{0: ends[0].End},
 		SourceTopic: "in", SourcePartition: 1, MinOffset: 0,
 		HeaderTopic: hTopic, HeaderPartition: hPartition, HeaderOffset: hOffset,
 	})

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"dedup/offsets"
 	"dedup/rotation"
 )
 
@@ -256,20 +257,17 @@ func seed(b *testing.B, e *testEnv, n, parts int) {
 // outputEnd returns the sum of the output partitions' end offsets.
 func outputEnd(b *testing.B, e *testEnv, parts int) int64 {
 	cl := &kafka.Client{Addr: kafka.TCP(e.brokers...)}
-	var reqs []kafka.OffsetRequest
-	for p := range parts {
-		reqs = append(reqs, kafka.LastOffsetOf(p))
+	ids := make([]int, parts)
+	for p := range ids {
+		ids[p] = p
 	}
-	res, err := cl.ListOffsets(context.Background(), &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{outTopic: reqs}})
+	r, err := offsets.List(context.Background(), cl, outTopic, ids)
 	if err != nil {
 		b.Fatal(err)
 	}
 	var sum int64
-	for _, po := range res.Topics[outTopic] {
-		if po.Error != nil {
-			b.Fatalf("list offsets of output partition %d: %v", po.Partition, po.Error)
-		}
-		sum += po.LastOffset
+	for _, o := range r {
+		sum += o.End
 	}
 	return sum
 }

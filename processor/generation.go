@@ -3,27 +3,27 @@ package processor
 import (
 	"context"
 	"errors"
-	"fmt"
-	"log/slog"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"dedup/processor/partition"
 )
 
-// generation is what the workers of one consumer-group generation share.
+// generation is what the partitions of one consumer-group generation share.
 type generation struct {
 	gen   *kafka.Generation
-	route partitioner
+	route partition.Router
 	out   *output // the writer of this generation
 }
 
 // runGeneration runs one generation to its end: a supervisor started with
-// gen.Start reads the partition counts, starts one worker per assigned
-// partition (each with gen.Start, so a worker that returns ends the
-// generation), waits for the generation's context to end (rebalance,
-// group closed) and then for every worker to flush, checkpoint and commit.
+// gen.Start reads the partition counts, starts one partition pipeline per
+// assigned partition (each with gen.Start, so a pipeline that returns ends
+// the generation), waits for the generation's context to end (rebalance,
+// group closed) and then for every pipeline to flush, checkpoint and commit.
 func (p *Processor) runGeneration(gen *kafka.Generation) {
 	done := make(chan struct{})
 	gen.Start(func(ctx context.Context) {
@@ -53,7 +53,7 @@ func (p *Processor) superviseGeneration(ctx context.Context, gen *kafka.Generati
 		sleep(ctx, time.Second)
 		return
 	}
-	g := &generation{gen: gen, route: newPartitioner(in, out), out: p.out}
+	g := &generation{gen: gen, route: partition.NewRouter(in, out), out: p.out}
 
 	p.mu.Lock()
 	p.inGen, p.assigned, p.readyN = true, len(assigned), 0
@@ -77,12 +77,12 @@ func (p *Processor) superviseGeneration(ctx context.Context, gen *kafka.Generati
 	log.Info("generation ended", "partitions", ids)
 }
 
-// runPartition restores, consumes and, at the generation's end, stops one
-// partition. Returning ends the generation (the group rejoins and the
-// partition restarts from its last checkpoint or commit); a produce failure
-// also has Run replace the writer first.
+// runPartition starts, runs and, at the generation's end, stops one
+// partition's pipeline. Returning ends the generation (the group rejoins
+// and the partition restarts from its last checkpoint or commit); a
+// produce failure also has Run replace the writer first.
 func (p *Processor) runPartition(ctx context.Context, g *generation, a kafka.PartitionAssignment) {
-	w, err := p.startWorker(ctx, g, a)
+	w, err := partition.Start(ctx, p.partitionDeps(g, a))
 	if err != nil {
 		if ctx.Err() == nil {
 			p.log.Error("start partition", "topic", p.o.InputTopic, "partition", a.ID, "err", err)
@@ -96,176 +96,71 @@ func (p *Processor) runPartition(ctx context.Context, g *generation, a kafka.Par
 	p.readyN++
 	p.mu.Unlock()
 
-	err = w.run(ctx)
+	err = w.Run(ctx)
 	var perr *ProduceError
 	switch {
 	case errors.As(err, &perr):
 		p.produceFailed(g.out, perr)
 	case err != nil:
-		w.log.Error("partition stopped", "err", err)
+		p.log.Error("partition stopped", "topic", p.o.InputTopic, "partition", a.ID, "generation", g.gen.ID, "err", err)
 	}
 }
 
-// stop ends a worker: flush, let a running checkpoint finish, then
-// checkpoint and commit everything acknowledged, close the reader. Bounded
-// by the rebalance timeout, which is how long the group waits for us.
-func (w *worker) stop() error {
-	ctx, cancel := context.WithTimeout(context.Background(), w.p.o.RebalanceTimeout)
-	defer cancel()
-	began := time.Now()
-	errs := []error{w.flush()}
-	w.cp.stopSaver()
-	w.publishCounts()
-	w.updateGauges()
-	if w.position != w.cp.last && w.acks.failed() == nil && !w.p.crashed.Load() {
-		// The worker has stopped, so no output of an input >= position will
-		// follow: end offsets read after the acknowledgements are complete.
-		err := w.acks.waitAcknowledged(ctx, w.position)
-		var ends map[int]int64
-		if err == nil && w.cp.store != nil {
-			ends, err = w.p.outputEnds(ctx, w.route, w.partition)
-		}
-		if err == nil {
-			err = w.finishCheckpoint(ctx, w.position, ends, w.pair, began)
-		}
-		if err == nil {
-			w.cp.last = w.position
-		}
-		errs = append(errs, err)
-	}
-	errs = append(errs, w.reader.Close())
-	w.log.Info("partition revoked", "position", w.position, "committed", w.cp.last)
-	return errors.Join(errs...)
-}
+// partitionDeps is everything the pipeline of assignment a uses in
+// generation g.
+func (p *Processor) partitionDeps(g *generation, a kafka.PartitionAssignment) partition.Deps {
+	topic, part := p.o.InputTopic, a.ID
+	log := p.log.With("topic", topic, "partition", part, "generation", g.gen.ID)
+	return partition.Deps{
+		Group:       p.o.GroupID,
+		Topic:       topic,
+		Partition:   part,
+		Committed:   a.Offset,
+		OutputTopic: p.o.OutputTopic,
 
-// completion is the writer's Completion callback: it settles each record's
-// ack slot. Write errors are checked record by record (kafka.WriteErrors)
-// when the writer reports them so, else the batch error applies to all.
-func (p *Processor) completion(out *output, msgs []kafka.Message, err error) {
-	now := time.Now()
-	var werrs kafka.WriteErrors
-	errors.As(err, &werrs)
-	var (
-		t      *ackTracker
-		failed int
-	)
-	for i := range msgs {
-		s, ok := msgs[i].WriterData.(*ackSlot)
-		if !ok {
-			continue
-		}
-		e := err
-		if werrs != nil {
-			e = nil
-			if i < len(werrs) {
-				e = werrs[i]
-			}
-		}
-		if s.t != t {
-			if t != nil {
-				t.retireLocked()
-				t.mu.Unlock()
-			}
-			t = s.t
-			t.mu.Lock()
-		}
-		switch {
-		case errors.Is(e, errAborted):
-			// Never sent, by design: not a produce error of its own (the
-			// one that broke the writer was counted).
-		case e != nil:
-			failed++
-		case !s.ts.IsZero():
-			p.metrics.latency.Observe(now.Sub(s.ts).Seconds())
-		}
-		t.completeLocked(s, e)
-	}
-	if t != nil {
-		t.retireLocked()
-		t.mu.Unlock()
-	}
-	if failed > 0 {
-		out.broken.Store(true)
-		p.metrics.produceErrors.WithLabelValues(p.o.OutputTopic).Add(float64(failed))
-		p.log.Error("produce failed", "topic", p.o.OutputTopic, "records", failed, "err", err)
+		Keys:          p.o.Key,
+		RetractHeader: p.o.RetractHeader,
+		Writer:        g.out.w,
+		Route:         g.route,
+		FlushAt:       p.flushAt,
+		InflightCap:   p.inflightCap(g.route.OutputPartitions()),
+
+		Reader: kafka.ReaderConfig{
+			Brokers:     p.o.Brokers,
+			Dialer:      p.readDialer,
+			MinBytes:    p.o.FetchMinBytes,
+			MaxBytes:    p.o.FetchMaxBytes,
+			MaxWait:     p.o.FetchMaxWait,
+			ErrorLogger: kafkaLogger{log: log},
+		},
+		Filter: p.filter,
+
+		Store:              p.o.Store,
+		Spares:             p.spares,
+		CheckpointInterval: p.o.CheckpointInterval,
+		StopTimeout:        p.o.RebalanceTimeout,
+		Scan:               p.scanOptions(),
+
+		Commit: func(offset int64) error { return p.commit(g, topic, part, offset) },
+		OutputEnds: func(ctx context.Context) (map[int]int64, error) {
+			return p.outputEnds(ctx, g.route.Outputs(part))
+		},
+		Resolve: func(ctx context.Context, logical int64) (int64, error) {
+			return p.logicalOffset(ctx, topic, part, logical)
+		},
+		RecoverAt: p.failedOffset(part),
+		Delivered: func(offset int64) { p.delivered(part, offset) },
+		Crashed:   p.crashed.Load,
+
+		Metrics: p.metrics.partition(topic, part, p.storeKind),
+		Totals:  &p.progress,
+		Log:     log,
 	}
 }
 
-// commit commits offset (the next to read) of one input partition.
-func (p *Processor) commit(g *generation, topic string, partition int, offset int64) error {
-	p.commitMu.Lock()
-	defer p.commitMu.Unlock()
-	return g.gen.CommitOffsets(map[string]map[int]int64{topic: {partition: offset}})
-}
-
-// outputEnds reads the end offsets of the output partitions an input
-// partition can write to: its own when routing keeps partitions, else all.
-func (p *Processor) outputEnds(ctx context.Context, route partitioner, inputPartition int) (map[int]int64, error) {
-	var reqs []kafka.OffsetRequest
-	if route.same {
-		reqs = []kafka.OffsetRequest{kafka.LastOffsetOf(inputPartition)}
-	} else {
-		for _, part := range route.parts {
-			reqs = append(reqs, kafka.LastOffsetOf(part))
-		}
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	res, err := p.client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{p.o.OutputTopic: reqs}})
-	if err != nil {
-		return nil, fmt.Errorf("list offsets of %s: %w", p.o.OutputTopic, err)
-	}
-	ends := make(map[int]int64, len(reqs))
-	for _, po := range res.Topics[p.o.OutputTopic] {
-		if po.Error != nil {
-			return nil, fmt.Errorf("list offsets of %s/%d: %w", p.o.OutputTopic, po.Partition, po.Error)
-		}
-		ends[po.Partition] = po.LastOffset
-	}
-	if len(ends) != len(reqs) {
-		return nil, fmt.Errorf("list offsets of %s: %d of %d partitions answered", p.o.OutputTopic, len(ends), len(reqs))
-	}
-	return ends, nil
-}
-
-// partitionCounts reads how many partitions the input and output topics
-// have; routing depends on whether they match.
-func (p *Processor) partitionCounts(ctx context.Context) (in, out int, err error) {
-	res, err := p.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{p.o.InputTopic, p.o.OutputTopic}})
-	if err != nil {
-		return 0, 0, fmt.Errorf("read metadata: %w", err)
-	}
-	for _, t := range res.Topics {
-		if t.Error != nil {
-			return 0, 0, fmt.Errorf("read metadata of %s: %w", t.Name, t.Error)
-		}
-		switch t.Name {
-		case p.o.InputTopic:
-			in = len(t.Partitions)
-		case p.o.OutputTopic:
-			out = len(t.Partitions)
-		}
-	}
-	if in == 0 || out == 0 {
-		return 0, 0, fmt.Errorf("read metadata: %s has %d partitions, %s has %d", p.o.InputTopic, in, p.o.OutputTopic, out)
-	}
-	return in, out, nil
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
-}
-
-// kafkaLogger adapts kafka-go's Printf logger to slog. kafka-go reports
-// retried, transient conditions through its error logger too, so they go
-// to Debug; what matters surfaces as errors returned to the processor.
-type kafkaLogger struct{ log *slog.Logger }
-
-func (l kafkaLogger) Printf(format string, args ...any) {
-	l.log.Debug(fmt.Sprintf(format, args...))
+// inflightCap sizes a partition's ack ring: room for two full writer
+// batches per output partition, so batching never starves, bounded so
+// a stalled writer holds a bounded amount of memory.
+func (p *Processor) inflightCap(outputPartitions int) int {
+	return min(1<<18, max(8192, 2*p.o.BatchSize*max(1, outputPartitions)))
 }

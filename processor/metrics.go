@@ -4,6 +4,8 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"dedup/processor/partition"
 )
 
 // Outcomes of one input record, the values of dedup_messages_total{outcome}.
@@ -165,41 +167,36 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// partitionMetrics are one partition's series, looked up once per
-// assignment so the hot path never hashes label values.
-type partitionMetrics struct {
-	forwarded, duplicate, retraction, unkeyed prometheus.Counter
-	replaySuppressed                          prometheus.Counter
-	fill, estKeys, fpRate, saturated          [2]prometheus.Gauge // current, previous
-	windowElapsed, bytes, lag                 prometheus.Gauge
-	rotations                                 prometheus.Counter
-	cpRaw, cpStored, cpLast                   prometheus.Gauge
-	checkpoints, checkpointFails              prometheus.Counter
-}
-
-func (m *Metrics) partition(topic string, partition int) *partitionMetrics {
-	p := strconv.Itoa(partition)
-	pm := &partitionMetrics{
-		forwarded:        m.messages.WithLabelValues(topic, p, OutcomeForwarded),
-		duplicate:        m.messages.WithLabelValues(topic, p, OutcomeDuplicate),
-		retraction:       m.messages.WithLabelValues(topic, p, OutcomeRetraction),
-		unkeyed:          m.messages.WithLabelValues(topic, p, OutcomeUnkeyed),
-		replaySuppressed: m.replaySuppressed.WithLabelValues(topic, p),
-		windowElapsed:    m.windowElapsed.WithLabelValues(topic, p),
-		bytes:            m.filterBytes.WithLabelValues(topic, p),
-		lag:              m.lag.WithLabelValues(topic, p),
-		rotations:        m.rotations.WithLabelValues(topic, p),
-		cpRaw:            m.checkpointSize.WithLabelValues(topic, p, "raw"),
-		cpStored:         m.checkpointSize.WithLabelValues(topic, p, "stored"),
-		cpLast:           m.checkpointLast.WithLabelValues(topic, p),
-		checkpoints:      m.checkpoints.WithLabelValues(topic, p),
-		checkpointFails:  m.checkpointFails.WithLabelValues(topic, p),
+// partition returns one partition's series; storeKind labels its
+// checkpoint durations.
+func (m *Metrics) partition(topic string, part int, storeKind string) *partition.Metrics {
+	p := strconv.Itoa(part)
+	pm := &partition.Metrics{
+		Forwarded:        m.messages.WithLabelValues(topic, p, OutcomeForwarded),
+		Duplicate:        m.messages.WithLabelValues(topic, p, OutcomeDuplicate),
+		Retraction:       m.messages.WithLabelValues(topic, p, OutcomeRetraction),
+		Unkeyed:          m.messages.WithLabelValues(topic, p, OutcomeUnkeyed),
+		ReplaySuppressed: m.replaySuppressed.WithLabelValues(topic, p),
+		WindowElapsed:    m.windowElapsed.WithLabelValues(topic, p),
+		Bytes:            m.filterBytes.WithLabelValues(topic, p),
+		Lag:              m.lag.WithLabelValues(topic, p),
+		Rotations:        m.rotations.WithLabelValues(topic, p),
+		CheckpointRaw:    m.checkpointSize.WithLabelValues(topic, p, "raw"),
+		CheckpointStored: m.checkpointSize.WithLabelValues(topic, p, "stored"),
+		CheckpointLast:   m.checkpointLast.WithLabelValues(topic, p),
+		Checkpoints:      m.checkpoints.WithLabelValues(topic, p),
+		CheckpointFails:  m.checkpointFails.WithLabelValues(topic, p),
+		CheckpointPause:  m.checkpointPause,
+		Restores:         m.restores,
+	}
+	if storeKind != "" { // without a store there are no checkpoints to time
+		pm.CheckpointSeconds = m.checkpointSeconds.WithLabelValues(storeKind)
 	}
 	for i, g := range []string{"current", "previous"} {
-		pm.fill[i] = m.fill.WithLabelValues(topic, p, g)
-		pm.estKeys[i] = m.estimatedKeys.WithLabelValues(topic, p, g)
-		pm.fpRate[i] = m.fpRate.WithLabelValues(topic, p, g)
-		pm.saturated[i] = m.saturated.WithLabelValues(topic, p, g)
+		pm.Fill[i] = m.fill.WithLabelValues(topic, p, g)
+		pm.EstKeys[i] = m.estimatedKeys.WithLabelValues(topic, p, g)
+		pm.FPRate[i] = m.fpRate.WithLabelValues(topic, p, g)
+		pm.Saturated[i] = m.saturated.WithLabelValues(topic, p, g)
 	}
 	return pm
 }

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"runtime/debug"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,23 +14,25 @@ import (
 	"github.com/segmentio/kafka-go"
 	"golang.org/x/sync/errgroup"
 
-	"dedup/checkpoint"
+	"dedup/processor/partition"
 	"dedup/rotation"
 )
 
 // Source headers added to every forwarded record.
 const (
-	HeaderSourceTopic     = "dedup-source-topic"
-	HeaderSourcePartition = "dedup-source-partition"
-	HeaderSourceOffset    = "dedup-source-offset"
+	HeaderSourceTopic     = partition.HeaderSourceTopic
+	HeaderSourcePartition = partition.HeaderSourcePartition
+	HeaderSourceOffset    = partition.HeaderSourceOffset
 )
 
 // Store is what the processor needs of a checkpoint store
-// (*checkpoint.FileStore and *checkpoint.KafkaStore implement it).
-type Store interface {
-	Save(ctx context.Context, m checkpoint.Meta, state io.WriterTo) (checkpoint.Meta, error)
-	Load(ctx context.Context, topic string, partition int, decode func(checkpoint.Meta, io.Reader) error) (checkpoint.Meta, checkpoint.Source, error)
-}
+// (*checkpoint.FileStore and *checkpoint.KafkaStore implement it). A store
+// with a Kind() string method names its dedup_checkpoint_duration_seconds
+// series; others are "other".
+type Store = partition.Store
+
+// ProduceError is a forwarded record the writer failed to deliver.
+type ProduceError = partition.ProduceError
 
 // Options configure a Processor. Zero durations and sizes take the
 // defaults named on each field.
@@ -118,15 +118,15 @@ type Processor struct {
 	// skip needless read-deadline updates (deadlineConn).
 	readDialer *kafka.Dialer
 
-	progress struct {
-		in, forwarded, duplicates, retractions, unkeyed, suppressed atomic.Uint64
-	}
+	progress partition.Totals
 
 	replaced atomic.Uint64 // writers replaced after produce failures (tests observe recoveries)
 
 	commitMu sync.Mutex // one offset commit at a time on the generation's connection
 
-	// crashed makes workers stop like a killed process: no final
+	settle partition.Completion // how the writer's acknowledgements settle
+
+	// crashed makes partitions stop like a killed process: no final
 	// checkpoint, no final commit. Tests of restore and replay set it.
 	crashed atomic.Bool
 
@@ -137,14 +137,6 @@ type Processor struct {
 	assigned int
 	readyN   int
 	stuck    recovery
-}
-
-// recovery is the state of a produce failure not yet recovered from.
-type recovery struct {
-	since    time.Time     // first failure of the streak; zero when healthy
-	err      *ProduceError // the latest
-	failedAt map[int]int64 // input partition -> input offset whose output failed, until delivered
-	attempts int           // writer replacements in this streak
 }
 
 // New validates o, fills defaults and returns a Processor. It does not
@@ -210,6 +202,7 @@ func New(o Options) (*Processor, error) {
 		readDialer: coalescingDialer(o.Dialer, readDeadlineSlack(o.FetchMaxWait)),
 	}
 	p.filter = spare.Options()
+	p.settle = p.newCompletion()
 	if o.Store != nil {
 		p.spares = make(chan *rotation.Pair, 1)
 		p.spare = spare
@@ -282,34 +275,15 @@ func withDefaults(o Options) Options {
 	return o
 }
 
-// storeKind names a store for the {store} label.
+// storeKind names a store for the {store} label: the kind it reports.
 func storeKind(s Store) string {
-	switch s.(type) {
-	case nil:
+	if s == nil {
 		return ""
-	case *checkpoint.FileStore:
-		return "file"
-	case *checkpoint.KafkaStore:
-		return "kafka"
+	}
+	if k, ok := s.(interface{ Kind() string }); ok {
+		return k.Kind()
 	}
 	return "other"
-}
-
-// scanTransport returns the transport for the replay scan: the admin
-// connections when a transport is configured, else nil (the scan then
-// builds one from the Dialer, which carries TLS/SASL in that case).
-func (p *Processor) scanTransport() kafka.RoundTripper {
-	if p.o.Transport == nil {
-		return nil
-	}
-	return p.admin
-}
-
-// inflightCap sizes a partition's ack ring: room for two full writer
-// batches per output partition, so batching never starves, bounded so
-// a stalled writer holds a bounded amount of memory.
-func (p *Processor) inflightCap(outputPartitions int) int {
-	return min(1<<18, max(8192, 2*p.o.BatchSize*max(1, outputPartitions)))
 }
 
 // Run consumes until ctx is cancelled or a fatal error occurs. On cancel it
@@ -375,8 +349,7 @@ func (p *Processor) Run(ctx context.Context) (err error) {
 		eg.Go(func() error {
 			// A fresh pair's memory is not yet backed by the operating
 			// system: the first copy into it would take a page fault per
-			// page (≈ 0.5 s for a 10M-key pair with huge pages) while
-			// the worker waits. Writing it here, beside the workers,
+			// page while the worker waits. Writing it here, beside the workers,
 			// moves that cost off their path; until it is done a saver
 			// waits for the spare, as it does while another partition
 			// holds it, and the worker keeps consuming.
@@ -410,121 +383,6 @@ func (p *Processor) Run(ctx context.Context) (err error) {
 	return err
 }
 
-// produceFailed starts (or continues) a recovery: the worker that got perr
-// returns next, which ends the generation.
-func (p *Processor) produceFailed(out *output, perr *ProduceError) {
-	out.broken.Store(true)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.stuck.since.IsZero() {
-		p.stuck.since = time.Now()
-	}
-	p.stuck.err = perr
-	p.stuck.failedAt[perr.Partition] = perr.Offset
-	p.log.Warn("produce failed: ending the generation to restore with a new writer",
-		"topic", p.o.InputTopic, "partition", perr.Partition, "offset", perr.Offset, "err", perr.Err,
-		"failing_for", time.Since(p.stuck.since).Round(time.Millisecond))
-}
-
-// replaceOutput closes the broken writer (waiting for what is still in
-// it, so that nothing it holds lands after the next restore's scan), drops
-// the admin connections, pauses (100ms, doubling, at most 5s) and opens a
-// new writer. Called between generations, by Run's loop only.
-func (p *Processor) replaceOutput(ctx context.Context) {
-	p.out.abort()
-	if err := p.out.close(); err != nil {
-		p.log.Debug("close broken writer", "err", err) // the failure itself was logged
-	}
-	p.admin.CloseIdleConnections()
-	p.mu.Lock()
-	n := p.stuck.attempts
-	p.stuck.attempts++
-	p.mu.Unlock()
-	pause := min(5*time.Second, 100*time.Millisecond<<min(n, 6))
-	p.log.Info("writer replaced after a produce failure", "attempt", n+1, "pause", pause)
-	sleep(ctx, pause)
-	p.out = p.newOutput()
-	p.replaced.Add(1)
-}
-
-// forgetUnassigned drops failed partitions that this member no longer
-// holds: their recovery is now another member's.
-func (p *Processor) forgetUnassigned(assigned []kafka.PartitionAssignment) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for part := range p.stuck.failedAt {
-		if !slices.ContainsFunc(assigned, func(a kafka.PartitionAssignment) bool { return a.ID == part }) {
-			delete(p.stuck.failedAt, part)
-		}
-	}
-	p.settleLocked()
-}
-
-// failedOffset returns the input offset of partition whose output failed
-// and is not yet delivered, or -1.
-func (p *Processor) failedOffset(partition int) int64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if off, ok := p.stuck.failedAt[partition]; ok {
-		return off
-	}
-	return -1
-}
-
-// delivered reports that the output of partition's failed input offset
-// has now been acknowledged (or found already in the output).
-func (p *Processor) delivered(partition int, offset int64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if off, ok := p.stuck.failedAt[partition]; ok && off == offset {
-		delete(p.stuck.failedAt, partition)
-	}
-	p.settleLocked()
-}
-
-func (p *Processor) settleLocked() {
-	if len(p.stuck.failedAt) > 0 || p.stuck.since.IsZero() {
-		return
-	}
-	p.log.Info("recovered from produce failure", "after", time.Since(p.stuck.since).Round(time.Millisecond),
-		"writers_replaced", p.stuck.attempts)
-	p.stuck = recovery{failedAt: p.stuck.failedAt}
-}
-
-// watchRecovery fails Run when a produce failure has not been recovered
-// from within RecoveryTimeout.
-func (p *Processor) watchRecovery(ctx context.Context) {
-	t := time.NewTicker(min(time.Second, max(10*time.Millisecond, p.o.RecoveryTimeout/20)))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		p.mu.Lock()
-		since, perr := p.stuck.since, p.stuck.err
-		p.mu.Unlock()
-		if !since.IsZero() && time.Since(since) > p.o.RecoveryTimeout {
-			p.fail(fmt.Errorf("output undeliverable for %v: %w", time.Since(since).Round(time.Millisecond), perr))
-			return
-		}
-	}
-}
-
-// fail stops Run with err (the first one wins).
-func (p *Processor) fail(err error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.fatal == nil {
-		p.fatal = err
-		p.log.Error("stopping: fatal error", "err", err)
-	}
-	if p.cancel != nil {
-		p.cancel()
-	}
-}
-
 // Ready reports whether the member is in a generation and every partition
 // assigned to it is restored and consuming.
 func (p *Processor) Ready() bool {
@@ -551,11 +409,11 @@ func (p *Processor) Healthy() error {
 // Progress returns cumulative counts since New.
 func (p *Processor) Progress() Progress {
 	return Progress{
-		In:          p.progress.in.Load(),
-		Forwarded:   p.progress.forwarded.Load(),
-		Duplicates:  p.progress.duplicates.Load(),
-		Retractions: p.progress.retractions.Load(),
-		Unkeyed:     p.progress.unkeyed.Load(),
-		Suppressed:  p.progress.suppressed.Load(),
+		In:          p.progress.In.Load(),
+		Forwarded:   p.progress.Forwarded.Load(),
+		Duplicates:  p.progress.Duplicates.Load(),
+		Retractions: p.progress.Retractions.Load(),
+		Unkeyed:     p.progress.Unkeyed.Load(),
+		Suppressed:  p.progress.Suppressed.Load(),
 	}
 }

@@ -1,11 +1,10 @@
-package processor
+package partition
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"strconv"
 	"time"
 
@@ -15,40 +14,35 @@ import (
 	"dedup/rotation"
 )
 
-// startWorker prepares an assigned partition: restore the filter pair, find
-// the start offset, open a partition-bound reader there.
+// Start prepares an assigned partition: restore the filter pair, find the
+// start offset, open a partition-bound reader there. The returned Worker is
+// consumed by Run.
 //
 // With a Store, the partition's newest valid snapshot decides: its pair and
 // its offset (never the committed offset when the two differ), plus a scan
 // of the output from the snapshot's recorded end offsets so that records
 // already forwarded before a crash are not forwarded again. Without a
-// usable snapshot the partition starts at the committed offset (or
-// StartOffset) with empty filters.
-func (p *Processor) startWorker(ctx context.Context, g *generation, a kafka.PartitionAssignment) (*worker, error) {
-	topic := p.o.InputTopic
-	log := p.log.With("topic", topic, "partition", a.ID, "generation", g.gen.ID)
-	w := &worker{
-		p:         p,
-		gen:       g,
-		topic:     topic,
-		partition: a.ID,
+// usable snapshot the partition starts at the committed offset (or the
+// logical offset the group gave) with empty filters.
+func Start(ctx context.Context, d Deps) (*Worker, error) {
+	topic, part := d.Topic, d.Partition
+	log := d.Log
+	w := &Worker{
+		d:         d,
 		log:       log,
-		pm:        p.metrics.partition(topic, a.ID),
-		route:     g.route,
-		flushAt:   p.flushAt,
 		srcTop:    []byte(topic),
-		srcPart:   []byte(strconv.Itoa(a.ID)),
+		srcPart:   []byte(strconv.Itoa(part)),
 		position:  -1,
-		recoverAt: p.failedOffset(a.ID),
+		recoverAt: d.RecoverAt,
 	}
-	w.acks = newAckTracker(a.ID, p.inflightCap(len(g.route.parts)))
+	w.acks = newAckTracker(part, d.InflightCap)
 
-	committed := a.Offset // absolute, or kafka.FirstOffset/LastOffset when none
+	committed := d.Committed // absolute, or kafka.FirstOffset/LastOffset when none
 	start := committed
 	source := checkpoint.SourceEmpty
 	var anchorEnds map[int]int64 // replay-scan start of the initial checkpoint, when known
-	if p.o.Store != nil {
-		r, err := p.restore(ctx, w, log)
+	if d.Store != nil {
+		r, err := w.restore(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -66,7 +60,7 @@ func (p *Processor) startWorker(ctx context.Context, g *generation, a kafka.Part
 	if w.pair == nil {
 		// Allocated only now, so that a restored partition never holds
 		// two pairs at once.
-		pair, err := rotation.New(p.o.Filter)
+		pair, err := rotation.New(d.Filter)
 		if err != nil {
 			return nil, fmt.Errorf("create filter pair: %w", err)
 		}
@@ -80,55 +74,47 @@ func (p *Processor) startWorker(ctx context.Context, g *generation, a kafka.Part
 	}
 	if start < 0 {
 		var err error
-		if start, err = p.logicalOffset(ctx, topic, a.ID, start); err != nil {
+		if start, err = d.Resolve(ctx, start); err != nil {
 			return nil, err
 		}
 	}
-	p.metrics.restores.WithLabelValues(string(source)).Inc()
+	d.Metrics.Restores.WithLabelValues(string(source)).Inc()
 
-	w.reader = kafka.NewReader(kafka.ReaderConfig{
-		Brokers:   p.o.Brokers,
-		Dialer:    p.readDialer,
-		Topic:     topic,
-		Partition: a.ID,
-		MinBytes:  p.o.FetchMinBytes,
-		MaxBytes:  p.o.FetchMaxBytes,
-		MaxWait:   p.o.FetchMaxWait,
-		// The default 100-message queue between kafka-go's fetch goroutine
-		// and FetchMessage stalls the fetcher twice per 1 MB fetch of small
-		// records; a deeper queue lets it run a whole fetch ahead.
-		QueueCapacity: 4096,
-		// Lag comes from each record's HighWaterMark; the reader's own lag
-		// poller would cost a ListOffsets round trip per interval.
-		ReadLagInterval: -1,
-		Logger:          nil,
-		ErrorLogger:     kafkaLogger{log: log},
-	})
+	rc := d.Reader
+	rc.Topic, rc.Partition = topic, part
+	// The default 100-message queue between kafka-go's fetch goroutine
+	// and FetchMessage stalls the fetcher twice per 1 MB fetch of small
+	// records; a deeper queue lets it run a whole fetch ahead.
+	rc.QueueCapacity = 4096
+	// Lag comes from each record's HighWaterMark; the reader's own lag
+	// poller would cost a ListOffsets round trip per interval.
+	rc.ReadLagInterval = -1
+	w.reader = kafka.NewReader(rc)
 	if err := w.reader.SetOffset(start); err != nil {
 		_ = w.reader.Close()
-		return nil, fmt.Errorf("seek %s/%d to %d: %w", topic, a.ID, start, err)
+		return nil, fmt.Errorf("seek %s/%d to %d: %w", topic, part, start, err)
 	}
 	w.position = start
 	w.hwm = start
-	w.cp.init(p.o.CheckpointInterval, p.o.Store, p.spares, committed)
+	w.cp.init(d.CheckpointInterval, d.Store, d.Spares, committed)
 	if committed < 0 {
 		w.cp.last = -1
 	}
-	if p.o.Store != nil && source == checkpoint.SourceEmpty {
+	if d.Store != nil && source == checkpoint.SourceEmpty {
 		// Anchor the partition before the first record: a crash before the
 		// first periodic checkpoint then restores here and its replay scan
 		// starts at today's output end, so even the first outputs are never
 		// forwarded twice.
 		ends, err := anchorEnds, error(nil)
 		if ends == nil {
-			ends, err = p.outputEnds(ctx, w.route, w.partition)
+			ends, err = d.OutputEnds(ctx)
 		}
 		if err == nil {
 			err = w.finishCheckpoint(ctx, start, ends, w.pair, time.Now())
 		}
 		if err != nil {
 			_ = w.reader.Close()
-			return nil, fmt.Errorf("write initial checkpoint of %s/%d: %w", topic, a.ID, err)
+			return nil, fmt.Errorf("write initial checkpoint of %s/%d: %w", topic, part, err)
 		}
 		w.cp.last = start
 	}
@@ -157,18 +143,19 @@ type restored struct {
 // the change are forgotten, as at a window reset. (Starting at the committed
 // offset instead would re-forward first occurrences between it and the
 // snapshot offset.)
-func (p *Processor) restore(ctx context.Context, w *worker, log *slog.Logger) (restored, error) {
-	want := p.filter
+func (w *Worker) restore(ctx context.Context) (restored, error) {
+	d, log := w.d, w.log
+	want := d.Filter
 	var (
 		got      *rotation.Pair
 		mismatch bool
 	)
-	meta, source, err := p.o.Store.Load(ctx, w.topic, w.partition, func(m checkpoint.Meta, r io.Reader) error {
-		if m.Group != "" && m.Group != p.o.GroupID {
-			return fmt.Errorf("snapshot of group %q, want %q", m.Group, p.o.GroupID)
+	meta, source, err := d.Store.Load(ctx, d.Topic, d.Partition, func(m checkpoint.Meta, r io.Reader) error {
+		if m.Group != "" && m.Group != d.Group {
+			return fmt.Errorf("snapshot of group %q, want %q", m.Group, d.Group)
 		}
-		if m.Topic != w.topic || m.Partition != w.partition {
-			return fmt.Errorf("snapshot of %s/%d, want %s/%d", m.Topic, m.Partition, w.topic, w.partition)
+		if m.Topic != d.Topic || m.Partition != d.Partition {
+			return fmt.Errorf("snapshot of %s/%d, want %s/%d", m.Topic, m.Partition, d.Topic, d.Partition)
 		}
 		var pr rotation.Pair
 		if _, err := pr.ReadFrom(r); err != nil {
@@ -189,7 +176,7 @@ func (p *Processor) restore(ctx context.Context, w *worker, log *slog.Logger) (r
 		log.Error("every checkpoint rejected: starting with empty filters at the committed offset", "err", err)
 		return restored{}, nil
 	default:
-		return restored{}, fmt.Errorf("load checkpoint of %s/%d: %w", w.topic, w.partition, err)
+		return restored{}, fmt.Errorf("load checkpoint of %s/%d: %w", d.Topic, d.Partition, err)
 	}
 	r := restored{found: true, meta: meta, source: source, pair: got}
 	if mismatch {
@@ -199,21 +186,11 @@ func (p *Processor) restore(ctx context.Context, w *worker, log *slog.Logger) (r
 		r.source = checkpoint.SourceEmpty
 	}
 	began := time.Now()
-	suppress, err := checkpoint.ScanOutput(ctx, checkpoint.ScanOptions{
-		Brokers:         p.o.Brokers,
-		Dialer:          p.o.Dialer,
-		Transport:       p.scanTransport(),
-		OutputTopic:     p.o.OutputTopic,
-		From:            meta.OutputEnds,
-		SourceTopic:     w.topic,
-		SourcePartition: w.partition,
-		MinOffset:       meta.Offset,
-		HeaderTopic:     HeaderSourceTopic,
-		HeaderPartition: HeaderSourcePartition,
-		HeaderOffset:    HeaderSourceOffset,
-	})
+	so := d.Scan
+	so.From, so.SourceTopic, so.SourcePartition, so.MinOffset = meta.OutputEnds, d.Topic, d.Partition, meta.Offset
+	suppress, err := checkpoint.ScanOutput(ctx, so)
 	if err != nil {
-		return restored{}, fmt.Errorf("scan output after checkpoint of %s/%d: %w", w.topic, w.partition, err)
+		return restored{}, fmt.Errorf("scan output after checkpoint of %s/%d: %w", d.Topic, d.Partition, err)
 	}
 	for off := range suppress {
 		r.suppressTo = max(r.suppressTo, off+1)
@@ -224,30 +201,4 @@ func (p *Processor) restore(ctx context.Context, w *worker, log *slog.Logger) (r
 	log.Info("checkpoint restored", "source", string(r.source), "offset", meta.Offset, "seq", meta.Seq,
 		"created", meta.Created, "already_forwarded", len(suppress), "scan", time.Since(began))
 	return r, nil
-}
-
-// logicalOffset turns kafka.FirstOffset/LastOffset into an absolute offset,
-// so that the worker knows its position before the first record.
-func (p *Processor) logicalOffset(ctx context.Context, topic string, partition int, logical int64) (int64, error) {
-	req := kafka.FirstOffsetOf(partition)
-	if logical == kafka.LastOffset {
-		req = kafka.LastOffsetOf(partition)
-	}
-	res, err := p.client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: {req}}})
-	if err != nil {
-		return 0, fmt.Errorf("list offsets of %s/%d: %w", topic, partition, err)
-	}
-	for _, po := range res.Topics[topic] {
-		if po.Partition != partition {
-			continue
-		}
-		if po.Error != nil {
-			return 0, fmt.Errorf("list offsets of %s/%d: %w", topic, partition, po.Error)
-		}
-		if logical == kafka.LastOffset {
-			return po.LastOffset, nil
-		}
-		return po.FirstOffset, nil
-	}
-	return 0, fmt.Errorf("list offsets of %s/%d: partition missing from response", topic, partition)
 }

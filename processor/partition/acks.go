@@ -1,14 +1,17 @@
-package processor
+package partition
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/segmentio/kafka-go"
 )
 
 // ackTracker follows the outputs of one input partition from the worker to
-// the writer's Completion, and answers the question a commit asks: below
+// the writer's Completion (Completion.Settle), and answers the question a commit asks: below
 // which input offset is every output acknowledged?
 //
 // Slots form a ring in input-offset order. The worker reserves slots
@@ -186,4 +189,61 @@ func (t *ackTracker) failed() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.err
+}
+
+// Completion settles the ack slots of the outputs a writer reports on.
+type Completion struct {
+	// NotSent marks outputs never sent by design (a writer aborted after
+	// another failure): they settle as failed but are not counted.
+	NotSent error
+	// Latency observes the end-to-end latency of each acknowledged output
+	// (nil: not observed).
+	Latency func(time.Duration)
+}
+
+// Settle is the writer's Completion callback: it settles each record's ack
+// slot and returns how many outputs failed. Write errors are checked record
+// by record (kafka.WriteErrors) when the writer reports them so, else the
+// batch error applies to all. Messages without an ack slot are ignored.
+func (c Completion) Settle(msgs []kafka.Message, err error) (failed int) {
+	now := time.Now()
+	var werrs kafka.WriteErrors
+	errors.As(err, &werrs)
+	var t *ackTracker
+	for i := range msgs {
+		s, ok := msgs[i].WriterData.(*ackSlot)
+		if !ok {
+			continue
+		}
+		e := err
+		if werrs != nil {
+			e = nil
+			if i < len(werrs) {
+				e = werrs[i]
+			}
+		}
+		if s.t != t {
+			if t != nil {
+				t.retireLocked()
+				t.mu.Unlock()
+			}
+			t = s.t
+			t.mu.Lock()
+		}
+		switch {
+		case c.NotSent != nil && errors.Is(e, c.NotSent):
+			// Never sent, by design: not a produce error of its own (the
+			// one that broke the writer was counted).
+		case e != nil:
+			failed++
+		case !s.ts.IsZero() && c.Latency != nil:
+			c.Latency(now.Sub(s.ts))
+		}
+		t.completeLocked(s, e)
+	}
+	if t != nil {
+		t.retireLocked()
+		t.mu.Unlock()
+	}
+	return failed
 }

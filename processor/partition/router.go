@@ -1,8 +1,8 @@
-package processor
+package partition
 
 import "github.com/segmentio/kafka-go"
 
-// partitioner chooses the output partition of a forwarded record.
+// Router chooses the output partition of a forwarded record.
 //
 // With as many output as input partitions, a record keeps its input
 // partition: per-key order and co-partitioning survive unchanged. Otherwise
@@ -11,25 +11,26 @@ import "github.com/segmentio/kafka-go"
 // implements. A record without a Kafka key goes to input partition modulo
 // the output count, so replays route it the same way (Java would pick a
 // sticky random partition).
-type partitioner struct {
+type Router struct {
 	same  bool
 	parts []int // 0..n-1, what Murmur2Balancer picks from
 	hash  kafka.Murmur2Balancer
 }
 
-func newPartitioner(inputPartitions, outputPartitions int) partitioner {
+// NewRouter returns the router between topics with these partition counts.
+func NewRouter(inputPartitions, outputPartitions int) Router {
 	parts := make([]int, outputPartitions)
 	for i := range parts {
 		parts[i] = i
 	}
-	return partitioner{
+	return Router{
 		same:  inputPartitions == outputPartitions,
 		parts: parts,
 		hash:  kafka.Murmur2Balancer{Consistent: true},
 	}
 }
 
-func (pt partitioner) partition(inputPartition int, key []byte) int {
+func (pt Router) partition(inputPartition int, key []byte) int {
 	switch {
 	case pt.same:
 		return inputPartition
@@ -39,11 +40,23 @@ func (pt partitioner) partition(inputPartition int, key []byte) int {
 	return pt.hash.Balance(kafka.Message{Key: key}, pt.parts...)
 }
 
-// routeChosen is the writer's Balancer: kafka-go ignores Message.Partition
+// Outputs returns the output partitions inputPartition writes to: its own
+// when partitions are kept, else all.
+func (pt Router) Outputs(inputPartition int) []int {
+	if pt.same {
+		return []int{inputPartition}
+	}
+	return pt.parts
+}
+
+// OutputPartitions returns how many partitions the output topic has.
+func (pt Router) OutputPartitions() int { return len(pt.parts) }
+
+// RouteChosen is the writer's Balancer: kafka-go ignores Message.Partition
 // on write, so the worker stores its choice there and this hands it back.
 // Should the writer's view of the topic disagree (partitions added since the
 // generation started), it falls back to the key hash over what it sees.
-func routeChosen(m kafka.Message, partitions ...int) int {
+func RouteChosen(m kafka.Message, partitions ...int) int {
 	if m.Partition >= 0 && m.Partition < len(partitions) && partitions[m.Partition] == m.Partition {
 		return m.Partition
 	}

@@ -1,14 +1,12 @@
-package processor
+package partition
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
 	"dedup/rotation"
@@ -19,21 +17,16 @@ import (
 // least this often.
 const tickInterval = 100 * time.Millisecond
 
-// worker owns one assigned input partition for one generation: its reader,
+// Worker owns one assigned input partition for one generation: its reader,
 // its filter pair, its ack tracker. Nothing on its hot path is shared with
 // another partition; the writer and the metrics are safe for concurrent use.
-type worker struct {
-	p         *Processor
-	gen       *generation
-	topic     string
-	partition int
-	log       *slog.Logger
-	pm        *partitionMetrics
+type Worker struct {
+	d   Deps
+	log *slog.Logger
 
 	reader *kafka.Reader
 	pair   *rotation.Pair
 	acks   *ackTracker
-	route  partitioner
 
 	position int64 // next input offset to read: everything below is decided
 	hwm      int64 // high-water mark seen with the last record
@@ -46,12 +39,11 @@ type worker struct {
 
 	batch   []record        // records read ahead, not yet decided (reused)
 	buf     []kafka.Message // outputs not yet handed to the writer
-	flushAt int
-	arena   headerArena // output header slices and source-offset texts
+	arena   headerArena     // output header slices and source-offset texts
 	srcTop  []byte
 	srcPart []byte
 
-	counts       counts // not yet added to metrics and Progress
+	counts       counts // not yet added to metrics and Totals
 	nextGauges   time.Time
 	rotations    uint64
 	removeWarned time.Time
@@ -59,20 +51,15 @@ type worker struct {
 	cp checkpointer
 
 	// Input offset whose output failed in an earlier generation, until its
-	// output is delivered (Processor.delivered); -1 when none.
+	// output is delivered (Deps.Delivered); -1 when none.
 	recoverAt int64
 }
 
-// counts are per-outcome tallies the worker keeps locally and publishes
-// every tick, so the hot path touches no shared cache line per record.
-type counts struct {
-	in, forwarded, duplicates, retractions, unkeyed, suppressed uint64
-}
-
-// run consumes until ctx (the generation) ends or something fails. Its
+// Run consumes until ctx (the generation) ends or something fails. Its
 // deferred stop flushes, waits for acknowledgements, checkpoints and
-// commits whatever run finished, also after an error.
-func (w *worker) run(ctx context.Context) (err error) {
+// commits whatever Run finished, also after an error. A *ProduceError means
+// an output was not delivered: nothing at or past it was committed.
+func (w *Worker) Run(ctx context.Context) (err error) {
 	w.cp.startSaver(w)
 	defer func() { err = errors.Join(err, w.stop()) }()
 	for {
@@ -103,16 +90,14 @@ const batchMax = 16
 // locates keys. Deciding a record takes far longer than a memory round
 // trip, so a few records ahead are enough for each bucket to arrive in
 // time, and only a few bucket loads are in flight at once instead of a
-// whole batch's (32 lines for 16 records). In alternating benchmark runs it
-// kept a median 0.894 of the copy loop's records/s against 0.870 for
-// locating the whole batch first (README, processor Speed): a gain within
-// the runs' scatter, kept because it costs nothing.
+// whole batch's (32 lines for 16 records). It is kept because it is never
+// slower than locating the whole batch first and costs nothing.
 const locateAhead = 4
 
 // locate extracts r's key and, when it has one, locates it in the pair,
 // which starts loading its bucket.
-func (w *worker) locate(r *record) {
-	r.key, r.keyed = w.p.o.Key.Extract(&r.msg)
+func (w *Worker) locate(r *record) {
+	r.key, r.keyed = w.d.Keys.Extract(&r.msg)
 	if r.keyed {
 		w.pair.Locate(r.key, &r.probe)
 	}
@@ -135,7 +120,7 @@ type record struct {
 // probe is used on the pair it was located on). A checkpoint hand-off
 // happens only between batches, so its position never falls inside a
 // half-decided batch.
-func (w *worker) consume(fctx context.Context) error {
+func (w *Worker) consume(fctx context.Context) error {
 	for {
 		ferr := w.fetch(fctx)
 		n := len(w.batch)
@@ -169,14 +154,14 @@ func (w *worker) consume(fctx context.Context) error {
 // one that is not there yet. While behind, outputs wait in w.buf until
 // flushAt or catching up anyway, so reading ahead adds no latency. Records
 // read before an error are kept for the caller to decide.
-func (w *worker) fetch(fctx context.Context) error {
+func (w *Worker) fetch(fctx context.Context) error {
 	for len(w.batch) < batchMax {
 		m, err := w.reader.FetchMessage(fctx)
 		if err != nil {
 			if fctx.Err() != nil {
 				return fctx.Err()
 			}
-			return fmt.Errorf("fetch %s/%d: %w", w.topic, w.partition, err)
+			return fmt.Errorf("fetch %s/%d: %w", w.d.Topic, w.d.Partition, err)
 		}
 		w.batch = append(w.batch, record{msg: m})
 		if m.Offset+1 >= m.HighWaterMark {
@@ -188,7 +173,7 @@ func (w *worker) fetch(fctx context.Context) error {
 
 // process decides one input record and, unless it is a duplicate or a
 // replayed record already in the output, queues its output.
-func (w *worker) process(r *record) error {
+func (w *Worker) process(r *record) error {
 	m, key := &r.msg, r.key
 	w.position = m.Offset + 1
 	w.hwm = m.HighWaterMark
@@ -236,10 +221,10 @@ func (w *worker) process(r *record) error {
 		Value:      m.Value,
 		Headers:    w.arena.headers(m, w.srcTop, w.srcPart, w.acks.tail-1, w.acks.retired()),
 		Time:       m.Time,
-		Partition:  w.route.partition(w.partition, m.Key),
+		Partition:  w.d.Route.partition(w.d.Partition, m.Key),
 		WriterData: slot,
 	})
-	if len(w.buf) >= w.flushAt {
+	if len(w.buf) >= w.d.FlushAt {
 		return w.flush()
 	}
 	return w.flushIfCaughtUp()
@@ -250,7 +235,7 @@ func (w *worker) process(r *record) error {
 // its way, and waiting for it would only add latency. While behind, the
 // worker hands over up to flushAt outputs per call, which amortises
 // WriteMessages' per-call cost (a map and a metadata lookup).
-func (w *worker) flushIfCaughtUp() error {
+func (w *Worker) flushIfCaughtUp() error {
 	if w.position >= w.hwm && len(w.buf) > 0 {
 		return w.flush()
 	}
@@ -258,8 +243,8 @@ func (w *worker) flushIfCaughtUp() error {
 }
 
 // flush publishes the reserved slots and hands the buffered outputs to the
-// asynchronous writer; acknowledgements arrive in Processor.completion.
-func (w *worker) flush() error {
+// asynchronous writer; acknowledgements arrive in Completion.Settle.
+func (w *Worker) flush() error {
 	if err := w.acks.publish(); err != nil {
 		return err
 	}
@@ -268,7 +253,7 @@ func (w *worker) flush() error {
 	}
 	// Not the generation's context: once decided, outputs are written even
 	// while the worker is being stopped. Async: this does not wait for acks.
-	if err := w.gen.out.w.WriteMessages(context.Background(), w.buf...); err != nil {
+	if err := w.d.Writer.WriteMessages(context.Background(), w.buf...); err != nil {
 		w.acks.fail(w.buf[0].WriterData.(*ackSlot).offset, fmt.Errorf("queue %d outputs: %w", len(w.buf), err))
 		return w.acks.failed()
 	}
@@ -277,12 +262,12 @@ func (w *worker) flush() error {
 	return nil
 }
 
-func (w *worker) isRetraction(m *kafka.Message) bool {
-	if w.p.o.RetractHeader == "" {
+func (w *Worker) isRetraction(m *kafka.Message) bool {
+	if w.d.RetractHeader == "" {
 		return false
 	}
 	for i := range m.Headers {
-		if m.Headers[i].Key == w.p.o.RetractHeader {
+		if m.Headers[i].Key == w.d.RetractHeader {
 			return true
 		}
 	}
@@ -291,7 +276,7 @@ func (w *worker) isRetraction(m *kafka.Message) bool {
 
 // suppressed reports (once) whether the output of input offset off is
 // already in the output topic.
-func (w *worker) suppressed(off int64) bool {
+func (w *Worker) suppressed(off int64) bool {
 	if off >= w.suppressTo {
 		w.suppress = nil
 		return false
@@ -306,7 +291,7 @@ func (w *worker) suppressed(off int64) bool {
 // warnRemove logs, at most once a minute per partition, that a retraction
 // could not be applied (plain mode cannot remove keys). The retraction is
 // still forwarded.
-func (w *worker) warnRemove(err error) {
+func (w *Worker) warnRemove(err error) {
 	now := time.Now()
 	if now.Sub(w.removeWarned) < time.Minute {
 		return
@@ -314,21 +299,21 @@ func (w *worker) warnRemove(err error) {
 	w.removeWarned = now
 	if errors.Is(err, rotation.ErrRemoveUnsupported) {
 		w.log.Warn("retraction forwarded but not applied: filter mode cannot remove keys",
-			"mode", w.pair.Options().Mode.String(), "header", w.p.o.RetractHeader)
+			"mode", w.pair.Options().Mode.String(), "header", w.d.RetractHeader)
 		return
 	}
 	w.log.Warn("retraction forwarded but not applied", "err", err)
 }
 
 // periodic runs between hot-loop slices, at least every tickInterval.
-func (w *worker) periodic(now time.Time) error {
+func (w *Worker) periodic(now time.Time) error {
 	if err := w.flush(); err != nil {
 		return err
 	}
 	if w.recoverAt >= 0 && w.position > w.recoverAt && w.acks.settledBelow(w.recoverAt+1) {
 		// Every output up to the one that failed is acknowledged (flush
 		// published all reserved slots), or it was found in the output.
-		w.p.delivered(w.partition, w.recoverAt)
+		w.d.Delivered(w.recoverAt)
 		w.recoverAt = -1
 	}
 	w.publishCounts()
@@ -343,53 +328,4 @@ func (w *worker) periodic(now time.Time) error {
 	}
 	w.cp.maybeStart(w, now)
 	return nil
-}
-
-func (w *worker) publishCounts() {
-	c := w.counts
-	w.counts = counts{}
-	pm, pr := w.pm, &w.p.progress
-	if c.in == 0 {
-		return
-	}
-	pr.in.Add(c.in)
-	publish(c.forwarded, pm.forwarded, &pr.forwarded)
-	publish(c.duplicates, pm.duplicate, &pr.duplicates)
-	publish(c.retractions, pm.retraction, &pr.retractions)
-	publish(c.unkeyed, pm.unkeyed, &pr.unkeyed)
-	publish(c.suppressed, pm.replaySuppressed, &pr.suppressed)
-}
-
-// publish adds a tick's tally to its Prometheus counter and to the
-// processor's progress, skipping the shared writes when there is nothing.
-func publish(n uint64, m prometheus.Counter, total *atomic.Uint64) {
-	if n > 0 {
-		m.Add(float64(n))
-		total.Add(n)
-	}
-}
-
-// updateGauges refreshes the filter and lag gauges; Stats is O(1).
-func (w *worker) updateGauges() {
-	s := w.pair.Stats()
-	pm := w.pm
-	for i, f := range [2]rotation.FilterStats{s.Current, s.Previous} {
-		pm.fill[i].Set(f.Fill)
-		pm.estKeys[i].Set(f.EstimatedKeys)
-		pm.fpRate[i].Set(f.FPRate)
-		pm.saturated[i].Set(float64(f.Saturated))
-	}
-	pm.bytes.Set(float64(s.Bytes))
-	if s.Rotations > w.rotations {
-		pm.rotations.Add(float64(s.Rotations - w.rotations))
-		w.rotations = s.Rotations
-	}
-	if !s.WindowStart.IsZero() && s.Window > 0 {
-		// Event time of the window's progress: how far the last record's
-		// timestamp is into the current window.
-		pm.windowElapsed.Set(min(1, max(0, float64(w.lastTime.Sub(s.WindowStart))/float64(s.Window))))
-	}
-	if w.hwm > 0 {
-		pm.lag.Set(float64(max(0, w.hwm-w.position)))
-	}
 }

@@ -1,4 +1,4 @@
-package processor
+package partition
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 //
 // One checkpoint, in order:
 //  1. the worker, when one is due, wakes the saver (start);
-//  2. the saver takes the instance's spare pair (Processor.spares), waiting
+//  2. the saver takes the instance's spare pair (Deps.Spares), waiting
 //     for its turn if another partition's saver holds it, then reads the
 //     output topic's end offsets E;
 //  3. the saver raises wanted; the worker, at its next record or tick,
@@ -73,7 +73,7 @@ func (c *checkpointer) init(interval time.Duration, store Store, spares chan *ro
 	c.next = time.Now().Add(interval)
 }
 
-func (c *checkpointer) startSaver(w *worker) {
+func (c *checkpointer) startSaver(w *Worker) {
 	go func() {
 		defer close(c.exited)
 		for {
@@ -93,7 +93,7 @@ func (c *checkpointer) startSaver(w *worker) {
 
 // checkpoint is steps 2-6 on the saver side; stopped reports that the
 // worker stopped before handing off its copy.
-func (c *checkpointer) checkpoint(w *worker) (r cpResult, stopped bool) {
+func (c *checkpointer) checkpoint(w *Worker) (r cpResult, stopped bool) {
 	if c.spares != nil {
 		select {
 		case c.held = <-c.spares:
@@ -106,7 +106,7 @@ func (c *checkpointer) checkpoint(w *worker) (r cpResult, stopped bool) {
 	var ends map[int]int64
 	if c.store != nil {
 		var err error
-		if ends, err = w.p.outputEnds(context.Background(), w.gen.route, w.partition); err != nil {
+		if ends, err = w.d.OutputEnds(context.Background()); err != nil {
 			return cpResult{err: w.checkpointFailed(fmt.Errorf("read output end offsets: %w", err))}, false
 		}
 	}
@@ -135,7 +135,7 @@ func (c *checkpointer) release() {
 
 // maybeStart begins a checkpoint when one is due, none is running and the
 // position moved since the last one. Worker goroutine.
-func (c *checkpointer) maybeStart(w *worker, now time.Time) {
+func (c *checkpointer) maybeStart(w *Worker, now time.Time) {
 	select {
 	case r := <-c.done:
 		c.busy = false
@@ -155,7 +155,7 @@ func (c *checkpointer) maybeStart(w *worker, now time.Time) {
 // handOff is step 3 on the worker side: the only part of a periodic
 // checkpoint the partition waits for, observed as
 // dedup_checkpoint_pause_seconds.
-func (w *worker) handOff() error {
+func (w *Worker) handOff() error {
 	began := time.Now()
 	w.cp.wanted.Store(false)
 	if err := w.flush(); err != nil {
@@ -167,13 +167,13 @@ func (w *worker) handOff() error {
 		}
 	}
 	w.cp.snap <- w.position // buffered, and the saver waits for it: never blocks
-	w.p.metrics.checkpointPause.Observe(time.Since(began).Seconds())
+	w.d.Metrics.CheckpointPause.Observe(time.Since(began).Seconds())
 	return nil
 }
 
 // finishCheckpoint is steps 4-6 for a pair nobody else writes to (the
 // stopped worker's own pair, the initial anchor).
-func (w *worker) finishCheckpoint(ctx context.Context, pos int64, ends map[int]int64, state *rotation.Pair, began time.Time) error {
+func (w *Worker) finishCheckpoint(ctx context.Context, pos int64, ends map[int]int64, state *rotation.Pair, began time.Time) error {
 	if err := w.saveCheckpoint(ctx, pos, ends, state, began); err != nil {
 		return err
 	}
@@ -182,7 +182,7 @@ func (w *worker) finishCheckpoint(ctx context.Context, pos int64, ends map[int]i
 
 // saveCheckpoint is steps 4-5: wait for acknowledgements below pos and save
 // state (when checkpointing).
-func (w *worker) saveCheckpoint(ctx context.Context, pos int64, ends map[int]int64, state *rotation.Pair, began time.Time) error {
+func (w *Worker) saveCheckpoint(ctx context.Context, pos int64, ends map[int]int64, state *rotation.Pair, began time.Time) error {
 	if err := w.acks.waitAcknowledged(ctx, pos); err != nil {
 		return w.checkpointFailed(fmt.Errorf("wait for outputs below %d: %w", pos, err))
 	}
@@ -190,28 +190,29 @@ func (w *worker) saveCheckpoint(ctx context.Context, pos int64, ends map[int]int
 		return nil
 	}
 	m, err := w.cp.store.Save(ctx, checkpoint.Meta{
-		Group:       w.p.o.GroupID,
-		Topic:       w.topic,
-		Partition:   w.partition,
+		Group:       w.d.Group,
+		Topic:       w.d.Topic,
+		Partition:   w.d.Partition,
 		Offset:      pos,
-		OutputTopic: w.p.o.OutputTopic,
+		OutputTopic: w.d.OutputTopic,
 		OutputEnds:  ends,
 		Created:     time.Now(),
 	}, state)
 	if err != nil {
 		return w.checkpointFailed(fmt.Errorf("save checkpoint at %d: %w", pos, err))
 	}
-	w.p.metrics.checkpointSeconds.WithLabelValues(w.p.storeKind).Observe(time.Since(began).Seconds())
-	w.pm.cpRaw.Set(float64(m.RawBytes))
-	w.pm.cpStored.Set(float64(m.StoredBytes))
-	w.pm.cpLast.Set(float64(time.Now().UnixNano()) / 1e9)
-	w.pm.checkpoints.Inc()
+	pm := w.d.Metrics
+	pm.CheckpointSeconds.Observe(time.Since(began).Seconds())
+	pm.CheckpointRaw.Set(float64(m.RawBytes))
+	pm.CheckpointStored.Set(float64(m.StoredBytes))
+	pm.CheckpointLast.Set(float64(time.Now().UnixNano()) / 1e9)
+	pm.Checkpoints.Inc()
 	return nil
 }
 
 // commitCheckpoint is step 6.
-func (w *worker) commitCheckpoint(pos int64) error {
-	if err := w.p.commit(w.gen, w.topic, w.partition, pos); err != nil {
+func (w *Worker) commitCheckpoint(pos int64) error {
+	if err := w.d.Commit(pos); err != nil {
 		// The snapshot stands; the next checkpoint or a restore (which
 		// prefers the snapshot's offset) makes up for the missing commit.
 		return w.checkpointFailed(fmt.Errorf("commit %d: %w", pos, err))
@@ -219,9 +220,9 @@ func (w *worker) commitCheckpoint(pos int64) error {
 	return nil
 }
 
-func (w *worker) checkpointFailed(err error) error {
+func (w *Worker) checkpointFailed(err error) error {
 	if w.cp.store != nil {
-		w.pm.checkpointFails.Inc()
+		w.d.Metrics.CheckpointFails.Inc()
 	}
 	w.log.Warn("checkpoint failed", "err", err)
 	return err

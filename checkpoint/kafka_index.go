@@ -1,0 +1,240 @@
+package checkpoint
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+
+	"github.com/segmentio/kafka-go"
+
+	"dedup/offsets"
+)
+
+type chunkSum struct {
+	Size int    `json:"size"`
+	CRC  uint32 `json:"crc"`
+}
+
+type manifest struct {
+	Meta   Meta       `json:"meta"`
+	Nonce  string     `json:"nonce"`
+	Chunks []chunkSum `json:"chunks"`
+}
+
+type manifestLoc struct {
+	key    string
+	offset int64
+	m      manifest
+	err    error // the manifest record could not be decoded
+}
+
+type chunkLoc struct {
+	id     snapID
+	seq    uint64
+	nonce  string
+	n      int
+	offset int64
+	sum    chunkSum
+}
+
+// partIndex is what one checkpoint partition holds, built by reading it.
+type partIndex struct {
+	mu        sync.Mutex // held while reading or writing the partition
+	next      int64      // next offset to read
+	read      int        // records read from Kafka so far (a Save's own records are learned, not read)
+	manifests map[snapID]map[uint64]*manifestLoc
+	chunks    map[string]*chunkLoc
+}
+
+// index returns the index of a checkpoint partition, locked.
+func (s *KafkaStore) index(cp int) *partIndex {
+	s.mu.Lock()
+	pi, ok := s.indexes[cp]
+	if !ok {
+		pi = &partIndex{manifests: map[snapID]map[uint64]*manifestLoc{}, chunks: map[string]*chunkLoc{}}
+		s.indexes[cp] = pi
+	}
+	s.mu.Unlock()
+	pi.mu.Lock()
+	return pi
+}
+
+// refresh reads the checkpoint partition from where the index stopped to its
+// current end. Called with pi.mu held.
+func (s *KafkaStore) refresh(ctx context.Context, pi *partIndex, cp int) error {
+	offs, err := offsets.List(ctx, s.client, s.topic, []int{cp})
+	if err != nil {
+		return err
+	}
+	r := offs[cp]
+	if pi.next < r.First {
+		pi.next = r.First
+	}
+	err = readRange(ctx, s.client, s.topic, cp, pi.next, r.End, func(rec *kafka.Record) error {
+		key, err := kafka.ReadAll(rec.Key)
+		if err != nil {
+			return fmt.Errorf("read key at %d: %w", rec.Offset, err)
+		}
+		var value []byte
+		if rec.Value != nil {
+			if value, err = kafka.ReadAll(rec.Value); err != nil {
+				return fmt.Errorf("read value at %d: %w", rec.Offset, err)
+			}
+		}
+		s.apply(pi, string(key), value, rec.Value == nil, rec.Offset)
+		pi.next = rec.Offset + 1
+		pi.read++
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	pi.next = max(pi.next, r.End)
+	return nil
+}
+
+// apply adds one record of the checkpoint topic to the index.
+func (s *KafkaStore) apply(pi *partIndex, key string, value []byte, tombstone bool, offset int64) {
+	k, ok := s.parseKey(key)
+	if !ok {
+		return
+	}
+	if !k.manifest {
+		if tombstone {
+			delete(pi.chunks, key)
+			return
+		}
+		pi.chunks[key] = &chunkLoc{id: k.id, seq: k.seq, nonce: k.nonce, n: k.n, offset: offset,
+			sum: chunkSum{Size: len(value), CRC: checksum(value)}}
+		return
+	}
+	ms := pi.manifests[k.id]
+	if tombstone {
+		delete(ms, k.seq)
+		return
+	}
+	if ms == nil {
+		ms = map[uint64]*manifestLoc{}
+		pi.manifests[k.id] = ms
+	}
+	loc := &manifestLoc{key: key, offset: offset}
+	if err := json.Unmarshal(value, &loc.m); err != nil {
+		loc.err = &CorruptError{Key: key, What: "manifest", Err: fmt.Errorf("%w: %v", ErrFormat, err)}
+	}
+	// The key is the authority on what the manifest describes.
+	loc.m.Meta.Topic, loc.m.Meta.Partition, loc.m.Meta.Seq = k.id.topic, k.id.partition, k.seq
+	ms[k.seq] = loc
+}
+
+// newest returns the manifests of id, newest first.
+func (pi *partIndex) newest(id snapID) []*manifestLoc {
+	var out []*manifestLoc
+	for _, loc := range pi.manifests[id] {
+		out = append(out, loc)
+	}
+	slices.SortFunc(out, func(a, b *manifestLoc) int { return -cmp.Compare(a.m.Meta.Seq, b.m.Meta.Seq) })
+	return out
+}
+
+// verifyIndexed checks a manifest against the chunks the index has seen.
+func (s *KafkaStore) verifyIndexed(pi *partIndex, loc *manifestLoc) error {
+	if loc.err != nil {
+		return loc.err
+	}
+	m := loc.m
+	var total int64
+	for n, want := range m.Chunks {
+		key := s.chunkKey(snapID{m.Meta.Topic, m.Meta.Partition}, m.Meta.Seq, m.Nonce, n)
+		c, ok := pi.chunks[key]
+		if !ok {
+			return &CorruptError{Key: key, What: fmt.Sprintf("chunk %d of %d", n, len(m.Chunks)), Err: ErrMissing}
+		}
+		if c.sum != want {
+			return &CorruptError{Key: key, What: fmt.Sprintf("chunk %d of %d", n, len(m.Chunks)),
+				Err: fmt.Errorf("%w: %d bytes crc %08x, manifest says %d bytes crc %08x", ErrChecksum, c.sum.Size, c.sum.CRC, want.Size, want.CRC)}
+		}
+		total += int64(want.Size)
+	}
+	if total != m.Meta.StoredBytes {
+		return &CorruptError{Key: loc.key, What: "manifest", Err: fmt.Errorf("%w: chunks hold %d bytes, meta says %d", ErrFormat, total, m.Meta.StoredBytes)}
+	}
+	return nil
+}
+
+// chunkPlan is what is needed to read one snapshot back.
+type chunkPlan struct {
+	loc     *manifestLoc
+	offsets []int64 // of each chunk
+	keys    []string
+}
+
+func (s *KafkaStore) plan(pi *partIndex, loc *manifestLoc) (chunkPlan, error) {
+	if err := s.verifyIndexed(pi, loc); err != nil {
+		return chunkPlan{}, err
+	}
+	p := chunkPlan{loc: loc}
+	m := loc.m
+	for n := range m.Chunks {
+		key := s.chunkKey(snapID{m.Meta.Topic, m.Meta.Partition}, m.Meta.Seq, m.Nonce, n)
+		p.keys = append(p.keys, key)
+		p.offsets = append(p.offsets, pi.chunks[key].offset)
+	}
+	return p, nil
+}
+
+// fetchChunks reads the chunks of a plan and verifies every checksum, so the
+// returned bytes are exactly what Save stored.
+func (s *KafkaStore) fetchChunks(ctx context.Context, cp int, p chunkPlan) ([][]byte, error) {
+	m := p.loc.m
+	chunks := make([][]byte, len(p.keys))
+	if len(p.keys) > 0 {
+		want := make(map[int64]int, len(p.offsets))
+		for n, off := range p.offsets {
+			want[off] = n
+		}
+		from, to := slices.Min(p.offsets), slices.Max(p.offsets)+1
+		err := readRange(ctx, s.client, s.topic, cp, from, to, func(rec *kafka.Record) error {
+			n, ok := want[rec.Offset]
+			if !ok {
+				return nil
+			}
+			b, err := kafka.ReadAll(rec.Value)
+			if err != nil {
+				return fmt.Errorf("read chunk %d: %w", n, err)
+			}
+			chunks[n] = b
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	total := newCRC()
+	for n, b := range chunks {
+		what := fmt.Sprintf("chunk %d of %d", n, len(chunks))
+		if b == nil {
+			return nil, &CorruptError{Key: p.keys[n], What: what, Err: ErrMissing}
+		}
+		if got := (chunkSum{Size: len(b), CRC: checksum(b)}); got != m.Chunks[n] {
+			return nil, &CorruptError{Key: p.keys[n], What: what, Err: fmt.Errorf("%w: crc %08x, want %08x", ErrChecksum, got.CRC, m.Chunks[n].CRC)}
+		}
+		total.Write(b)
+	}
+	if got := total.Sum32(); got != m.Meta.Checksum {
+		return nil, &CorruptError{Key: p.loc.key, What: "payload", Err: fmt.Errorf("%w: crc %08x, want %08x", ErrChecksum, got, m.Meta.Checksum)}
+	}
+	return chunks, nil
+}
+
+func chunkReader(chunks [][]byte) io.Reader {
+	rs := make([]io.Reader, len(chunks))
+	for i, b := range chunks {
+		rs[i] = bytes.NewReader(b)
+	}
+	return io.MultiReader(rs...)
+}

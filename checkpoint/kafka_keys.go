@@ -1,0 +1,94 @@
+package checkpoint
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// The key scheme of the checkpoint topic. Every record key starts with
+// "<group>/<topic>/<partition>/" (group path-escaped, so it holds no '/'):
+//
+//	<g>/<t>/<p>/c/<seq>/<nonce>/<n>   chunk n of snapshot seq (value: stored bytes)
+//	<g>/<t>/<p>/m/<seq>               manifest of snapshot seq (value: JSON)
+//
+// seq is zero-padded to 20 digits, n to 6. The nonce is random per Save, so
+// two writers that pick the same seq never overwrite each other's chunks; the
+// later manifest wins, as compaction would decide. Chunks are written before
+// their manifest, so a manifest is only ever visible after its chunks.
+// Superseded manifests and their chunks (and chunks no manifest refers to)
+// are tombstoned, so compaction keeps the last Keep snapshots per partition.
+// Input partition p goes to checkpoint partition p % (partitions of the
+// topic), so a restore reads only that checkpoint partition.
+
+// snapID names the snapshots of one input partition.
+type snapID struct {
+	topic     string
+	partition int
+}
+
+func (s *KafkaStore) snapPrefix(id snapID) string {
+	return fmt.Sprintf("%s%s/%d/", s.prefix, id.topic, id.partition)
+}
+
+func (s *KafkaStore) manifestKey(id snapID, seq uint64) string {
+	return fmt.Sprintf("%sm/%020d", s.snapPrefix(id), seq)
+}
+
+func (s *KafkaStore) chunkKey(id snapID, seq uint64, nonce string, n int) string {
+	return fmt.Sprintf("%sc/%020d/%s/%06d", s.snapPrefix(id), seq, nonce, n)
+}
+
+// parsedKey is a record key of this store's group.
+type parsedKey struct {
+	id       snapID
+	manifest bool
+	seq      uint64
+	nonce    string
+	n        int
+}
+
+func (s *KafkaStore) parseKey(key string) (parsedKey, bool) {
+	rest, ok := strings.CutPrefix(key, s.prefix)
+	if !ok {
+		return parsedKey{}, false
+	}
+	f := strings.Split(rest, "/")
+	if len(f) < 4 {
+		return parsedKey{}, false
+	}
+	var k parsedKey
+	var err error
+	k.id.topic = f[0]
+	if k.id.partition, err = strconv.Atoi(f[1]); err != nil {
+		return parsedKey{}, false
+	}
+	if k.seq, err = strconv.ParseUint(f[3], 10, 64); err != nil {
+		return parsedKey{}, false
+	}
+	switch {
+	case f[2] == "m" && len(f) == 4:
+		k.manifest = true
+	case f[2] == "c" && len(f) == 6:
+		k.nonce = f[4]
+		if k.n, err = strconv.Atoi(f[5]); err != nil {
+			return parsedKey{}, false
+		}
+	default:
+		return parsedKey{}, false
+	}
+	return k, true
+}
+
+// inputPartition reads the input partition from any key of the layout.
+func inputPartition(key []byte) (int, bool) {
+	f := bytes.SplitN(key, []byte("/"), 4)
+	if len(f) < 4 {
+		return 0, false
+	}
+	p, err := strconv.Atoi(string(f[2]))
+	return p, err == nil && p >= 0
+}
+
+func (s *KafkaStore) checkpointPartition(inputPartition int) int { return inputPartition % s.nparts }

@@ -1,0 +1,87 @@
+package partition
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"dedup/checkpoint"
+	"dedup/rotation"
+)
+
+// Source headers added to every forwarded record.
+const (
+	HeaderSourceTopic     = "dedup-source-topic"
+	HeaderSourcePartition = "dedup-source-partition"
+	HeaderSourceOffset    = "dedup-source-offset"
+)
+
+// Keys extracts a record's dedup key; ok is false for a record without one.
+type Keys interface {
+	Extract(m *kafka.Message) (key []byte, ok bool)
+}
+
+// Writer queues outputs; it must not wait for their acknowledgement, which
+// arrives through Completion.Settle.
+type Writer interface {
+	WriteMessages(ctx context.Context, msgs ...kafka.Message) error
+}
+
+// Store is what a partition needs of a checkpoint store.
+type Store interface {
+	Save(ctx context.Context, m checkpoint.Meta, state io.WriterTo) (checkpoint.Meta, error)
+	Load(ctx context.Context, topic string, partition int, decode func(checkpoint.Meta, io.Reader) error) (checkpoint.Meta, checkpoint.Source, error)
+}
+
+// Deps is everything one partition's pipeline uses. The owner builds it
+// per assignment; the partition reaches nothing else.
+type Deps struct {
+	Group       string
+	Topic       string // input topic
+	Partition   int
+	Committed   int64 // the group's committed offset, or kafka.FirstOffset/LastOffset when none
+	OutputTopic string
+
+	Keys          Keys
+	RetractHeader string // header whose presence marks a retraction (empty = none)
+	Writer        Writer
+	Route         Router
+	FlushAt       int // outputs buffered before they go to the writer while behind
+	InflightCap   int // ack ring size: outputs in flight at most
+
+	// Reader is the input reader's configuration without topic and
+	// partition (brokers, dialer, fetch sizes, error logger).
+	Reader kafka.ReaderConfig
+	Filter rotation.Options // with defaults, as a pair reports them
+
+	Store              Store               // nil: no checkpoints, commits only
+	Spares             chan *rotation.Pair // the instance's spare pair; nil without a Store
+	CheckpointInterval time.Duration
+	StopTimeout        time.Duration // bound on the final flush, checkpoint and commit
+	// Scan is the replay scan's configuration without the source and
+	// range (brokers, transport, output topic, headers).
+	Scan checkpoint.ScanOptions
+
+	// Commit commits offset (the next to read) of the partition.
+	Commit func(offset int64) error
+	// OutputEnds reads the end offsets of the output partitions the
+	// partition writes to.
+	OutputEnds func(ctx context.Context) (map[int]int64, error)
+	// Resolve turns kafka.FirstOffset or kafka.LastOffset into an offset.
+	Resolve func(ctx context.Context, logical int64) (int64, error)
+	// RecoverAt is the input offset whose output failed in an earlier
+	// generation and is not yet delivered, or -1; Delivered is called once
+	// its output is acknowledged or found in the output.
+	RecoverAt int64
+	Delivered func(offset int64)
+	// Crashed, when it reports true at the stop, makes the partition stop
+	// like a killed process: no final checkpoint, no final commit.
+	Crashed func() bool
+
+	Metrics *Metrics
+	Totals  *Totals
+	Log     *slog.Logger
+}

@@ -1,0 +1,48 @@
+// Package partition is one input partition's pipeline for one consumer-group
+// generation: read → key → pair → write, then acknowledgement tracking,
+// checkpoints and commits. Start builds it from a Deps (its only link to
+// the rest of the stage) and restores it; Worker.Run consumes until the
+// generation ends and then stops it.
+//
+// What it guarantees:
+//
+//   - Time is the record timestamp. A key forwarded less than one window
+//     earlier is dropped; one forwarded two windows or more earlier is
+//     forwarded; in between, either (rotation.Pair decides).
+//   - A record carrying Deps.RetractHeader removes its key from the filters
+//     and is itself forwarded. A record without a dedup key is forwarded and
+//     counted as unkeyed; nothing is dropped for being malformed.
+//   - Forwarded records keep key, value, timestamp and headers and gain the
+//     HeaderSource* headers. Router sends them to the input record's
+//     partition when both topics have as many partitions, else where the
+//     Java client's default partitioner (murmur2 of the key) puts them.
+//   - An input offset is committed (Deps.Commit) only after every output
+//     before it is acknowledged (the ack ring, settled by
+//     Completion.Settle); a failed output is never retired, so nothing at or
+//     past it is committed or checkpointed, and Run returns the
+//     *ProduceError.
+//   - With a Store, the partition checkpoints its filters with the input
+//     offset they cover and the output end offsets read before the copy;
+//     Start restores the newest valid snapshot, seeks to its offset, scans
+//     the output from those end offsets and does not forward again what
+//     already landed: after a crash, every first occurrence is in the
+//     output once. Without a Store, output is at-least-once.
+//   - The hot path waits for nothing but the reader: the writer is
+//     asynchronous, and a periodic checkpoint costs the worker a flush and
+//     an in-memory copy of its pair into the instance's spare (the saver
+//     does the rest in the background). At revocation the stopped worker's
+//     own pair is saved, within Deps.StopTimeout.
+//
+// Memory per partition: its filter pair, an ack ring (48 bytes per output in
+// flight, Deps.InflightCap slots), the output header arena, and a reader
+// fetch of up to the reader's MaxBytes with a 4096-message queue.
+//
+// Files: worker.go (the hot path, top to bottom), start.go (restore and
+// start), stop.go, checkpointer.go, acks.go (ack ring and the writer's
+// completion), arena.go (output headers), router.go (output partition),
+// metrics.go (counts and gauges), deps.go (what the owner provides).
+//
+// Concurrency: one worker goroutine owns the reader, pair, arena and ack
+// ring tail; one saver goroutine per partition runs its checkpoints;
+// Completion.Settle may run on any writer goroutine.
+package partition

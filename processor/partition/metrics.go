@@ -1,0 +1,86 @@
+package partition
+
+import (
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"dedup/rotation"
+)
+
+// Metrics are one partition's series, looked up once per assignment so
+// that the hot path never hashes label values.
+type Metrics struct {
+	Forwarded, Duplicate, Retraction, Unkeyed prometheus.Counter
+	ReplaySuppressed                          prometheus.Counter
+	Fill, EstKeys, FPRate, Saturated          [2]prometheus.Gauge // current, previous
+	WindowElapsed, Bytes, Lag                 prometheus.Gauge
+	Rotations                                 prometheus.Counter
+	CheckpointRaw, CheckpointStored           prometheus.Gauge
+	CheckpointLast                            prometheus.Gauge
+	Checkpoints, CheckpointFails              prometheus.Counter
+	CheckpointSeconds                         prometheus.Observer // this store's series
+	CheckpointPause                           prometheus.Observer
+	Restores                                  *prometheus.CounterVec // {source}
+}
+
+// Totals are cumulative counts of input records by outcome over every
+// partition of an instance, cheap to read at any time.
+type Totals struct {
+	In, Forwarded, Duplicates, Retractions, Unkeyed, Suppressed atomic.Uint64
+}
+
+// counts are per-outcome tallies the worker keeps locally and publishes
+// every tick, so the hot path touches no shared cache line per record.
+type counts struct {
+	in, forwarded, duplicates, retractions, unkeyed, suppressed uint64
+}
+
+func (w *Worker) publishCounts() {
+	c := w.counts
+	w.counts = counts{}
+	pm, pr := w.d.Metrics, w.d.Totals
+	if c.in == 0 {
+		return
+	}
+	pr.In.Add(c.in)
+	publish(c.forwarded, pm.Forwarded, &pr.Forwarded)
+	publish(c.duplicates, pm.Duplicate, &pr.Duplicates)
+	publish(c.retractions, pm.Retraction, &pr.Retractions)
+	publish(c.unkeyed, pm.Unkeyed, &pr.Unkeyed)
+	publish(c.suppressed, pm.ReplaySuppressed, &pr.Suppressed)
+}
+
+// publish adds a tick's tally to its Prometheus counter and to the
+// instance's totals, skipping the shared writes when there is nothing.
+func publish(n uint64, m prometheus.Counter, total *atomic.Uint64) {
+	if n > 0 {
+		m.Add(float64(n))
+		total.Add(n)
+	}
+}
+
+// updateGauges refreshes the filter and lag gauges; Stats is O(1).
+func (w *Worker) updateGauges() {
+	s := w.pair.Stats()
+	pm := w.d.Metrics
+	for i, f := range [2]rotation.FilterStats{s.Current, s.Previous} {
+		pm.Fill[i].Set(f.Fill)
+		pm.EstKeys[i].Set(f.EstimatedKeys)
+		pm.FPRate[i].Set(f.FPRate)
+		pm.Saturated[i].Set(float64(f.Saturated))
+	}
+	pm.Bytes.Set(float64(s.Bytes))
+	if s.Rotations > w.rotations {
+		pm.Rotations.Add(float64(s.Rotations - w.rotations))
+		w.rotations = s.Rotations
+	}
+	if !s.WindowStart.IsZero() && s.Window > 0 {
+		// Event time of the window's progress: how far the last record's
+		// timestamp is into the current window.
+		pm.WindowElapsed.Set(min(1, max(0, float64(w.lastTime.Sub(s.WindowStart))/float64(s.Window))))
+	}
+	if w.hwm > 0 {
+		pm.Lag.Set(float64(max(0, w.hwm-w.position)))
+	}
+}

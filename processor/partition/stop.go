@@ -1,0 +1,39 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// stop ends a worker: flush, let a running checkpoint finish, then
+// checkpoint and commit everything acknowledged, close the reader. Bounded
+// by Deps.StopTimeout (the rebalance timeout: how long the group waits).
+func (w *Worker) stop() error {
+	ctx, cancel := context.WithTimeout(context.Background(), w.d.StopTimeout)
+	defer cancel()
+	began := time.Now()
+	errs := []error{w.flush()}
+	w.cp.stopSaver()
+	w.publishCounts()
+	w.updateGauges()
+	if w.position != w.cp.last && w.acks.failed() == nil && !w.d.Crashed() {
+		// The worker has stopped, so no output of an input >= position will
+		// follow: end offsets read after the acknowledgements are complete.
+		err := w.acks.waitAcknowledged(ctx, w.position)
+		var ends map[int]int64
+		if err == nil && w.d.Store != nil {
+			ends, err = w.d.OutputEnds(ctx)
+		}
+		if err == nil {
+			err = w.finishCheckpoint(ctx, w.position, ends, w.pair, began)
+		}
+		if err == nil {
+			w.cp.last = w.position
+		}
+		errs = append(errs, err)
+	}
+	errs = append(errs, w.reader.Close())
+	w.log.Info("partition revoked", "position", w.position, "committed", w.cp.last)
+	return errors.Join(errs...)
+}
