@@ -109,82 +109,85 @@ func TestPartitionerMatchesJava(t *testing.T) {
 	}
 }
 
+// strictJSONCases are documents and the key the extractor must take from
+// them (ok false: unkeyed).
+var strictJSONCases = []struct {
+	path, value, want string
+	ok                bool
+}{
+	// The six malformed values that were once keyed.
+	{"id", `{"id":01}`, "", false},
+	{"id", `{"id":02}`, "", false},
+	{"id", `{"id":0x}`, "", false},
+	{"id", `{"id":12ab}`, "", false},
+	{"id", `{"id":"a"`, "", false},
+	{"id", `{"id":"a"}x`, "", false},
+	// More malformed documents, the error before, at or after the field.
+	{"id", `{"x":01,"id":1}`, "", false},
+	{"id", `{"id":"a","x":01}`, "", false},
+	{"id", `{"id":"a","x":[1,2,]}`, "", false},
+	{"id", `{"id":1,}`, "", false},
+	{"id", `{"id":1}{}`, "", false},
+	{"id", `{"id":1} {"id":2}`, "", false},
+	{"id", "\ufeff" + `{"id":1}`, "", false},
+	{"id", `{"id":-}`, "", false},
+	{"id", `{"id":1.}`, "", false},
+	{"id", `{"id":.5}`, "", false},
+	{"id", `{"id":1e}`, "", false},
+	{"id", `{"id":+1}`, "", false},
+	{"id", `{"id":-01}`, "", false},
+	{"id", `{"id":tru}`, "", false},
+	{"id", `{"id":truex}`, "", false},
+	{"id", `{"id":nul}`, "", false},
+	{"id", `{'id':1}`, "", false},
+	{"id", `{id:1}`, "", false},
+	{"id", `{"id":1 "x":2}`, "", false},
+	{"id", `{"id":"a\x"}`, "", false},
+	{"id", `{"id":"a","x":"\q"}`, "", false},
+	{"id", `{"id":"a","x":"\u12"}`, "", false},
+	{"id", "{\"id\":\"a\tb\"}", "", false},   // raw control character
+	{"id", "{\"id\":\"a\xffb\"}", "", false}, // not UTF-8
+	{"id", "{\"id\":\"a\",\"x\":\"\xc3\"}", "", false},
+	{"id", `{"id":"\ud800"}`, "", false},       // unpaired surrogate
+	{"id", `{"id":"\ud800\u0041"}`, "", false}, // high surrogate, no low one
+	{"id", `{"id":"\udc00"}`, "", false},
+	{"id", ``, "", false},
+	{"id", ` `, "", false},
+	// Not a key: null, empty string, containers, missing field.
+	{"id", `{"id":null}`, "", false},
+	{"id", `{"id":""}`, "", false},
+	{"id", `{"id":{}}`, "", false},
+	{"id", `{"id":[1]}`, "", false},
+	{"id", `{"ID":1}`, "", false},
+	{"id", `[{"id":1}]`, "", false},
+	{"id", `"id"`, "", false},
+	// Valid documents.
+	{"id", `{"id":"a"}`, "a", true},
+	{"id", " \t\r\n{\"id\":\"a\"} \n", "a", true},
+	{"id", `{"id":0}`, "0", true},
+	{"id", `{"id":-0.5e+10}`, "-0.5e+10", true},
+	{"id", `{"id":1E3}`, "1E3", true},
+	{"id", `{"id":42.0}`, "42.0", true},
+	{"id", `{"id":true}`, "true", true},
+	{"id", `{"id":false}`, "false", true},
+	{"id", `{"id":"\ud83d\ude00 \u00e9 \/ é"}`, "😀 é / é", true},
+	{"id", `{"x":{"id":"no"},"id":"yes","y":[{},[],"",0,-1.5,true,false,null]}`, "yes", true},
+	{"\u00e9", `{"\u00e9":"e-acute"}`, "e-acute", true},
+	{"a.b.1", `{"a":{"b":[0,"one",2]}}`, "one", true},
+	{"a.1", `{"a":{"1":"field"}}`, "field", true},
+	// Duplicate names: the last wins, as in encoding/json.
+	{"id", `{"id":"a","id":"b"}`, "b", true},
+	{"id", `{"id":"a","id":null}`, "", false},
+	{"id", `{"id":null,"id":"a"}`, "a", true},
+	{"a.b", `{"a":{"b":"x"},"a":{"c":"y"}}`, "", false},
+	{"a.b", `{"a":{"c":"y"},"a":{"b":"x"}}`, "x", true},
+	{"id", `{"id":"a","i\u0064":"b"}`, "b", true},
+}
+
 // TestExtractStrictJSON: a JSON key comes only from one well-formed
 // document, and a key that is returned is the one encoding/json reads.
 func TestExtractStrictJSON(t *testing.T) {
-	cases := []struct {
-		path, value, want string
-		ok                bool
-	}{
-		// The six malformed values that were once keyed.
-		{"id", `{"id":01}`, "", false},
-		{"id", `{"id":02}`, "", false},
-		{"id", `{"id":0x}`, "", false},
-		{"id", `{"id":12ab}`, "", false},
-		{"id", `{"id":"a"`, "", false},
-		{"id", `{"id":"a"}x`, "", false},
-		// More malformed documents, the error before, at or after the field.
-		{"id", `{"x":01,"id":1}`, "", false},
-		{"id", `{"id":"a","x":01}`, "", false},
-		{"id", `{"id":"a","x":[1,2,]}`, "", false},
-		{"id", `{"id":1,}`, "", false},
-		{"id", `{"id":1}{}`, "", false},
-		{"id", `{"id":1} {"id":2}`, "", false},
-		{"id", "\ufeff" + `{"id":1}`, "", false},
-		{"id", `{"id":-}`, "", false},
-		{"id", `{"id":1.}`, "", false},
-		{"id", `{"id":.5}`, "", false},
-		{"id", `{"id":1e}`, "", false},
-		{"id", `{"id":+1}`, "", false},
-		{"id", `{"id":-01}`, "", false},
-		{"id", `{"id":tru}`, "", false},
-		{"id", `{"id":truex}`, "", false},
-		{"id", `{"id":nul}`, "", false},
-		{"id", `{'id':1}`, "", false},
-		{"id", `{id:1}`, "", false},
-		{"id", `{"id":1 "x":2}`, "", false},
-		{"id", `{"id":"a\x"}`, "", false},
-		{"id", `{"id":"a","x":"\q"}`, "", false},
-		{"id", `{"id":"a","x":"\u12"}`, "", false},
-		{"id", "{\"id\":\"a\tb\"}", "", false},   // raw control character
-		{"id", "{\"id\":\"a\xffb\"}", "", false}, // not UTF-8
-		{"id", "{\"id\":\"a\",\"x\":\"\xc3\"}", "", false},
-		{"id", `{"id":"\ud800"}`, "", false},       // unpaired surrogate
-		{"id", `{"id":"\ud800\u0041"}`, "", false}, // high surrogate, no low one
-		{"id", `{"id":"\udc00"}`, "", false},
-		{"id", ``, "", false},
-		{"id", ` `, "", false},
-		// Not a key: null, empty string, containers, missing field.
-		{"id", `{"id":null}`, "", false},
-		{"id", `{"id":""}`, "", false},
-		{"id", `{"id":{}}`, "", false},
-		{"id", `{"id":[1]}`, "", false},
-		{"id", `{"ID":1}`, "", false},
-		{"id", `[{"id":1}]`, "", false},
-		{"id", `"id"`, "", false},
-		// Valid documents.
-		{"id", `{"id":"a"}`, "a", true},
-		{"id", " \t\r\n{\"id\":\"a\"} \n", "a", true},
-		{"id", `{"id":0}`, "0", true},
-		{"id", `{"id":-0.5e+10}`, "-0.5e+10", true},
-		{"id", `{"id":1E3}`, "1E3", true},
-		{"id", `{"id":42.0}`, "42.0", true},
-		{"id", `{"id":true}`, "true", true},
-		{"id", `{"id":false}`, "false", true},
-		{"id", `{"id":"\ud83d\ude00 \u00e9 \/ é"}`, "😀 é / é", true},
-		{"id", `{"x":{"id":"no"},"id":"yes","y":[{},[],"",0,-1.5,true,false,null]}`, "yes", true},
-		{"\u00e9", `{"\u00e9":"e-acute"}`, "e-acute", true},
-		{"a.b.1", `{"a":{"b":[0,"one",2]}}`, "one", true},
-		{"a.1", `{"a":{"1":"field"}}`, "field", true},
-		// Duplicate names: the last wins, as in encoding/json.
-		{"id", `{"id":"a","id":"b"}`, "b", true},
-		{"id", `{"id":"a","id":null}`, "", false},
-		{"id", `{"id":null,"id":"a"}`, "a", true},
-		{"a.b", `{"a":{"b":"x"},"a":{"c":"y"}}`, "", false},
-		{"a.b", `{"a":{"c":"y"},"a":{"b":"x"}}`, "x", true},
-		{"id", `{"id":"a","i\u0064":"b"}`, "b", true},
-	}
-	for _, c := range cases {
+	for _, c := range strictJSONCases {
 		ks, err := ParseKeySource("json:" + c.path)
 		if err != nil {
 			t.Fatal(err)
