@@ -27,12 +27,15 @@ type groupMember struct {
 
 func startMember(t *testing.T, brokers []string, topic string) *groupMember {
 	t.Helper()
-	bal := &Sticky{Log: slog.New(slog.DiscardHandler)}
+	balancers, sticky, err := Balancers(NameSticky, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
 	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
 		ID:                "sticky-test",
 		Brokers:           brokers,
 		Topics:            []string{topic},
-		GroupBalancers:    []kafka.GroupBalancer{bal, kafka.RangeGroupBalancer{}},
+		GroupBalancers:    balancers,
 		SessionTimeout:    time.Second,
 		RebalanceTimeout:  2 * time.Second,
 		HeartbeatInterval: 100 * time.Millisecond,
@@ -52,7 +55,7 @@ func startMember(t *testing.T, brokers []string, topic string) *groupMember {
 			if err != nil {
 				continue
 			}
-			bal.Record(gen)
+			sticky.Record(gen)
 			var owns []int
 			for _, a := range gen.Assignments[topic] {
 				owns = append(owns, a.ID)
