@@ -134,14 +134,34 @@ type jsonScanner struct {
 const maxJSONDepth = 512
 
 func (s *jsonScanner) skipSpace() {
-	for s.i < len(s.data) {
-		switch s.data[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
-			return
+	i, data := s.i, s.data
+	for i < len(data) {
+		if c := data[i]; c > ' ' || (c != ' ' && c != '\t' && c != '\n' && c != '\r') {
+			break
 		}
+		i++
 	}
+	s.i = i
+}
+
+// plainInString marks the bytes a string holds as they are: not the
+// closing quote, a backslash, a control character or part of a multi-byte
+// UTF-8 sequence. Strings are most of a document, so they are skipped a
+// table lookup per byte.
+var plainInString = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// skipPlain moves s.i past the plain bytes of a string.
+func (s *jsonScanner) skipPlain() {
+	i, data := s.i, s.data
+	for i < len(data) && plainInString[data[i]] {
+		i++
+	}
+	s.i = i
 }
 
 // find scans the value at s.i and returns the key at path inside it.
@@ -177,15 +197,20 @@ func (s *jsonScanner) leaf() ([]byte, bool, error) {
 
 // skip moves s.i past the value that starts at s.i, validating it.
 func (s *jsonScanner) skip() error {
+	if s.i < len(s.data) && (s.data[s.i] == '{' || s.data[s.i] == '[') {
+		return s.skipContainer()
+	}
+	return s.skipScalar()
+}
+
+// skipScalar moves s.i past the string, number or literal at s.i.
+func (s *jsonScanner) skipScalar() error {
 	if s.i >= len(s.data) {
 		return errJSON
 	}
 	switch c := s.data[s.i]; {
 	case c == '"':
 		return s.skipString()
-	case c == '{' || c == '[':
-		_, _, err := s.container(nil)
-		return err
 	case c == 't':
 		return s.skipLiteral("true")
 	case c == 'f':
@@ -198,14 +223,104 @@ func (s *jsonScanner) skip() error {
 	return errJSON
 }
 
-// container scans the object or array at s.i. When path is not empty it
-// follows path[0] (a field name, or an index in an array) into the member
-// and returns what find returns there; of duplicate names the last wins, as
-// encoding/json keeps the last one in a map.
+// skipContainer validates the object or array at s.i and moves past it,
+// without looking for anything in it. It is the bulk of the work on a
+// large document, so it keeps its open containers in a bit set instead of
+// recursing.
+func (s *jsonScanner) skipContainer() error {
+	var isObj [maxJSONDepth/64 + 1]uint64 // bit d: the container at depth d is an object
+	depth := 0
+	for {
+		// s.i is at a value.
+		if c := s.data[s.i]; c == '{' || c == '[' {
+			if s.depth+depth >= maxJSONDepth {
+				return errJSON
+			}
+			if c == '{' {
+				isObj[depth/64] |= 1 << (depth % 64)
+			} else {
+				isObj[depth/64] &^= 1 << (depth % 64)
+			}
+			depth++
+			s.i++
+			s.skipSpace()
+			if s.i >= len(s.data) {
+				return errJSON
+			}
+			if s.data[s.i] != c+2 { // not empty: '{'+2 is '}', '['+2 is ']'
+				if c == '{' {
+					if err := s.skipName(); err != nil {
+						return err
+					}
+				}
+				continue
+			}
+			s.i++
+			depth--
+		} else if err := s.skipScalar(); err != nil {
+			return err
+		}
+		// After a value: separators and closing brackets.
+		for {
+			if depth == 0 {
+				return nil
+			}
+			s.skipSpace()
+			if s.i >= len(s.data) {
+				return errJSON
+			}
+			obj := isObj[(depth-1)/64]&(1<<((depth-1)%64)) != 0
+			c := s.data[s.i]
+			if c == ',' {
+				s.i++
+				s.skipSpace()
+				if obj {
+					if err := s.skipName(); err != nil {
+						return err
+					}
+				}
+				if s.i >= len(s.data) {
+					return errJSON
+				}
+				break
+			}
+			if (obj && c == '}') || (!obj && c == ']') {
+				s.i++
+				depth--
+				continue
+			}
+			return errJSON
+		}
+	}
+}
+
+// skipName moves past an object member's name and colon, leaving s.i at
+// its value.
+func (s *jsonScanner) skipName() error {
+	if s.i >= len(s.data) || s.data[s.i] != '"' {
+		return errJSON
+	}
+	if err := s.skipString(); err != nil {
+		return err
+	}
+	s.skipSpace()
+	if s.i >= len(s.data) || s.data[s.i] != ':' {
+		return errJSON
+	}
+	s.i++
+	s.skipSpace()
+	if s.i >= len(s.data) {
+		return errJSON
+	}
+	return nil
+}
+
+// container scans the object or array at s.i and follows path[0] (a
+// field name, or an index in an array) into the member, returning what
+// find returns there; of duplicate names the last wins, as encoding/json
+// keeps the last one in a map.
 func (s *jsonScanner) container(path []string) (key []byte, found bool, err error) {
-	s.depth++
-	defer func() { s.depth-- }()
-	if s.depth > maxJSONDepth {
+	if s.depth++; s.depth > maxJSONDepth {
 		return nil, false, errJSON
 	}
 	obj := s.data[s.i] == '{'
@@ -214,7 +329,7 @@ func (s *jsonScanner) container(path []string) (key []byte, found bool, err erro
 		closer = '}'
 	}
 	idx := -1
-	if len(path) > 0 && !obj {
+	if !obj {
 		if n, err := strconv.Atoi(path[0]); err == nil && n >= 0 {
 			idx = n
 		}
@@ -223,6 +338,7 @@ func (s *jsonScanner) container(path []string) (key []byte, found bool, err erro
 	s.skipSpace()
 	if s.i < len(s.data) && s.data[s.i] == closer {
 		s.i++
+		s.depth--
 		return nil, false, nil
 	}
 	for n := 0; ; n++ {
@@ -232,15 +348,11 @@ func (s *jsonScanner) container(path []string) (key []byte, found bool, err erro
 			if s.i >= len(s.data) || s.data[s.i] != '"' {
 				return nil, false, errJSON
 			}
-			if len(path) > 0 {
-				name, err := s.readString()
-				if err != nil {
-					return nil, false, err
-				}
-				match = string(name) == path[0]
-			} else if err := s.skipString(); err != nil {
+			name, err := s.readString()
+			if err != nil {
 				return nil, false, err
 			}
+			match = string(name) == path[0]
 			s.skipSpace()
 			if s.i >= len(s.data) || s.data[s.i] != ':' {
 				return nil, false, errJSON
@@ -265,6 +377,7 @@ func (s *jsonScanner) container(path []string) (key []byte, found bool, err erro
 			s.i++
 		case closer:
 			s.i++
+			s.depth--
 			return key, found, nil
 		default:
 			return nil, false, errJSON
@@ -277,7 +390,11 @@ func (s *jsonScanner) container(path []string) (key []byte, found bool, err erro
 func (s *jsonScanner) readString() ([]byte, error) {
 	s.i++ // opening quote
 	start := s.i
-	for s.i < len(s.data) {
+	for {
+		s.skipPlain()
+		if s.i >= len(s.data) {
+			return nil, errJSON
+		}
 		c := s.data[s.i]
 		switch {
 		case c == '"':
@@ -296,7 +413,6 @@ func (s *jsonScanner) readString() ([]byte, error) {
 		}
 		s.i++
 	}
-	return nil, errJSON
 }
 
 // skipRune moves past the multi-byte UTF-8 sequence at s.i, reporting
@@ -414,7 +530,11 @@ func (s *jsonScanner) readHex4() (rune, bool) {
 // without unescaping it.
 func (s *jsonScanner) skipString() error {
 	s.i++
-	for s.i < len(s.data) {
+	for {
+		s.skipPlain()
+		if s.i >= len(s.data) {
+			return errJSON
+		}
 		switch c := s.data[s.i]; {
 		case c == '"':
 			s.i++
@@ -446,7 +566,6 @@ func (s *jsonScanner) skipString() error {
 		}
 		s.i++
 	}
-	return errJSON
 }
 
 func (s *jsonScanner) skipLiteral(lit string) error {
