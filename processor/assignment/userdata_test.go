@@ -3,8 +3,11 @@ package assignment
 import (
 	"encoding/binary"
 	"errors"
+	"log/slog"
 	"reflect"
 	"testing"
+
+	"github.com/segmentio/kafka-go"
 )
 
 func TestOwnershipRoundTrip(t *testing.T) {
@@ -59,4 +62,44 @@ func TestOwnershipMalformed(t *testing.T) {
 			t.Errorf("decodeOwnership(%x) = %+v, %v; want ErrMalformedUserData", b, o, err)
 		}
 	}
+}
+
+// FuzzUserData: whatever a member's user data holds, the leader assigns
+// every partition exactly once, balanced, and a report that decodes
+// survives another encoding unchanged.
+func FuzzUserData(f *testing.F) {
+	f.Add(ownership{gen: 3, topics: map[string][]int{"in": {0, 2}}}.appendTo(nil))
+	f.Add(ownership{gen: 1, topics: map[string][]int{"in": {}, "x": {1 << 20}}}.appendTo(nil))
+	f.Add([]byte{userDataVersion, 0, 0, 0, 1, 0, 0, 0, 1, 0, 2, 'i', 'n', 0xff, 0xff, 0xff, 0xff})
+	f.Add([]byte{})
+	s := &Sticky{Log: slog.New(slog.DiscardHandler)}
+	fresh := ownership{gen: 2, topics: map[string][]int{"in": {1, 3}}}.appendTo(nil)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if o, err := decodeOwnership(data); err == nil {
+			again, err := decodeOwnership(o.appendTo(nil))
+			if err != nil || !reflect.DeepEqual(again, o) {
+				t.Fatalf("%x decodes to %+v, which encodes to something else: %+v, %v", data, o, again, err)
+			}
+		}
+		got := s.AssignGroups([]kafka.GroupMember{
+			{ID: "m1", Topics: []string{"in"}, UserData: data},
+			{ID: "m2", Topics: []string{"in"}, UserData: fresh},
+			{ID: "m3", Topics: []string{"in"}, UserData: data},
+		}, parts("in", 5))
+		seen := map[int]bool{}
+		for id, byTopic := range got {
+			if n := len(byTopic["in"]); n < 1 || n > 2 {
+				t.Fatalf("%x: %s got %d partitions: %v", data, id, n, got)
+			}
+			for _, p := range byTopic["in"] {
+				if seen[p] || p < 0 || p >= 5 {
+					t.Fatalf("%x: partition %d twice or unknown: %v", data, p, got)
+				}
+				seen[p] = true
+			}
+		}
+		if len(seen) != 5 {
+			t.Fatalf("%x: %d of 5 partitions assigned: %v", data, len(seen), got)
+		}
+	})
 }
