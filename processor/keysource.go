@@ -69,10 +69,13 @@ func (k KeySource) String() string { return k.spec }
 func (k KeySource) IsZero() bool { return k.kind == 0 }
 
 // Extract returns the dedup key of m. ok is false when the record has no
-// key: empty record key or value, missing or empty header, a JSON value that
-// is malformed (up to the field), lacks the field or holds null or "" there.
-// A JSON string field yields its unescaped text; any other JSON value yields
-// its raw text. The returned slice may alias m's memory.
+// key: empty record key or value, missing or empty header, or, for a JSON
+// source, anything but one well-formed JSON document (RFC 8259, UTF-8,
+// nothing but whitespace around it) holding a non-empty string, a number or
+// true/false at the path. A string yields its unescaped text, a number its
+// literal text (1 and 1.0 are different keys), true/false their text; null,
+// objects and arrays are unkeyed. Of duplicate field names the last wins, as
+// in encoding/json. The returned slice may alias m's memory.
 func (k KeySource) Extract(m *kafka.Message) (key []byte, ok bool) {
 	switch k.kind {
 	case keyFromKey:
@@ -87,7 +90,7 @@ func (k KeySource) Extract(m *kafka.Message) (key []byte, ok bool) {
 			}
 		}
 	case keyFromJSON:
-		key, ok = jsonLookup(m.Value, k.path)
+		key, ok = jsonKey(m.Value, k.path)
 		if !ok {
 			return nil, false
 		}
@@ -97,134 +100,287 @@ func (k KeySource) Extract(m *kafka.Message) (key []byte, ok bool) {
 	return key, len(key) > 0
 }
 
-// errJSON marks input the scanner cannot follow; callers treat it as unkeyed.
+// errJSON marks input that is not well-formed JSON; callers treat it as
+// unkeyed.
 var errJSON = errors.New("malformed JSON")
 
-// jsonLookup walks data along path and returns the value found there. It
-// scans only as far as the field: what follows is never looked at, and
-// nothing is unmarshalled into maps.
-func jsonLookup(data []byte, path []string) ([]byte, bool) {
+// jsonKey returns the scalar at path in data, which must be one well-formed
+// JSON document. It reads the document once, front to back, validating all
+// of it (a key taken before a syntax error further on would let a malformed
+// value be dropped as a duplicate), and unmarshals nothing into maps.
+func jsonKey(data []byte, path []string) ([]byte, bool) {
 	s := jsonScanner{data: data}
-	for _, seg := range path {
-		s.skipSpace()
-		if s.i >= len(s.data) {
-			return nil, false
-		}
-		var found bool
-		var err error
-		switch s.data[s.i] {
-		case '{':
-			found, err = s.findField(seg)
-		case '[':
-			found, err = s.findIndex(seg)
-		default:
-			return nil, false
-		}
-		if err != nil || !found {
-			return nil, false
-		}
+	s.skipSpace()
+	key, found, err := s.find(path)
+	if err != nil || !found {
+		return nil, false
 	}
 	s.skipSpace()
-	if s.i >= len(s.data) {
+	if s.i != len(s.data) {
 		return nil, false
 	}
-	start := s.i
-	if s.data[s.i] == '"' {
-		str, err := s.readString()
-		if err != nil {
-			return nil, false
-		}
-		return str, true
-	}
-	if err := s.skipValue(); err != nil {
-		return nil, false
-	}
-	raw := s.data[start:s.i]
-	if bytes.Equal(raw, []byte("null")) {
-		return nil, false
-	}
-	return raw, true
+	return key, true
 }
 
-// jsonScanner is a minimal forward-only JSON reader over one value.
+// jsonScanner is a forward-only JSON validator that picks one value out.
 type jsonScanner struct {
 	data  []byte
 	i     int
 	depth int
 }
 
-// maxJSONDepth bounds nesting so a hostile value cannot exhaust the stack.
+// maxJSONDepth bounds nesting so a hostile value cannot exhaust the stack;
+// deeper documents are unkeyed.
 const maxJSONDepth = 512
 
 func (s *jsonScanner) skipSpace() {
-	for s.i < len(s.data) {
-		switch s.data[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
-			return
+	i, data := s.i, s.data
+	for i < len(data) {
+		if c := data[i]; c > ' ' || (c != ' ' && c != '\t' && c != '\n' && c != '\r') {
+			break
 		}
+		i++
 	}
+	s.i = i
 }
 
-// findField expects an object at s.i and leaves s.i at the value of the
-// first member named name.
-func (s *jsonScanner) findField(name string) (bool, error) {
-	s.i++ // '{'
-	s.skipSpace()
-	if s.i < len(s.data) && s.data[s.i] == '}' {
-		s.i++
-		return false, nil
+// plainInString marks the bytes a string holds as they are: not the
+// closing quote, a backslash, a control character or part of a multi-byte
+// UTF-8 sequence. Strings are most of a document, so they are skipped a
+// table lookup per byte.
+var plainInString = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
 	}
+	return t
+}()
+
+// skipPlain moves s.i past the plain bytes of a string.
+func (s *jsonScanner) skipPlain() {
+	i, data := s.i, s.data
+	for i < len(data) && plainInString[data[i]] {
+		i++
+	}
+	s.i = i
+}
+
+// find scans the value at s.i and returns the key at path inside it.
+func (s *jsonScanner) find(path []string) ([]byte, bool, error) {
+	if len(path) == 0 {
+		return s.leaf()
+	}
+	if s.i < len(s.data) && (s.data[s.i] == '{' || s.data[s.i] == '[') {
+		return s.container(path)
+	}
+	return nil, false, s.skip()
+}
+
+// leaf scans the value at s.i, the end of the path, and returns it when it
+// is a scalar that can be a key.
+func (s *jsonScanner) leaf() ([]byte, bool, error) {
+	if s.i >= len(s.data) {
+		return nil, false, errJSON
+	}
+	start := s.i
+	switch c := s.data[s.i]; {
+	case c == '"':
+		str, err := s.readString()
+		return str, err == nil, err
+	case c == 't', c == 'f', c == '-', '0' <= c && c <= '9':
+		if err := s.skip(); err != nil {
+			return nil, false, err
+		}
+		return s.data[start:s.i], true, nil
+	}
+	return nil, false, s.skip() // null, object, array: no key
+}
+
+// skip moves s.i past the value that starts at s.i, validating it.
+func (s *jsonScanner) skip() error {
+	if s.i < len(s.data) && (s.data[s.i] == '{' || s.data[s.i] == '[') {
+		return s.skipContainer()
+	}
+	return s.skipScalar()
+}
+
+// skipScalar moves s.i past the string, number or literal at s.i.
+func (s *jsonScanner) skipScalar() error {
+	if s.i >= len(s.data) {
+		return errJSON
+	}
+	switch c := s.data[s.i]; {
+	case c == '"':
+		return s.skipString()
+	case c == 't':
+		return s.skipLiteral("true")
+	case c == 'f':
+		return s.skipLiteral("false")
+	case c == 'n':
+		return s.skipLiteral("null")
+	case c == '-' || ('0' <= c && c <= '9'):
+		return s.skipNumber()
+	}
+	return errJSON
+}
+
+// skipContainer validates the object or array at s.i and moves past it,
+// without looking for anything in it. It is the bulk of the work on a
+// large document, so it keeps its open containers in a bit set instead of
+// recursing.
+func (s *jsonScanner) skipContainer() error {
+	var isObj [maxJSONDepth/64 + 1]uint64 // bit d: the container at depth d is an object
+	depth := 0
 	for {
-		s.skipSpace()
-		if s.i >= len(s.data) || s.data[s.i] != '"' {
-			return false, errJSON
+		// s.i is at a value.
+		if c := s.data[s.i]; c == '{' || c == '[' {
+			if s.depth+depth >= maxJSONDepth {
+				return errJSON
+			}
+			if c == '{' {
+				isObj[depth/64] |= 1 << (depth % 64)
+			} else {
+				isObj[depth/64] &^= 1 << (depth % 64)
+			}
+			depth++
+			s.i++
+			s.skipSpace()
+			if s.i >= len(s.data) {
+				return errJSON
+			}
+			if s.data[s.i] != c+2 { // not empty: '{'+2 is '}', '['+2 is ']'
+				if c == '{' {
+					if err := s.skipName(); err != nil {
+						return err
+					}
+				}
+				continue
+			}
+			s.i++
+			depth--
+		} else if err := s.skipScalar(); err != nil {
+			return err
 		}
-		field, err := s.readString()
-		if err != nil {
-			return false, err
-		}
-		s.skipSpace()
-		if s.i >= len(s.data) || s.data[s.i] != ':' {
-			return false, errJSON
-		}
-		s.i++
-		if string(field) == name {
-			return true, nil
-		}
-		if err := s.skipValue(); err != nil {
-			return false, err
-		}
-		if more, err := s.next('}'); !more {
-			return false, err
+		// After a value: separators and closing brackets.
+		for {
+			if depth == 0 {
+				return nil
+			}
+			s.skipSpace()
+			if s.i >= len(s.data) {
+				return errJSON
+			}
+			obj := isObj[(depth-1)/64]&(1<<((depth-1)%64)) != 0
+			c := s.data[s.i]
+			if c == ',' {
+				s.i++
+				s.skipSpace()
+				if obj {
+					if err := s.skipName(); err != nil {
+						return err
+					}
+				}
+				if s.i >= len(s.data) {
+					return errJSON
+				}
+				break
+			}
+			if (obj && c == '}') || (!obj && c == ']') {
+				s.i++
+				depth--
+				continue
+			}
+			return errJSON
 		}
 	}
 }
 
-// findIndex expects an array at s.i and leaves s.i at element seg (a
-// decimal index).
-func (s *jsonScanner) findIndex(seg string) (bool, error) {
-	idx, err := strconv.Atoi(seg)
-	if err != nil || idx < 0 {
-		return false, nil
+// skipName moves past an object member's name and colon, leaving s.i at
+// its value.
+func (s *jsonScanner) skipName() error {
+	if s.i >= len(s.data) || s.data[s.i] != '"' {
+		return errJSON
 	}
-	s.i++ // '['
+	if err := s.skipString(); err != nil {
+		return err
+	}
 	s.skipSpace()
-	if s.i < len(s.data) && s.data[s.i] == ']' {
+	if s.i >= len(s.data) || s.data[s.i] != ':' {
+		return errJSON
+	}
+	s.i++
+	s.skipSpace()
+	if s.i >= len(s.data) {
+		return errJSON
+	}
+	return nil
+}
+
+// container scans the object or array at s.i and follows path[0] (a
+// field name, or an index in an array) into the member, returning what
+// find returns there; of duplicate names the last wins, as encoding/json
+// keeps the last one in a map.
+func (s *jsonScanner) container(path []string) (key []byte, found bool, err error) {
+	if s.depth++; s.depth > maxJSONDepth {
+		return nil, false, errJSON
+	}
+	obj := s.data[s.i] == '{'
+	closer := byte(']')
+	if obj {
+		closer = '}'
+	}
+	idx := -1
+	if !obj {
+		if n, err := strconv.Atoi(path[0]); err == nil && n >= 0 {
+			idx = n
+		}
+	}
+	s.i++
+	s.skipSpace()
+	if s.i < len(s.data) && s.data[s.i] == closer {
 		s.i++
-		return false, nil
+		s.depth--
+		return nil, false, nil
 	}
 	for n := 0; ; n++ {
 		s.skipSpace()
-		if n == idx {
-			return true, nil
+		match := n == idx
+		if obj {
+			if s.i >= len(s.data) || s.data[s.i] != '"' {
+				return nil, false, errJSON
+			}
+			name, err := s.readString()
+			if err != nil {
+				return nil, false, err
+			}
+			match = string(name) == path[0]
+			s.skipSpace()
+			if s.i >= len(s.data) || s.data[s.i] != ':' {
+				return nil, false, errJSON
+			}
+			s.i++
+			s.skipSpace()
 		}
-		if err := s.skipValue(); err != nil {
-			return false, err
+		if match {
+			key, found, err = s.find(path[1:])
+		} else {
+			err = s.skip()
 		}
-		if more, err := s.next(']'); !more {
-			return false, err
+		if err != nil {
+			return nil, false, err
+		}
+		s.skipSpace()
+		if s.i >= len(s.data) {
+			return nil, false, errJSON
+		}
+		switch s.data[s.i] {
+		case ',':
+			s.i++
+		case closer:
+			s.i++
+			s.depth--
+			return key, found, nil
+		default:
+			return nil, false, errJSON
 		}
 	}
 }
@@ -234,7 +390,11 @@ func (s *jsonScanner) findIndex(seg string) (bool, error) {
 func (s *jsonScanner) readString() ([]byte, error) {
 	s.i++ // opening quote
 	start := s.i
-	for s.i < len(s.data) {
+	for {
+		s.skipPlain()
+		if s.i >= len(s.data) {
+			return nil, errJSON
+		}
 		c := s.data[s.i]
 		switch {
 		case c == '"':
@@ -245,13 +405,30 @@ func (s *jsonScanner) readString() ([]byte, error) {
 			return s.readEscapedString(start)
 		case c < 0x20:
 			return nil, errJSON
+		case c >= utf8.RuneSelf:
+			if !s.skipRune() {
+				return nil, errJSON
+			}
+			continue
 		}
 		s.i++
 	}
-	return nil, errJSON
 }
 
-// readEscapedString continues readString once an escape is seen.
+// skipRune moves past the multi-byte UTF-8 sequence at s.i, reporting
+// whether it is valid (RFC 8259 texts are UTF-8).
+func (s *jsonScanner) skipRune() bool {
+	r, n := utf8.DecodeRune(s.data[s.i:])
+	if r == utf8.RuneError && n <= 1 {
+		return false
+	}
+	s.i += n
+	return true
+}
+
+// readEscapedString continues readString once an escape is seen. An
+// unpaired surrogate escape is refused: encoding/json turns every one into
+// U+FFFD, which would make different values one key.
 func (s *jsonScanner) readEscapedString(start int) ([]byte, error) {
 	out := make([]byte, 0, s.i-start+16)
 	out = append(out, s.data[start:s.i]...)
@@ -263,6 +440,13 @@ func (s *jsonScanner) readEscapedString(start int) ([]byte, error) {
 			return out, nil
 		case c < 0x20:
 			return nil, errJSON
+		case c >= utf8.RuneSelf:
+			from := s.i
+			if !s.skipRune() {
+				return nil, errJSON
+			}
+			out = append(out, s.data[from:s.i]...)
+			continue
 		case c != '\\':
 			out = append(out, c)
 			s.i++
@@ -293,9 +477,9 @@ func (s *jsonScanner) readEscapedString(start int) ([]byte, error) {
 				return nil, errJSON
 			}
 			if utf16.IsSurrogate(r) {
-				// A pair is two \u escapes; a lone half becomes U+FFFD, as
-				// encoding/json does.
-				r = s.lowSurrogate(r)
+				if r, ok = s.lowSurrogate(r); !ok {
+					return nil, errJSON
+				}
 			}
 			out = utf8.AppendRune(out, r)
 		default:
@@ -305,22 +489,19 @@ func (s *jsonScanner) readEscapedString(start int) ([]byte, error) {
 	return nil, errJSON
 }
 
-// lowSurrogate completes the high surrogate hi with a following \uXXXX
-// low surrogate, or returns U+FFFD and leaves s.i alone.
-func (s *jsonScanner) lowSurrogate(hi rune) rune {
+// lowSurrogate completes the high surrogate hi with the \uXXXX low
+// surrogate that must follow it.
+func (s *jsonScanner) lowSurrogate(hi rune) (rune, bool) {
 	if s.i+1 >= len(s.data) || s.data[s.i] != '\\' || s.data[s.i+1] != 'u' {
-		return utf8.RuneError
+		return 0, false
 	}
-	save := s.i
 	s.i += 2
 	lo, ok := s.readHex4()
-	if ok {
-		if d := utf16.DecodeRune(hi, lo); d != utf8.RuneError {
-			return d
-		}
+	if !ok {
+		return 0, false
 	}
-	s.i = save
-	return utf8.RuneError
+	r := utf16.DecodeRune(hi, lo)
+	return r, r != utf8.RuneError
 }
 
 func (s *jsonScanner) readHex4() (rune, bool) {
@@ -345,107 +526,46 @@ func (s *jsonScanner) readHex4() (rune, bool) {
 	return r, true
 }
 
-// skipValue moves s.i past the value that starts at s.i.
-func (s *jsonScanner) skipValue() error {
-	s.skipSpace()
-	if s.i >= len(s.data) {
-		return errJSON
-	}
-	switch c := s.data[s.i]; {
-	case c == '"':
-		_, err := s.skipString()
-		return err
-	case c == '{' || c == '[':
-		return s.skipContainer()
-	case c == 't':
-		return s.skipLiteral("true")
-	case c == 'f':
-		return s.skipLiteral("false")
-	case c == 'n':
-		return s.skipLiteral("null")
-	case c == '-' || ('0' <= c && c <= '9'):
-		return s.skipNumber()
-	}
-	return errJSON
-}
-
-// skipString moves past a string without unescaping it.
-func (s *jsonScanner) skipString() (int, error) {
+// skipString moves past a string, validating its escapes and UTF-8
+// without unescaping it.
+func (s *jsonScanner) skipString() error {
 	s.i++
-	for s.i < len(s.data) {
+	for {
+		s.skipPlain()
+		if s.i >= len(s.data) {
+			return errJSON
+		}
 		switch c := s.data[s.i]; {
 		case c == '"':
 			s.i++
-			return s.i, nil
+			return nil
 		case c == '\\':
-			s.i += 2
+			s.i++
+			if s.i >= len(s.data) {
+				return errJSON
+			}
+			switch s.data[s.i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				s.i++
+			case 'u':
+				s.i++
+				if _, ok := s.readHex4(); !ok {
+					return errJSON
+				}
+			default:
+				return errJSON
+			}
 			continue
 		case c < 0x20:
-			return 0, errJSON
-		}
-		s.i++
-	}
-	return 0, errJSON
-}
-
-func (s *jsonScanner) skipContainer() error {
-	s.depth++
-	defer func() { s.depth-- }()
-	if s.depth > maxJSONDepth {
-		return errJSON
-	}
-	obj := s.data[s.i] == '{'
-	closer := byte(']')
-	if obj {
-		closer = '}'
-	}
-	s.i++
-	s.skipSpace()
-	if s.i < len(s.data) && s.data[s.i] == closer {
-		s.i++
-		return nil
-	}
-	for {
-		s.skipSpace()
-		if obj {
-			if s.i >= len(s.data) || s.data[s.i] != '"' {
+			return errJSON
+		case c >= utf8.RuneSelf:
+			if !s.skipRune() {
 				return errJSON
 			}
-			if _, err := s.skipString(); err != nil {
-				return err
-			}
-			s.skipSpace()
-			if s.i >= len(s.data) || s.data[s.i] != ':' {
-				return errJSON
-			}
-			s.i++
+			continue
 		}
-		if err := s.skipValue(); err != nil {
-			return err
-		}
-		if more, err := s.next(closer); !more {
-			return err
-		}
-	}
-}
-
-// next reads the separator after a member of an object or an element of an
-// array that closer ends: true when another one follows, false (and nil) at
-// the closing bracket, errJSON otherwise.
-func (s *jsonScanner) next(closer byte) (bool, error) {
-	s.skipSpace()
-	if s.i >= len(s.data) {
-		return false, errJSON
-	}
-	switch s.data[s.i] {
-	case ',':
 		s.i++
-		return true, nil
-	case closer:
-		s.i++
-		return false, nil
 	}
-	return false, errJSON
 }
 
 func (s *jsonScanner) skipLiteral(lit string) error {
@@ -456,9 +576,10 @@ func (s *jsonScanner) skipLiteral(lit string) error {
 	return nil
 }
 
-// skipNumber accepts the JSON number grammar.
+// skipNumber accepts the JSON number grammar: an optional minus, 0 or a
+// digit string not starting with 0, an optional fraction, an optional
+// exponent. What follows is checked by the caller (a delimiter or the end).
 func (s *jsonScanner) skipNumber() error {
-	start := s.i
 	if s.data[s.i] == '-' {
 		s.i++
 	}
@@ -489,9 +610,6 @@ func (s *jsonScanner) skipNumber() error {
 		if digits() == 0 {
 			return errJSON
 		}
-	}
-	if s.i == start {
-		return errJSON
 	}
 	return nil
 }
