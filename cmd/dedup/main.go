@@ -3,8 +3,8 @@
 //	dedup            run the stage (embedded broker when KAFKA_BROKERS is empty)
 //	dedup demo       the stage plus a traffic generator and a live progress line
 //	dedup inspect    print what the checkpoint store holds
-//	dedup bench      benchmarks
-//	dedup size       filter sizing
+//	dedup size       what to deploy for a workload: settings, memory, checkpoint bandwidth
+//	dedup version    module version, commit and Go version
 //	dedup healthcheck  exit 0 when this host's /healthz answers 200 (for container HEALTHCHECKs)
 //	dedup help       usage and every environment variable
 //
@@ -60,15 +60,29 @@ func run(ctx context.Context, args []string, lookup LookupFunc, stdout, stderr i
 	case "bench":
 		return runBench(ctx, args)
 	case "size":
-		return runSize(args)
+		return runSize(args, stdout, stderr)
 	case "healthcheck":
 		return runHealthcheck(ctx, args, lookup, stdout, stderr)
+	case "version", "--version", "-version", "-v":
+		return runVersion(args, stdout, stderr)
 	case "help", "-h", "-help", "--help":
+		return runHelp(args, stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "dedup: unknown subcommand %q; run 'dedup help' for the list\n", cmd)
+	return exitConfig
+}
+
+// runHelp prints the usage; with --markdown, the README's configuration table.
+func runHelp(args []string, stdout, stderr io.Writer) int {
+	switch {
+	case len(args) == 0:
 		printUsage(stdout)
 		return exitOK
+	case len(args) == 1 && args[0] == "--markdown":
+		writeConfigTable(stdout)
+		return exitOK
 	}
-	fmt.Fprintf(stderr, "dedup: unknown subcommand %q\n\n", cmd)
-	printUsage(stderr)
+	fmt.Fprintf(stderr, "dedup help: unexpected arguments %s (want none, or --markdown)\n", strings.Join(args, " "))
 	return exitConfig
 }
 
