@@ -119,17 +119,14 @@ func withDefault(lookup LookupFunc, name, value string) LookupFunc {
 
 // demo runs the stage, the generator and the progress line together.
 func demo(ctx context.Context, cfg *Config, gopts GeneratorOptions, log *slog.Logger, stdout io.Writer) (err error) {
-	cluster, err := openCluster(ctx, cfg, log, stdout)
+	svc, err := startService(ctx, cfg, log, stdout)
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, cluster.Close()) }()
-	stage, err := newStage(ctx, cfg, cluster, log)
-	if err != nil {
-		return err
-	}
-	gopts.Brokers = cluster.Conn.Brokers
-	gopts.Transport = cluster.Conn.Transport
+	defer func() { err = errors.Join(err, svc.Close()) }()
+	stage := svc.Stage
+	gopts.Brokers = svc.Cluster.Conn.Brokers
+	gopts.Transport = svc.Cluster.Conn.Transport
 	gen, err := NewGenerator(gopts)
 	if err != nil {
 		return err

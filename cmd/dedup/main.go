@@ -137,6 +137,10 @@ func runServe(ctx context.Context, args []string, lookup LookupFunc, stdout, std
 		return code
 	}
 	if err := serve(ctx, cfg, log, stdout); err != nil {
+		if errors.Is(err, errStoppedDuringStartup) {
+			log.Info("stopped during start-up")
+			return exitOK
+		}
 		log.Error("dedup failed", "err", err)
 		return exitFailure
 	}
@@ -144,18 +148,14 @@ func runServe(ctx context.Context, args []string, lookup LookupFunc, stdout, std
 	return exitOK
 }
 
-// serve runs the stage against the cluster until ctx ends.
+// serve starts the stage and runs it until ctx ends.
 func serve(ctx context.Context, cfg *Config, log *slog.Logger, stdout io.Writer) (err error) {
-	cluster, err := openCluster(ctx, cfg, log, stdout)
+	svc, err := startService(ctx, cfg, log, stdout)
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, cluster.Close()) }()
-	stage, err := newStage(ctx, cfg, cluster, log)
-	if err != nil {
-		return err
-	}
+	defer func() { err = errors.Join(err, svc.Close()) }()
 	log.Info("dedup running", "input", cfg.InputTopic, "output", cfg.OutputTopic, "group", cfg.GroupID,
 		"key", cfg.Key, "window", cfg.Window, "mode", cfg.Mode, "checkpoint_store", cfg.CheckpointStore)
-	return stage.Run(ctx)
+	return svc.Stage.Run(ctx)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -239,7 +238,9 @@ type sizeRow struct {
 // sampleKey is the id-th synthetic key: distinct ids give distinct keys.
 func sampleKey(buf *[16]byte, id uint64) []byte {
 	copy(buf[:8], "dedupkey")
-	binary.LittleEndian.PutUint64(buf[8:], id)
+	for i := range 8 {
+		buf[8+i] = byte(id >> (8 * i))
+	}
 	return buf[:]
 }
 
