@@ -54,7 +54,11 @@ func reachBrokers(ctx context.Context, o reachOptions) error {
 	deadline := time.Now().Add(o.Timeout)
 	brokers := o.Conn.Brokers
 	backoff := startupFirstBackoff
+	var last error
 	for attempt := 1; ; attempt++ {
+		if last != nil && time.Until(deadline) <= 0 {
+			return &StartupError{Brokers: brokers, Timeout: o.Timeout, Attempts: attempt - 1, Last: last}
+		}
 		o.Log.Info("connecting to Kafka", "brokers", brokers, "attempt", attempt)
 		o.Status.set(fmt.Sprintf("connecting to %s (attempt %d)", strings.Join(brokers, ","), attempt))
 		err := probeBrokers(ctx, o.Conn, min(startupMetadataTimeout, time.Until(deadline)))
@@ -65,6 +69,7 @@ func reachBrokers(ctx context.Context, o reachOptions) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		last = err
 		left := time.Until(deadline)
 		if left <= 0 {
 			return &StartupError{Brokers: brokers, Timeout: o.Timeout, Attempts: attempt, Last: err}
@@ -87,9 +92,6 @@ func reachBrokers(ctx context.Context, o reachOptions) error {
 // probeBrokers asks for the cluster's metadata once, on a transport of its
 // own so that a connection left hanging by a silent broker is not reused.
 func probeBrokers(ctx context.Context, conn *Connection, timeout time.Duration) error {
-	if timeout <= 0 {
-		return errors.New("no time left")
-	}
 	tr := &kafka.Transport{DialTimeout: startupDialTimeout, TLS: conn.Transport.TLS, SASL: conn.Transport.SASL}
 	defer tr.CloseIdleConnections()
 	client := &kafka.Client{Addr: kafka.TCP(conn.Brokers...), Transport: tr, Timeout: timeout}
