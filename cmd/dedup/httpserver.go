@@ -21,8 +21,8 @@ type Probe interface {
 }
 
 // newRegistry is the binary's own registry: the processor's families plus
-// the process and Go runtime collectors, the build and whether the broker is
-// the embedded one, and nothing from the global default.
+// the process and Go runtime collectors, whether the broker is the embedded
+// one, and nothing from the global default.
 func newRegistry(cfg *Config) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	embedded := prometheus.NewGauge(prometheus.GaugeOpts{
@@ -35,7 +35,6 @@ func newRegistry(cfg *Config) *prometheus.Registry {
 	reg.MustRegister(
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewGoCollector(),
-		newBuildInfoGauge(),
 		embedded,
 	)
 	return reg

@@ -5,15 +5,14 @@ import (
 	"io"
 	"runtime"
 	"runtime/debug"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // version is set at link time by the image build (-X main.version=...);
 // empty, the module version recorded by the Go toolchain is used.
 var version string
 
-// buildInfo is what `dedup version` and dedup_build_info report.
+// buildInfo is what `dedup version` reports; its Version is also the
+// version label of dedup_build_info (the processor's gauge).
 type buildInfo struct {
 	Version   string // module version, "(devel)" for a build from a work tree
 	Commit    string // VCS revision, with "+dirty" when the tree had changes; "unknown" without VCS data
@@ -54,17 +53,4 @@ func runVersion(args []string, stdout, stderr io.Writer) int {
 	b := readBuildInfo()
 	fmt.Fprintf(stdout, "dedup %s (commit %s, %s)\n", b.Version, b.Commit, b.GoVersion)
 	return exitOK
-}
-
-// newBuildInfoGauge is dedup_build_info: always 1, the build in its labels,
-// so a dashboard can show which build each instance runs.
-func newBuildInfoGauge() prometheus.Collector {
-	b := readBuildInfo()
-	g := prometheus.NewGauge(prometheus.GaugeOpts{
-		Name:        "dedup_build_info",
-		Help:        "Always 1; the labels name the build: module version, VCS commit and Go version.",
-		ConstLabels: prometheus.Labels{"version": b.Version, "commit": b.Commit, "goversion": b.GoVersion},
-	})
-	g.Set(1)
-	return g
 }
