@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -33,6 +35,10 @@ type StartupError struct {
 }
 
 func (e *StartupError) Error() string {
+	if permanent(e.Last) {
+		return fmt.Sprintf("Kafka brokers %s refused the connection for good (attempt %d); error: %v",
+			strings.Join(e.Brokers, ","), e.Attempts, e.Last)
+	}
 	return fmt.Sprintf("no Kafka broker of %s answered within KAFKA_STARTUP_TIMEOUT %v (%d attempts); last error: %v",
 		strings.Join(e.Brokers, ","), e.Timeout, e.Attempts, e.Last)
 }
@@ -69,6 +75,11 @@ func reachBrokers(ctx context.Context, o reachOptions) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if permanent(err) {
+			// Retrying a refused password or an untrusted certificate only
+			// delays the same answer.
+			return &StartupError{Brokers: brokers, Timeout: o.Timeout, Attempts: attempt, Last: err}
+		}
 		last = err
 		left := time.Until(deadline)
 		if left <= 0 {
@@ -87,6 +98,20 @@ func reachBrokers(ctx context.Context, o reachOptions) error {
 		}
 		backoff = min(2*backoff, startupMaxBackoff)
 	}
+}
+
+// permanent reports errors that no retry changes: the brokers refused the
+// credentials or the client refused the brokers' certificate.
+func permanent(err error) bool {
+	var unknownCA x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	var verify *tls.CertificateVerificationError
+	return errors.Is(err, kafka.SASLAuthenticationFailed) ||
+		errors.Is(err, kafka.UnsupportedSASLMechanism) ||
+		errors.Is(err, kafka.ClusterAuthorizationFailed) ||
+		errors.As(err, &unknownCA) || errors.As(err, &hostname) ||
+		errors.As(err, &invalid) || errors.As(err, &verify)
 }
 
 // probeBrokers asks for the cluster's metadata once, on a transport of its

@@ -1,13 +1,20 @@
 package main
 
 import (
+	"context"
+	"crypto/tls"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
 )
 
 // silentBroker accepts connections and never answers: a broker behind a
@@ -147,5 +154,46 @@ func TestStartupSignalExits0(t *testing.T) {
 				t.Fatalf("exit %d after SIGTERM during start-up, want 0", code)
 			}
 		})
+	}
+}
+
+// TestStartupPermanentErrors: a certificate the client does not trust
+// ends start-up at once (exit 1) rather than after KAFKA_STARTUP_TIMEOUT;
+// so do the brokers' authentication and authorization refusals.
+func TestStartupPermanentErrors(t *testing.T) {
+	for _, err := range []error{kafka.SASLAuthenticationFailed, kafka.ClusterAuthorizationFailed, kafka.UnsupportedSASLMechanism} {
+		if !permanent(fmt.Errorf("read metadata: %w", err)) {
+			t.Errorf("%v is not taken as permanent", err)
+		}
+	}
+	for _, err := range []error{io.ErrUnexpectedEOF, syscall.ECONNREFUSED, context.DeadlineExceeded, kafka.LeaderNotAvailable} {
+		if permanent(fmt.Errorf("read metadata: %w", err)) {
+			t.Errorf("%v is taken as permanent", err)
+		}
+	}
+
+	dir := t.TempDir()
+	serverCert, _ := selfSignedCert(t, dir)
+	cluster := newTestCluster(t, kfake.TLS(&tls.Config{Certificates: []tls.Certificate{serverCert}, MinVersion: tls.VersionTLS12}))
+	env := testEnv(t)
+	env["KAFKA_BROKERS"] = cluster.ListenAddrs()[0]
+	env["KAFKA_TLS_ENABLED"] = "true" // system roots: the self-signed CA is unknown
+	env["KAFKA_STARTUP_TIMEOUT"] = "1m"
+	start := time.Now()
+	p := startInProcess(t, env)
+	var code int
+	waitFor(t, "exit", 30*time.Second, func() (bool, error) {
+		c, ok := p.exited()
+		code = c
+		return ok, nil
+	})
+	if code != exitFailure {
+		t.Fatalf("exit %d, want %d", code, exitFailure)
+	}
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("took %v: an untrusted certificate must not be retried until KAFKA_STARTUP_TIMEOUT", took)
+	}
+	if !strings.Contains(p.stderr.String(), "refused the connection for good") || !strings.Contains(p.stderr.String(), "certificate") {
+		t.Errorf("stderr does not say the certificate was refused for good:\n%s", p.stderr)
 	}
 }
