@@ -20,7 +20,8 @@ import (
 // Config is the whole configuration of the binary, read from the environment.
 // Each field's tags are the one place its variable is defined: `env` names it,
 // `envDefault` is its default, `help` says what it means and, for defaults
-// computed from other variables, `helpDefault` says how. `dedup help`, the
+// computed from other variables, `helpDefault` says how (values in single
+// quotes, which the README's table sets as code). `dedup help`, the
 // README's configuration table (checked by a test) and the deploy manifests
 // (checked by deploy/) all follow these tags.
 type Config struct {
@@ -59,9 +60,9 @@ type Config struct {
 	FetchMaxBytes       int           `env:"FETCH_MAX_BYTES" envDefault:"10485760" help:"most bytes one fetch returns"`
 	FetchMaxWait        time.Duration `env:"FETCH_MAX_WAIT" envDefault:"250ms" help:"longest a fetch waits for FETCH_MIN_BYTES (Go duration)"`
 
-	CheckpointStore    string        `env:"CHECKPOINT_STORE" helpDefault:"kafka with brokers, file embedded" help:"kafka (compacted topic) or file"`
-	CheckpointTopic    string        `env:"CHECKPOINT_TOPIC" helpDefault:"<GROUP_ID>-dedup-state" help:"topic for the kafka store (created compacted when missing)"`
-	CheckpointDir      string        `env:"CHECKPOINT_DIR" helpDefault:"<DATA_DIR>/checkpoints" help:"directory for the file store"`
+	CheckpointStore    string        `env:"CHECKPOINT_STORE" helpDefault:"'kafka' with brokers, 'file' embedded" help:"kafka (compacted topic) or file"`
+	CheckpointTopic    string        `env:"CHECKPOINT_TOPIC" helpDefault:"'<GROUP_ID>-dedup-state'" help:"topic for the kafka store (created compacted when missing)"`
+	CheckpointDir      string        `env:"CHECKPOINT_DIR" helpDefault:"'<DATA_DIR>/checkpoints'" help:"directory for the file store"`
 	CheckpointInterval time.Duration `env:"CHECKPOINT_INTERVAL" envDefault:"10s" help:"Go duration between checkpoints"`
 	CheckpointKeep     int           `env:"CHECKPOINT_KEEP" envDefault:"3" help:"snapshots kept per partition (older ones are the fallback when the newest is corrupt)"`
 

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 )
 
@@ -46,9 +47,9 @@ func writeConfigTable(w io.Writer) {
 	fmt.Fprintln(w, "| variable | meaning | default |")
 	fmt.Fprintln(w, "|---|---|---|")
 	for _, d := range configDocs() {
-		def := d.Default
-		if d.Literal {
-			def = "`" + def + "`"
+		def := "`" + d.Default + "`"
+		if !d.Literal {
+			def = strings.ReplaceAll(d.Default, "'", "`")
 		}
 		fmt.Fprintf(w, "| `%s` | %s | %s |\n", d.Name, d.Meaning, def)
 	}

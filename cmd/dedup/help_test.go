@@ -157,7 +157,7 @@ func TestREADMEConfigurationTable(t *testing.T) {
 			}
 			continue
 		}
-		if strings.ReplaceAll(got, "`", "") != d.Default {
+		if strings.ReplaceAll(got, "`", "") != strings.ReplaceAll(d.Default, "'", "") {
 			t.Errorf("README: %s default %q, the struct says %q", d.Name, got, d.Default)
 		}
 	}
