@@ -18,7 +18,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -28,6 +27,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"dedup/cmd/dedup/sizing"
 	"dedup/rotation"
 )
 
@@ -621,8 +621,15 @@ type k8sContainer struct {
 		ContainerPort int    `yaml:"containerPort"`
 	} `yaml:"ports"`
 	Env []struct {
-		Name  string `yaml:"name"`
-		Value string `yaml:"value"`
+		Name      string `yaml:"name"`
+		Value     string `yaml:"value"`
+		ValueFrom *struct {
+			ConfigMapKeyRef *struct {
+				Name     string `yaml:"name"`
+				Key      string `yaml:"key"`
+				Optional *bool  `yaml:"optional"`
+			} `yaml:"configMapKeyRef"`
+		} `yaml:"valueFrom"`
 	} `yaml:"env"`
 	EnvFrom []struct {
 		ConfigMapRef *struct {
@@ -790,6 +797,33 @@ func TestKubernetesFitsBinary(t *testing.T) {
 	}
 	for _, e := range ctr.Env {
 		env[e.Name] = e.Value
+		if e.ValueFrom != nil && e.ValueFrom.ConfigMapKeyRef != nil {
+			ref := e.ValueFrom.ConfigMapKeyRef
+			v, ok := configMaps[ref.Name][ref.Key]
+			if !ok {
+				t.Errorf("env %s: ConfigMap %s has no key %s", e.Name, ref.Name, ref.Key)
+			}
+			env[e.Name] = v
+		}
+	}
+
+	// No toy broker by accident: KAFKA_BROKERS is a required key (the pod
+	// does not start without it), and the binary refuses an empty one.
+	required := false
+	for _, e := range ctr.Env {
+		if e.Name == "KAFKA_BROKERS" && e.ValueFrom != nil && e.ValueFrom.ConfigMapKeyRef != nil {
+			opt := e.ValueFrom.ConfigMapKeyRef.Optional
+			required = opt == nil || !*opt
+		}
+	}
+	if !required {
+		t.Error("the Deployment must take KAFKA_BROKERS from a ConfigMap key that is not optional, so a pod without it does not start")
+	}
+	if strings.TrimSpace(env["KAFKA_BROKERS"]) == "" {
+		t.Error("the ConfigMap's KAFKA_BROKERS is empty")
+	}
+	if v := env["DEDUP_REQUIRE_BROKERS"]; v == "" && d.Env["DEDUP_REQUIRE_BROKERS"] != "true" || v != "" && v != "true" {
+		t.Errorf("DEDUP_REQUIRE_BROKERS: want true (from the image or the ConfigMap), got %q in the manifests, %q in the image", v, d.Env["DEDUP_REQUIRE_BROKERS"])
 	}
 	for k := range env {
 		if _, ok := vars[k]; !ok && !runtimeEnv[k] {
@@ -875,16 +909,15 @@ func TestKubernetesFitsBinary(t *testing.T) {
 	if replicas > 1 {
 		perPodOneDown = (partitions + replicas - 2) / (replicas - 1)
 	}
-	// The binary always has a checkpoint store (CHECKPOINT_STORE defaults to
-	// kafka, or file with the embedded broker), so the processor keeps one
-	// spare pair per instance that the partitions' checkpoints take in turn.
-	fetchMax := parseQuantity(t, get("FETCH_MAX_BYTES"))
-	batchBytes := parseQuantity(t, get("PRODUCE_BATCH_BYTES"))
-	live := func(parts int) int64 {
-		return int64(parts+1)*int64(sizeBytes) + instanceBase(parts, partitions, fetchMax, batchBytes)
-	}
-	wantRequest := live(perPod)
-	wantLimit := live(perPodOneDown) * 5 / 4 // GC headroom
+	// The memory model is the one `dedup size` prints (cmd/dedup/sizing).
+	res := sizing.Deployment{
+		PairBytes:         int64(sizeBytes),
+		Partitions:        partitions,
+		Replicas:          replicas,
+		FetchMaxBytes:     parseQuantity(t, get("FETCH_MAX_BYTES")),
+		ProduceBatchBytes: parseQuantity(t, get("PRODUCE_BATCH_BYTES")),
+	}.Resources()
+	perPod, perPodOneDown, wantRequest, wantLimit := res.PartitionsPerInstance, res.PartitionsPerInstanceOneDown, res.Request, res.Limit
 	request := parseQuantity(t, ctr.Resources.Requests["memory"])
 	limit := parseQuantity(t, ctr.Resources.Limits["memory"])
 	t.Logf("pair %d bytes; %d partitions/pod (%d with one pod down): memory request >= %d MiB, limit >= %d MiB; manifest has %d MiB / %d MiB",
@@ -898,10 +931,10 @@ func TestKubernetesFitsBinary(t *testing.T) {
 	if limit > 4*wantLimit {
 		t.Errorf("memory limit %s is far above the formula's %d MiB: resize it", ctr.Resources.Limits["memory"], wantLimit>>20)
 	}
-	if gml, ok := env["GOMEMLIMIT"]; ok {
-		if v := parseQuantity(t, gml); v >= limit || v < limit*3/4 {
-			t.Errorf("GOMEMLIMIT %s: want 75-100%% of the memory limit %s", gml, ctr.Resources.Limits["memory"])
-		}
+	if gml, ok := env["GOMEMLIMIT"]; !ok {
+		t.Error("the Deployment sets no GOMEMLIMIT")
+	} else if v := parseQuantity(t, gml); v >= limit || v < res.GoMemLimit*9/10 {
+		t.Errorf("GOMEMLIMIT %s: want below the memory limit %s and near the model's %s", gml, ctr.Resources.Limits["memory"], sizing.GoMemLimit(res.GoMemLimit))
 	}
 
 	// Service, PodDisruptionBudget and PodMonitor select the pods and name the port.
@@ -984,21 +1017,6 @@ func TestKubernetesFitsBinary(t *testing.T) {
 		}
 	}
 }
-
-// instanceBase is the memory of an instance besides its filter pairs: the
-// Go runtime, HTTP server and checkpoint encoder (runtimeBase), one fetch of
-// up to FETCH_MAX_BYTES per assigned partition's reader, and the writer's
-// open batches of up to PRODUCE_BATCH_BYTES per output partition (taken to
-// be as many as the input partitions, which keeps records on their
-// partition).
-func instanceBase(assigned, outputPartitions int, fetchMax, batchBytes int64) int64 {
-	return runtimeBase + int64(assigned)*fetchMax + int64(outputPartitions)*batchBytes
-}
-
-// runtimeBase is the part of instanceBase that does not grow with the
-// partitions. Measured: with 3 partitions of 4M keys the live heap after a
-// GC is 18-29 MiB above the 4 pairs (README: Sizing).
-const runtimeBase = 32 << 20
 
 // filterBytes is rotation's own figure for one partition's pair of filters.
 func filterBytes(t *testing.T, keys, fp, mode string) int {
@@ -1119,56 +1137,6 @@ func TestAlertRules(t *testing.T) {
 	decodeInto(t, loadYAML(t, path("deploy", "prometheus", "alerts.yml")), &alerts)
 	if !reflect.DeepEqual(pr.Spec, alerts) {
 		t.Errorf("deploy/kubernetes/prometheusrule.yaml spec differs from deploy/prometheus/alerts.yml: regenerate it (indent alerts.yml's groups under spec:)")
-	}
-}
-
-// ---------------------------------------------------------------------------
-// The README's configuration table.
-
-var readmeRow = regexp.MustCompile("^\\|\\s*`([A-Za-z0-9_]+)`")
-
-func TestReadmeConfigurationTable(t *testing.T) {
-	raw, err := os.ReadFile(path("README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The rows of the first table under a heading that mentions configuration.
-	var inSection bool
-	documented := map[string]bool{}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if strings.HasPrefix(line, "#") {
-			if len(documented) > 0 {
-				break
-			}
-			inSection = strings.Contains(strings.ToLower(line), "configuration")
-			continue
-		}
-		if m := readmeRow.FindStringSubmatch(line); inSection && m != nil {
-			documented[m[1]] = true
-		}
-	}
-	if len(documented) == 0 {
-		t.Fatalf("README.md: no configuration table (rows \"| `VAR` |\" under a heading mentioning Configuration)")
-	}
-	var missing, extra []string
-	vars := configVarSet(t)
-	for v := range vars {
-		if !documented[v] {
-			missing = append(missing, v)
-		}
-	}
-	for v := range documented {
-		if _, ok := vars[v]; !ok {
-			extra = append(extra, v)
-		}
-	}
-	sort.Strings(missing)
-	sort.Strings(extra)
-	if len(missing) > 0 {
-		t.Errorf("README configuration table lacks variables the binary reads: %v", missing)
-	}
-	if len(extra) > 0 {
-		t.Errorf("README configuration table lists variables the binary does not read: %v", extra)
 	}
 }
 
@@ -1295,5 +1263,124 @@ func TestComposeConfig(t *testing.T) {
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, out)
+	}
+}
+
+// ---------------------------------------------------------------------------
+// No toy broker by accident.
+
+// buildDedup builds cmd/dedup into a temporary directory.
+func buildDedup(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "dedup")
+	out, err := exec.Command("go", "build", "-o", bin, path("cmd", "dedup")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build ./cmd/dedup: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// runWithEnv runs the binary with exactly env and returns its exit code and
+// stderr; it fails the test if the binary still runs after limit.
+func runWithEnv(t *testing.T, bin string, env map[string]string, limit time.Duration) (int, string) {
+	t.Helper()
+	cmd := exec.Command(bin)
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(limit):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("still running after %v; stderr:\n%s", limit, stderr.String())
+	}
+	return cmd.ProcessState.ExitCode(), stderr.String()
+}
+
+// TestImageRequiresBrokers runs the binary with the image's environment:
+// without KAFKA_BROKERS it refuses to start (exit 2, naming the variable)
+// instead of running the embedded broker; with it, configuration passes and
+// start-up looks for the brokers.
+func TestImageRequiresBrokers(t *testing.T) {
+	d := parseDockerfile(t)
+	if d.Env["DEDUP_REQUIRE_BROKERS"] != "true" {
+		t.Fatalf("the image must set DEDUP_REQUIRE_BROKERS=true, has %q", d.Env["DEDUP_REQUIRE_BROKERS"])
+	}
+	bin := buildDedup(t)
+	env := map[string]string{}
+	for k, v := range d.Env {
+		env[k] = v
+	}
+	env["DATA_DIR"] = t.TempDir() // the image's /var/lib/dedup is not ours to write
+	env["METRICS_ADDR"] = "127.0.0.1:0"
+	code, stderr := runWithEnv(t, bin, env, 10*time.Second)
+	if code != 2 || !strings.Contains(stderr, "KAFKA_BROKERS: must be set") {
+		t.Errorf("image environment without KAFKA_BROKERS: exit %d, want 2 naming KAFKA_BROKERS; stderr:\n%s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(env["DATA_DIR"], "broker")); err == nil {
+		t.Error("the embedded broker started")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	env["KAFKA_BROKERS"] = closed
+	env["KAFKA_STARTUP_TIMEOUT"] = "1s"
+	code, stderr = runWithEnv(t, bin, env, 15*time.Second)
+	if code != 1 || !strings.Contains(stderr, "no Kafka broker of "+closed) {
+		t.Errorf("image environment with an unreachable KAFKA_BROKERS: exit %d, want 1 after start-up gave up; stderr:\n%s", code, stderr)
+	}
+}
+
+// TestStartupProbeOutlastsStartupTimeout: the Deployment's startupProbe
+// lets the binary give up by itself (one clear log line, exit 1) before
+// Kubernetes kills it for failing /healthz during start-up.
+func TestStartupProbeOutlastsStartupTimeout(t *testing.T) {
+	var dep struct {
+		Spec struct {
+			Template struct {
+				Spec struct {
+					Containers []struct {
+						StartupProbe struct {
+							PeriodSeconds    int `yaml:"periodSeconds"`
+							FailureThreshold int `yaml:"failureThreshold"`
+						} `yaml:"startupProbe"`
+					} `yaml:"containers"`
+				} `yaml:"spec"`
+			} `yaml:"template"`
+		} `yaml:"spec"`
+	}
+	var cm struct {
+		Data map[string]string `yaml:"data"`
+	}
+	for _, o := range loadManifests(t) {
+		switch o.Kind {
+		case "Deployment":
+			decodeInto(t, o.Raw, &dep)
+		case "ConfigMap":
+			decodeInto(t, o.Raw, &cm)
+		}
+	}
+	timeout := cm.Data["KAFKA_STARTUP_TIMEOUT"]
+	if timeout == "" {
+		timeout = configVarSet(t)["KAFKA_STARTUP_TIMEOUT"].Default
+	}
+	d, err := time.ParseDuration(timeout)
+	if err != nil {
+		t.Fatalf("KAFKA_STARTUP_TIMEOUT %q: %v", timeout, err)
+	}
+	p := dep.Spec.Template.Spec.Containers[0].StartupProbe
+	if window := time.Duration(p.PeriodSeconds*p.FailureThreshold) * time.Second; window <= d {
+		t.Errorf("startupProbe allows %v, not more than KAFKA_STARTUP_TIMEOUT %v", window, d)
 	}
 }

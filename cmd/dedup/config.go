@@ -18,54 +18,59 @@ import (
 )
 
 // Config is the whole configuration of the binary, read from the environment.
-// Every field carries its variable name in an `env` tag; the README's table and
-// the deploy manifests are checked against these tags, so a variable is added
-// here first.
+// Each field's tags are the one place its variable is defined: `env` names it,
+// `envDefault` is its default, `help` says what it means and, for defaults
+// computed from other variables, `helpDefault` says how (values in single
+// quotes, which the README's table sets as code). `dedup help`, the
+// README's configuration table (checked by a test) and the deploy manifests
+// (checked by deploy/) all follow these tags.
 type Config struct {
-	Brokers            string `env:"KAFKA_BROKERS"`
-	EmbeddedBrokerAddr string `env:"EMBEDDED_BROKER_ADDR" envDefault:"127.0.0.1:9092"`
-	EmbeddedPartitions int    `env:"EMBEDDED_PARTITIONS" envDefault:"3"`
-	StartOffset        string `env:"KAFKA_START_OFFSET" envDefault:"earliest"`
-	InputTopic         string `env:"INPUT_TOPIC" envDefault:"events"`
-	OutputTopic        string `env:"OUTPUT_TOPIC" envDefault:"events-deduped"`
-	GroupID            string `env:"GROUP_ID" envDefault:"dedup"`
+	Brokers            string        `env:"KAFKA_BROKERS" helpDefault:"empty" help:"comma-separated bootstrap servers; empty = embedded broker"`
+	RequireBrokers     bool          `env:"DEDUP_REQUIRE_BROKERS" envDefault:"false" help:"refuse to start (exit 2) when KAFKA_BROKERS is empty instead of starting the embedded broker; the container image sets it"`
+	StartupTimeout     time.Duration `env:"KAFKA_STARTUP_TIMEOUT" envDefault:"2m" help:"how long start-up retries reaching the brokers before exiting 1 (Go duration)"`
+	EmbeddedBrokerAddr string        `env:"EMBEDDED_BROKER_ADDR" envDefault:"127.0.0.1:9092" help:"listen address of the embedded broker"`
+	EmbeddedPartitions int           `env:"EMBEDDED_PARTITIONS" envDefault:"3" help:"partitions of the input and output topics the embedded broker creates"`
+	StartOffset        string        `env:"KAFKA_START_OFFSET" envDefault:"earliest" help:"where a group with no committed offset and no checkpoint starts: earliest or latest"`
+	InputTopic         string        `env:"INPUT_TOPIC" envDefault:"events" help:"topic to deduplicate"`
+	OutputTopic        string        `env:"OUTPUT_TOPIC" envDefault:"events-deduped" help:"topic that receives first occurrences (must differ from INPUT_TOPIC)"`
+	GroupID            string        `env:"GROUP_ID" envDefault:"dedup" help:"consumer group; also names the state"`
 
-	SessionTimeout time.Duration `env:"KAFKA_SESSION_TIMEOUT" envDefault:"30s"`
+	SessionTimeout time.Duration `env:"KAFKA_SESSION_TIMEOUT" envDefault:"30s" help:"consumer-group session timeout (Go duration); a killed member's partitions move after this"`
 
-	TLSEnabled            bool   `env:"KAFKA_TLS_ENABLED" envDefault:"false"`
-	TLSCAFile             string `env:"KAFKA_TLS_CA_FILE"`
-	TLSCertFile           string `env:"KAFKA_TLS_CERT_FILE"`
-	TLSKeyFile            string `env:"KAFKA_TLS_KEY_FILE"`
-	TLSInsecureSkipVerify bool   `env:"KAFKA_TLS_INSECURE_SKIP_VERIFY" envDefault:"false"`
-	SASLMechanism         string `env:"KAFKA_SASL_MECHANISM"`
-	SASLUsername          string `env:"KAFKA_SASL_USERNAME"`
-	SASLPassword          string `env:"KAFKA_SASL_PASSWORD"`
+	TLSEnabled            bool   `env:"KAFKA_TLS_ENABLED" envDefault:"false" help:"connect to the brokers with TLS"`
+	TLSCAFile             string `env:"KAFKA_TLS_CA_FILE" helpDefault:"empty" help:"PEM file of CAs to verify the brokers with; empty = system roots"`
+	TLSCertFile           string `env:"KAFKA_TLS_CERT_FILE" helpDefault:"empty" help:"PEM client certificate for mutual TLS (with KAFKA_TLS_KEY_FILE)"`
+	TLSKeyFile            string `env:"KAFKA_TLS_KEY_FILE" helpDefault:"empty" help:"PEM private key of KAFKA_TLS_CERT_FILE"`
+	TLSInsecureSkipVerify bool   `env:"KAFKA_TLS_INSECURE_SKIP_VERIFY" envDefault:"false" help:"skip verifying the brokers' certificates (testing only)"`
+	SASLMechanism         string `env:"KAFKA_SASL_MECHANISM" helpDefault:"empty" help:"SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; empty = no SASL"`
+	SASLUsername          string `env:"KAFKA_SASL_USERNAME" helpDefault:"empty" help:"SASL user (required with a mechanism)"`
+	SASLPassword          string `env:"KAFKA_SASL_PASSWORD" helpDefault:"empty" help:"SASL password (required with a mechanism)"`
 
-	Key           string        `env:"DEDUP_KEY" envDefault:"key"`
-	Mode          string        `env:"DEDUP_MODE" envDefault:"counting"`
-	Window        time.Duration `env:"DEDUP_WINDOW" envDefault:"1h"`
-	ExpectedKeys  uint64        `env:"DEDUP_EXPECTED_KEYS" envDefault:"1000000"`
-	FPRate        float64       `env:"DEDUP_FP_RATE" envDefault:"0.001"`
-	RetractHeader string        `env:"DEDUP_RETRACT_HEADER" envDefault:"dedup-retract"`
+	Key           string        `env:"DEDUP_KEY" envDefault:"key" help:"where the dedup key comes from: key, value, header:NAME, json:dotted.path"`
+	Mode          string        `env:"DEDUP_MODE" envDefault:"counting" help:"filter kind (see dedup size): counting (applies retractions) or plain (about a fifth of the memory; retractions are forwarded but not applied)"`
+	Window        time.Duration `env:"DEDUP_WINDOW" envDefault:"1h" help:"Go duration: a key forwarded less than this earlier (by record timestamp) is dropped"`
+	ExpectedKeys  uint64        `env:"DEDUP_EXPECTED_KEYS" envDefault:"1000000" help:"distinct keys per partition per window the filters are sized for (k, M, G suffixes: 10M)"`
+	FPRate        float64       `env:"DEDUP_FP_RATE" envDefault:"0.001" help:"target false-positive rate at that size, 1e-9 to 0.5"`
+	RetractHeader string        `env:"DEDUP_RETRACT_HEADER" envDefault:"dedup-retract" help:"header whose presence marks a retraction"`
 
-	ProduceBatchSize    int           `env:"PRODUCE_BATCH_SIZE" envDefault:"1000"`
-	ProduceBatchBytes   int64         `env:"PRODUCE_BATCH_BYTES" envDefault:"1048576"`
-	ProduceBatchTimeout time.Duration `env:"PRODUCE_BATCH_TIMEOUT" envDefault:"5ms"`
-	FetchMinBytes       int           `env:"FETCH_MIN_BYTES" envDefault:"1"`
-	FetchMaxBytes       int           `env:"FETCH_MAX_BYTES" envDefault:"10485760"`
-	FetchMaxWait        time.Duration `env:"FETCH_MAX_WAIT" envDefault:"250ms"`
+	ProduceBatchSize    int           `env:"PRODUCE_BATCH_SIZE" envDefault:"1000" help:"records per produce batch"`
+	ProduceBatchBytes   int64         `env:"PRODUCE_BATCH_BYTES" envDefault:"1048576" help:"bytes per produce batch"`
+	ProduceBatchTimeout time.Duration `env:"PRODUCE_BATCH_TIMEOUT" envDefault:"5ms" help:"longest wait to fill a produce batch (Go duration)"`
+	FetchMinBytes       int           `env:"FETCH_MIN_BYTES" envDefault:"1" help:"bytes a fetch waits for"`
+	FetchMaxBytes       int           `env:"FETCH_MAX_BYTES" envDefault:"10485760" help:"most bytes one fetch returns"`
+	FetchMaxWait        time.Duration `env:"FETCH_MAX_WAIT" envDefault:"250ms" help:"longest a fetch waits for FETCH_MIN_BYTES (Go duration)"`
 
-	CheckpointStore    string        `env:"CHECKPOINT_STORE"`
-	CheckpointTopic    string        `env:"CHECKPOINT_TOPIC"`
-	CheckpointDir      string        `env:"CHECKPOINT_DIR"`
-	CheckpointInterval time.Duration `env:"CHECKPOINT_INTERVAL" envDefault:"10s"`
-	CheckpointKeep     int           `env:"CHECKPOINT_KEEP" envDefault:"3"`
+	CheckpointStore    string        `env:"CHECKPOINT_STORE" helpDefault:"'kafka' with brokers, 'file' embedded" help:"kafka (compacted topic) or file"`
+	CheckpointTopic    string        `env:"CHECKPOINT_TOPIC" helpDefault:"'<GROUP_ID>-dedup-state'" help:"topic for the kafka store (created compacted when missing)"`
+	CheckpointDir      string        `env:"CHECKPOINT_DIR" helpDefault:"'<DATA_DIR>/checkpoints'" help:"directory for the file store"`
+	CheckpointInterval time.Duration `env:"CHECKPOINT_INTERVAL" envDefault:"10s" help:"Go duration between checkpoints"`
+	CheckpointKeep     int           `env:"CHECKPOINT_KEEP" envDefault:"3" help:"snapshots kept per partition (older ones are the fallback when the newest is corrupt)"`
 
-	MetricsAddr     string        `env:"METRICS_ADDR" envDefault:":9464"`
-	DataDir         string        `env:"DATA_DIR" envDefault:"./data"`
-	LogLevel        string        `env:"LOG_LEVEL" envDefault:"info"`
-	LogFormat       string        `env:"LOG_FORMAT" envDefault:"text"`
-	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"30s"`
+	MetricsAddr     string        `env:"METRICS_ADDR" envDefault:":9464" help:"HTTP listen address for /metrics, /healthz, /readyz; empty = no HTTP server"`
+	DataDir         string        `env:"DATA_DIR" envDefault:"./data" help:"local data (embedded broker, file checkpoints)"`
+	LogLevel        string        `env:"LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
+	LogFormat       string        `env:"LOG_FORMAT" envDefault:"text" help:"text or json (log/slog, on stderr)"`
+	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"30s" help:"how long a SIGTERM/SIGINT stop may take to flush, checkpoint, commit and leave the group"`
 }
 
 // Checkpoint store kinds (CHECKPOINT_STORE).
@@ -99,29 +104,58 @@ func (e *ConfigError) Error() string {
 // LookupFunc reads one environment variable, like os.LookupEnv.
 type LookupFunc func(string) (string, bool)
 
-// configVars maps each Config field name to its environment variable, read
-// from the struct tags; caarlos0/env names fields in its errors and the user
-// only knows variables.
-func configVars() map[string]string {
+// VarDoc is one environment variable as the Config struct defines it.
+type VarDoc struct {
+	Name    string
+	Field   string
+	Meaning string
+	Default string // the envDefault, or the helpDefault phrase
+	Literal bool   // Default is a literal value (envDefault), not a phrase
+}
+
+// configDocs lists every environment variable of Config, in struct order.
+func configDocs() []VarDoc {
 	t := reflect.TypeFor[Config]()
-	vars := make(map[string]string, t.NumField())
+	var docs []VarDoc
 	for f := range t.Fields() {
 		name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
-		if name != "" {
-			vars[f.Name] = name
+		if name == "" {
+			continue
 		}
+		d := VarDoc{Name: name, Field: f.Name, Meaning: f.Tag.Get("help"), Default: f.Tag.Get("helpDefault")}
+		if def, ok := f.Tag.Lookup("envDefault"); ok {
+			d.Default, d.Literal = def, true
+		}
+		docs = append(docs, d)
+	}
+	return docs
+}
+
+// configDefault is the envDefault of variable name ("" when it has none).
+func configDefault(name string) string {
+	for _, d := range configDocs() {
+		if d.Name == name && d.Literal {
+			return d.Default
+		}
+	}
+	return ""
+}
+
+// configVars maps each Config field name to its environment variable:
+// caarlos0/env names fields in its errors and the user only knows variables.
+func configVars() map[string]string {
+	vars := make(map[string]string)
+	for _, d := range configDocs() {
+		vars[d.Field] = d.Name
 	}
 	return vars
 }
 
 // ConfigVarNames lists every environment variable the binary reads, in struct order.
 func ConfigVarNames() []string {
-	t := reflect.TypeFor[Config]()
 	var names []string
-	for f := range t.Fields() {
-		if name, _, _ := strings.Cut(f.Tag.Get("env"), ","); name != "" {
-			names = append(names, name)
-		}
+	for _, d := range configDocs() {
+		names = append(names, d.Name)
 	}
 	return names
 }
@@ -137,7 +171,7 @@ func LoadConfig(lookup LookupFunc) (Config, error) {
 	}
 	var cfg Config
 	var problems []Problem
-	if err := env.ParseWithOptions(&cfg, env.Options{Environment: environ}); err != nil {
+	if err := env.ParseWithOptions(&cfg, env.Options{Environment: environ, FuncMap: countParsers()}); err != nil {
 		problems = append(problems, translateEnvError(err, environ)...)
 	}
 	unparsed := make(map[string]bool, len(problems))
@@ -182,7 +216,13 @@ func translateEnvError(err error, environ map[string]string) []Problem {
 			}
 			problems = append(problems, Problem{Var: name, Msg: msg})
 		default:
-			problems = append(problems, Problem{Var: "environment", Msg: e.Error()})
+			// Not tied to one variable: keep env's words but never a Go
+			// field name where a variable name is known.
+			msg := e.Error()
+			for field, name := range vars {
+				msg = strings.ReplaceAll(msg, `"`+field+`"`, name)
+			}
+			problems = append(problems, Problem{Var: "environment", Msg: msg})
 		}
 	}
 	return problems
@@ -196,18 +236,25 @@ func typeWord(t reflect.Type) string {
 	case t.Kind() == reflect.Bool:
 		return "a boolean (true or false)"
 	case t.Kind() == reflect.Uint64:
-		return "a non-negative integer"
+		return "a non-negative whole number (k, M, G suffixes allowed: 10M)"
 	case t.Kind() == reflect.Int || t.Kind() == reflect.Int64:
-		return "an integer"
+		return "a whole number (k, M, G suffixes allowed: 10M)"
 	case t.Kind() == reflect.Float64:
 		return "a number"
 	}
 	return t.String()
 }
 
-// applyDerivedDefaults fills the defaults that depend on other variables.
+// applyDerivedDefaults fills the defaults that depend on other variables and
+// spells every enumeration the one way the rest of the binary compares:
+// enumerations are case-insensitive.
 func (c *Config) applyDerivedDefaults() {
 	c.Brokers = strings.TrimSpace(c.Brokers)
+	for _, s := range []*string{&c.StartOffset, &c.Mode, &c.CheckpointStore, &c.LogLevel, &c.LogFormat} {
+		*s = strings.ToLower(strings.TrimSpace(*s))
+	}
+	c.SASLMechanism = strings.ToUpper(strings.TrimSpace(c.SASLMechanism))
+	c.Key = normalizeKeySpec(c.Key)
 	if c.CheckpointStore == "" {
 		c.CheckpointStore = storeKafka
 		if c.Embedded() {
@@ -220,6 +267,18 @@ func (c *Config) applyDerivedDefaults() {
 	if c.CheckpointDir == "" {
 		c.CheckpointDir = filepath.Join(c.DataDir, "checkpoints")
 	}
+}
+
+// normalizeKeySpec lower-cases the kind of DEDUP_KEY (key, value, header:,
+// json:) and leaves the header name or JSON path as written: those are
+// case-sensitive names.
+func normalizeKeySpec(s string) string {
+	s = strings.TrimSpace(s)
+	kind, rest, found := strings.Cut(s, ":")
+	if !found {
+		return strings.ToLower(s)
+	}
+	return strings.ToLower(kind) + ":" + rest
 }
 
 // Embedded reports whether the binary runs its own broker (KAFKA_BROKERS empty).
@@ -235,6 +294,11 @@ func (c *Config) BrokerList() []string {
 	}
 	return out
 }
+
+// maxExpectedKeys is the most keys per partition rotation.Options accepts
+// (a test holds the two equal): checking it here reports the variable by
+// name before anything starts, without allocating the filters to find out.
+const maxExpectedKeys = 1 << 36
 
 // validate checks every variable and returns every problem found.
 func (c *Config) validate() []Problem {
@@ -252,9 +316,9 @@ func (c *Config) validate() []Problem {
 			bad(v, "must be > 0, got %d", n)
 		}
 	}
-	hostPort := func(v, addr string) {
-		if _, _, err := net.SplitHostPort(addr); err != nil {
-			bad(v, "must be host:port, got %q", addr)
+	address := func(v, addr string) {
+		if err := checkAddress(addr); err != nil {
+			bad(v, "%v", err)
 		}
 	}
 
@@ -271,14 +335,18 @@ func (c *Config) validate() []Problem {
 	}
 
 	for _, b := range c.BrokerList() {
-		hostPort("KAFKA_BROKERS", b)
+		address("KAFKA_BROKERS", b)
 	}
 	if c.Embedded() {
-		hostPort("EMBEDDED_BROKER_ADDR", c.EmbeddedBrokerAddr)
+		if c.RequireBrokers {
+			bad("KAFKA_BROKERS", "must be set: DEDUP_REQUIRE_BROKERS is true (as in the container image), so the embedded broker is off")
+		}
+		address("EMBEDDED_BROKER_ADDR", c.EmbeddedBrokerAddr)
 		if c.TLSEnabled {
 			bad("KAFKA_TLS_ENABLED", "the embedded broker (KAFKA_BROKERS empty) speaks plaintext; set KAFKA_BROKERS to use TLS")
 		}
 	}
+	positive("KAFKA_STARTUP_TIMEOUT", c.StartupTimeout)
 	if c.EmbeddedPartitions < 1 {
 		bad("EMBEDDED_PARTITIONS", "must be >= 1, got %d", c.EmbeddedPartitions)
 	}
@@ -304,16 +372,7 @@ func (c *Config) validate() []Problem {
 	if _, err := processor.ParseKeySource(c.Key); err != nil {
 		bad("DEDUP_KEY", "%v (want key, value, header:NAME or json:dotted.path)", err)
 	}
-	if _, err := rotation.ParseMode(c.Mode); err != nil {
-		bad("DEDUP_MODE", "must be counting or plain, got %q", c.Mode)
-	}
-	positive("DEDUP_WINDOW", c.Window)
-	if c.ExpectedKeys == 0 {
-		bad("DEDUP_EXPECTED_KEYS", "must be > 0")
-	}
-	if !(c.FPRate > 0 && c.FPRate < 1) {
-		bad("DEDUP_FP_RATE", "must be in (0, 1), got %v", c.FPRate)
-	}
+	c.validateFilter(bad)
 	if strings.TrimSpace(c.RetractHeader) != c.RetractHeader || c.RetractHeader == "" {
 		bad("DEDUP_RETRACT_HEADER", "must be a header name without surrounding blanks, got %q", c.RetractHeader)
 	}
@@ -347,7 +406,7 @@ func (c *Config) validate() []Problem {
 	}
 
 	if c.MetricsAddr != "" {
-		hostPort("METRICS_ADDR", c.MetricsAddr)
+		address("METRICS_ADDR", c.MetricsAddr)
 	}
 	dirOrAbsent("DATA_DIR", c.DataDir)
 	if _, err := parseLevel(c.LogLevel); err != nil {
@@ -358,6 +417,72 @@ func (c *Config) validate() []Problem {
 	}
 	positive("SHUTDOWN_TIMEOUT", c.ShutdownTimeout)
 	return ps
+}
+
+// validateFilter checks DEDUP_MODE, DEDUP_WINDOW, DEDUP_EXPECTED_KEYS and
+// DEDUP_FP_RATE against what rotation accepts (and so what the snapshot
+// format can hold), one variable at a time so that each problem is named:
+// rotation.New is asked with one key, which costs nothing, and the others
+// at values it is known to accept.
+func (c *Config) validateFilter(bad func(v, format string, args ...any)) {
+	mode, err := rotation.ParseMode(c.Mode)
+	if err != nil {
+		bad("DEDUP_MODE", "%v", err)
+		mode = rotation.Counting
+	}
+	probe := func(v string, o rotation.Options) {
+		if _, err := rotation.New(o); err != nil {
+			bad(v, "%s", strings.TrimPrefix(err.Error(), "validate options: "))
+		}
+	}
+	const okRate, okWindow = 0.01, time.Hour
+	probe("DEDUP_WINDOW", rotation.Options{ExpectedKeys: 1, FPRate: okRate, Window: c.Window, Mode: mode})
+	probe("DEDUP_FP_RATE", rotation.Options{ExpectedKeys: 1, FPRate: c.FPRate, Window: okWindow, Mode: mode})
+	if c.ExpectedKeys == 0 || c.ExpectedKeys > maxExpectedKeys {
+		bad("DEDUP_EXPECTED_KEYS", "%d: want 1..%d", c.ExpectedKeys, uint64(maxExpectedKeys))
+	}
+}
+
+// checkAddress checks a host:port to listen on or dial without resolving
+// it: the port a number in 0..65535, the host empty, an IP address or a
+// DNS name.
+func checkAddress(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("must be host:port, got %q", addr)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || port == "" {
+		return fmt.Errorf("port %q of %q is not a number in 0..65535", port, addr)
+	} else if n > 65535 {
+		return fmt.Errorf("port %q of %q is not a number in 0..65535", port, addr)
+	}
+	if host == "" || net.ParseIP(host) != nil {
+		return nil
+	}
+	if !validHostname(host) {
+		return fmt.Errorf("host %q of %q is neither an IP address nor a DNS name", host, addr)
+	}
+	return nil
+}
+
+// validHostname applies RFC 1123 label rules (letters, digits, '-', not at
+// either end; labels of 1..63 characters; 253 in all).
+func validHostname(h string) bool {
+	h = strings.TrimSuffix(h, ".")
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for label := range strings.SplitSeq(h, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // validateSecurity checks the TLS and SASL variables.

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"dedup/rotation"
 )
 
 // envMap is a fake environment for LoadConfig and run.
@@ -92,6 +95,8 @@ func badValues(t *testing.T) []badValue {
 	missing := filepath.Join(dir, "missing.pem")
 	return []badValue{
 		{name: "KAFKA_BROKERS", value: "broker-without-port"},
+		{name: "DEDUP_REQUIRE_BROKERS", value: "maybe"},
+		{name: "KAFKA_STARTUP_TIMEOUT", value: "0s"},
 		{name: "EMBEDDED_BROKER_ADDR", value: "no-port"},
 		{name: "EMBEDDED_PARTITIONS", value: "0"},
 		{name: "KAFKA_START_OFFSET", value: "middle"},
@@ -240,15 +245,191 @@ func TestDemoGenerateOnlyNeedsBrokers(t *testing.T) {
 	}
 }
 
-func TestVarDocsMatchConfig(t *testing.T) {
-	var documented []string
-	for _, d := range varDocs {
-		documented = append(documented, d.Name)
+func TestConfigDocsComplete(t *testing.T) {
+	docs := configDocs()
+	if len(docs) != len(ConfigVarNames()) || len(docs) == 0 {
+		t.Fatalf("configDocs has %d entries for %d variables", len(docs), len(ConfigVarNames()))
+	}
+	for _, d := range docs {
 		if d.Meaning == "" || d.Default == "" {
-			t.Errorf("%s: meaning and default must be documented", d.Name)
+			t.Errorf("%s: the struct tags must give a help text and a default (envDefault or helpDefault)", d.Name)
 		}
 	}
-	if !slices.Equal(documented, ConfigVarNames()) {
-		t.Fatalf("varDocs (help and README table) out of step with Config:\n got %q\nwant %q", documented, ConfigVarNames())
+	// Every literal default is a value the variable accepts: setting each
+	// variable to its own default changes nothing.
+	want, err := LoadConfig(envMap{}.lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := envMap{}
+	for _, d := range docs {
+		if d.Literal {
+			env[d.Name] = d.Default
+		}
+	}
+	got, err := LoadConfig(env.lookup)
+	if err != nil {
+		t.Fatalf("the defaults, set explicitly: %v", err)
+	}
+	if got != want {
+		t.Errorf("explicit defaults give %+v, want %+v", got, want)
+	}
+}
+
+func TestConfigNumberSuffixes(t *testing.T) {
+	cfg, err := LoadConfig(envMap{
+		"DEDUP_EXPECTED_KEYS": "10M",
+		"FETCH_MAX_BYTES":     "20m",
+		"PRODUCE_BATCH_BYTES": "1.5k",
+		"PRODUCE_BATCH_SIZE":  "2_000",
+		"CHECKPOINT_KEEP":     "5",
+	}.lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ExpectedKeys != 10_000_000 || cfg.FetchMaxBytes != 20_000_000 || cfg.ProduceBatchBytes != 1500 ||
+		cfg.ProduceBatchSize != 2000 || cfg.CheckpointKeep != 5 {
+		t.Errorf("got keys %d, fetch max %d, batch bytes %d, batch size %d, keep %d",
+			cfg.ExpectedKeys, cfg.FetchMaxBytes, cfg.ProduceBatchBytes, cfg.ProduceBatchSize, cfg.CheckpointKeep)
+	}
+	// `dedup size` reads counts the same way.
+	in, code := parseSize([]string{"--keys-per-window", "10M", "--partitions", "1", "--measure=false"}, &bytes.Buffer{})
+	if code != -1 || in.KeysPerWindow != cfg.ExpectedKeys {
+		t.Errorf("dedup size --keys-per-window 10M: %d (code %d), want %d", in.KeysPerWindow, code, cfg.ExpectedKeys)
+	}
+	for name, bad := range map[string]string{"DEDUP_EXPECTED_KEYS": "1.5", "FETCH_MAX_BYTES": "10MB", "PRODUCE_BATCH_SIZE": "99999999999999G", "CHECKPOINT_KEEP": "-1k"} {
+		_, err := LoadConfig(envMap{name: bad}.lookup)
+		var ce *ConfigError
+		if !errors.As(err, &ce) || !slices.ContainsFunc(ce.Problems, func(p Problem) bool { return p.Var == name }) {
+			t.Errorf("%s=%s: want a problem naming %s, got %v", name, bad, name, err)
+		}
+	}
+}
+
+func TestConfigEnumerationsCaseInsensitive(t *testing.T) {
+	cfg, err := LoadConfig(envMap{
+		"KAFKA_BROKERS":        "k:9092",
+		"KAFKA_START_OFFSET":   "Earliest",
+		"DEDUP_MODE":           "PLAIN",
+		"CHECKPOINT_STORE":     "File",
+		"LOG_LEVEL":            "WARN",
+		"LOG_FORMAT":           "JSON",
+		"DEDUP_KEY":            "Header:Trace-ID",
+		"KAFKA_SASL_MECHANISM": "scram-sha-256",
+		"KAFKA_SASL_USERNAME":  "u",
+		"KAFKA_SASL_PASSWORD":  "p",
+	}.lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []string{cfg.StartOffset, cfg.Mode, cfg.CheckpointStore, cfg.LogLevel, cfg.LogFormat, cfg.Key, cfg.SASLMechanism}
+	want := []string{"earliest", "plain", "file", "warn", "json", "header:Trace-ID", "SCRAM-SHA-256"}
+	if !slices.Equal(got, want) {
+		t.Errorf("normalised to %q, want %q", got, want)
+	}
+}
+
+// TestConfigFilterLimitsAreRotations checks that the ranges reported by
+// variable are the ones rotation (and so the processor and the snapshot
+// format) would refuse later.
+func TestConfigFilterLimitsAreRotations(t *testing.T) {
+	_, err := rotation.New(rotation.Options{ExpectedKeys: maxExpectedKeys + 1, FPRate: 0.01, Window: time.Hour})
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprint(uint64(maxExpectedKeys))) {
+		t.Errorf("rotation's limit on expected keys is not %d: %v", uint64(maxExpectedKeys), err)
+	}
+	for _, c := range []struct{ name, value string }{
+		{"DEDUP_EXPECTED_KEYS", "100000000000"},
+		{"DEDUP_EXPECTED_KEYS", fmt.Sprint(uint64(maxExpectedKeys) + 1)},
+		{"DEDUP_FP_RATE", "0.7"},
+		{"DEDUP_FP_RATE", "1e-10"},
+		{"DEDUP_FP_RATE", "NaN"},
+		{"DEDUP_WINDOW", "400000h"},
+	} {
+		_, err := LoadConfig(envMap{c.name: c.value}.lookup)
+		var ce *ConfigError
+		if !errors.As(err, &ce) || len(ce.Problems) != 1 || ce.Problems[0].Var != c.name {
+			t.Errorf("%s=%s: want one problem naming %s, got %v", c.name, c.value, c.name, err)
+		}
+	}
+	for _, c := range []struct{ name, value string }{
+		{"DEDUP_EXPECTED_KEYS", fmt.Sprint(uint64(maxExpectedKeys))},
+		{"DEDUP_FP_RATE", "1e-9"},
+		{"DEDUP_FP_RATE", "0.5"},
+		{"DEDUP_WINDOW", "300000h"},
+	} {
+		if _, err := LoadConfig(envMap{c.name: c.value}.lookup); err != nil {
+			t.Errorf("%s=%s (inside rotation's range): %v", c.name, c.value, err)
+		}
+	}
+}
+
+func TestConfigAddresses(t *testing.T) {
+	for _, c := range []struct{ name, value string }{
+		{"METRICS_ADDR", ":99999"},
+		{"METRICS_ADDR", "bad host!:9464"},
+		{"METRICS_ADDR", "localhost:http"},
+		{"EMBEDDED_BROKER_ADDR", ":99999"},
+		{"EMBEDDED_BROKER_ADDR", "-x-:9092"},
+		{"KAFKA_BROKERS", "k1:9092,k2:70000"},
+	} {
+		_, err := LoadConfig(envMap{c.name: c.value}.lookup)
+		var ce *ConfigError
+		if !errors.As(err, &ce) || !slices.ContainsFunc(ce.Problems, func(p Problem) bool { return p.Var == c.name }) {
+			t.Errorf("%s=%q: want a problem naming %s, got %v", c.name, c.value, c.name, err)
+		}
+	}
+	for _, c := range []struct{ name, value string }{
+		{"METRICS_ADDR", ":0"},
+		{"METRICS_ADDR", "[::1]:9464"},
+		{"METRICS_ADDR", "metrics.internal:9464"},
+		{"EMBEDDED_BROKER_ADDR", "0.0.0.0:9092"},
+	} {
+		if _, err := LoadConfig(envMap{c.name: c.value}.lookup); err != nil {
+			t.Errorf("%s=%q: %v", c.name, c.value, err)
+		}
+	}
+}
+
+// TestRunRefusesBeforeStarting checks that what the processor or a
+// listener would refuse later stops the binary with exit 2, all problems
+// named at once, before the embedded broker starts.
+func TestRunRefusesBeforeStarting(t *testing.T) {
+	env := envMap{
+		"DATA_DIR":             t.TempDir(),
+		"DEDUP_EXPECTED_KEYS":  "100000000000",
+		"DEDUP_FP_RATE":        "0.9",
+		"METRICS_ADDR":         ":99999",
+		"EMBEDDED_BROKER_ADDR": "127.0.0.1:99999",
+		"KAFKA_START_OFFSET":   "Latest", // accepted: case-insensitive
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), nil, env.lookup, &stdout, &stderr); code != exitConfig {
+		t.Fatalf("exit %d, want %d; stderr:\n%s", code, exitConfig, stderr.String())
+	}
+	for _, name := range []string{"DEDUP_EXPECTED_KEYS", "DEDUP_FP_RATE", "METRICS_ADDR", "EMBEDDED_BROKER_ADDR"} {
+		if !strings.Contains(stderr.String(), "  "+name+": ") {
+			t.Errorf("stderr does not name %s:\n%s", name, stderr.String())
+		}
+	}
+	if strings.Contains(stderr.String(), "KAFKA_START_OFFSET") || stdout.Len() > 0 {
+		t.Errorf("unexpected output; stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	}
+	if _, err := os.Stat(filepath.Join(env["DATA_DIR"], "broker")); err == nil {
+		t.Error("the embedded broker started despite the configuration errors")
+	}
+}
+
+func TestRequireBrokers(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	env := envMap{"DEDUP_REQUIRE_BROKERS": "true", "DATA_DIR": t.TempDir()}
+	if code := run(context.Background(), nil, env.lookup, &stdout, &stderr); code != exitConfig {
+		t.Fatalf("exit %d, want %d", code, exitConfig)
+	}
+	if !strings.Contains(stderr.String(), "KAFKA_BROKERS: must be set") {
+		t.Errorf("stderr:\n%s", stderr.String())
+	}
+	env["KAFKA_BROKERS"] = "k:9092"
+	if _, err := LoadConfig(env.lookup); err != nil {
+		t.Errorf("with KAFKA_BROKERS set: %v", err)
 	}
 }

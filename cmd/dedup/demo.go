@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/term"
 
 	"dedup/processor"
 )
@@ -119,17 +120,14 @@ func withDefault(lookup LookupFunc, name, value string) LookupFunc {
 
 // demo runs the stage, the generator and the progress line together.
 func demo(ctx context.Context, cfg *Config, gopts GeneratorOptions, log *slog.Logger, stdout io.Writer) (err error) {
-	cluster, err := openCluster(ctx, cfg, log, stdout)
+	svc, err := startService(ctx, cfg, log, stdout)
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, cluster.Close()) }()
-	stage, err := newStage(ctx, cfg, cluster, log)
-	if err != nil {
-		return err
-	}
-	gopts.Brokers = cluster.Conn.Brokers
-	gopts.Transport = cluster.Conn.Transport
+	defer func() { err = errors.Join(err, svc.Close()) }()
+	stage := svc.Stage
+	gopts.Brokers = svc.Cluster.Conn.Brokers
+	gopts.Transport = svc.Cluster.Conn.Transport
 	gen, err := NewGenerator(gopts)
 	if err != nil {
 		return err
@@ -140,9 +138,22 @@ func demo(ctx context.Context, cfg *Config, gopts GeneratorOptions, log *slog.Lo
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return stage.Run(gctx) })
 	g.Go(func() error { return gen.Run(gctx) })
-	line := &progressLine{w: stdout, redraw: isTerminal(stdout)}
+	line := newProgressLine(stdout)
+	started := time.Now()
 	g.Go(func() error { line.run(gctx, stage.Progress, gen.Stats); return nil })
-	return g.Wait()
+	err = g.Wait()
+	fmt.Fprintln(stdout, summary(stage.Progress(), gen.Stats(), time.Since(started)))
+	return err
+}
+
+// summary is the demo's last line: what was sent and what the stage did with it.
+func summary(p processor.Progress, gen GeneratorStats, d time.Duration) string {
+	dup := 0.0
+	if p.In > 0 {
+		dup = 100 * float64(p.Duplicates) / float64(p.In)
+	}
+	return fmt.Sprintf("demo summary: %s: sent %d records; the stage read %d, forwarded %d (%d first occurrences, %d retractions, %d unkeyed) and dropped %d duplicates (%.1f%%)",
+		d.Round(time.Second), gen.Sent, p.In, forwarded(p), p.Forwarded, p.Retractions, p.Unkeyed, p.Duplicates, dup)
 }
 
 // generateOnly sends traffic to KAFKA_BROKERS and logs its rate.
@@ -187,23 +198,32 @@ func rate(n uint64, d time.Duration) float64 {
 	return float64(n) / d.Seconds()
 }
 
-// isTerminal reports whether w is a character device, where redrawing one
-// line with \r reads well; elsewhere (a log file, docker logs) the progress
-// goes out as ordinary lines, less often.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
+// defaultColumns is the width assumed for a terminal that does not say.
+const defaultColumns = 80
 
 // progressLine shows the stage at work: records in and out, the share
 // dropped as duplicates, and throughput.
 type progressLine struct {
-	w      io.Writer
-	redraw bool // terminal: one line redrawn with \r twice a second
+	w       io.Writer
+	redraw  bool // terminal: one line redrawn with \r twice a second
+	columns func() int
+}
+
+// newProgressLine redraws one line on a terminal, fitted to its width
+// (read at each redraw, so a resized window is followed); elsewhere (a log
+// file, docker logs) the progress goes out as ordinary lines, less often.
+func newProgressLine(w io.Writer) *progressLine {
+	p := &progressLine{w: w}
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		p.redraw = true
+		p.columns = func() int {
+			if width, _, err := term.GetSize(int(f.Fd())); err == nil && width > 0 {
+				return width
+			}
+			return defaultColumns
+		}
+	}
+	return p
 }
 
 func (p *progressLine) run(ctx context.Context, stage func() processor.Progress, gen func() GeneratorStats) {
@@ -236,15 +256,29 @@ func (p *progressLine) draw(cur, last processor.Progress, gen GeneratorStats, d 
 		dupRate = 100 * float64(cur.Duplicates) / float64(cur.In)
 	}
 	out, lastOut := forwarded(cur), forwarded(last)
+	inRate, outRate := rate(cur.In-last.In, d), rate(out-lastOut, d)
 	text := fmt.Sprintf("sent %d | in %d | out %d | dropped %d (%.1f%%) | retractions %d | unkeyed %d | %.0f in/s, %.0f out/s",
-		gen.Sent, cur.In, out, cur.Duplicates, dupRate, cur.Retractions, cur.Unkeyed,
-		rate(cur.In-last.In, d), rate(out-lastOut, d))
-	if p.redraw {
-		// \033[K clears what a longer previous line left behind.
-		fmt.Fprintf(p.w, "\r%s\033[K", text)
+		gen.Sent, cur.In, out, cur.Duplicates, dupRate, cur.Retractions, cur.Unkeyed, inRate, outRate)
+	if !p.redraw {
+		fmt.Fprintln(p.w, text)
 		return
 	}
-	fmt.Fprintln(p.w, text)
+	compact := fmt.Sprintf("in %d out %d drop %d (%.1f%%) retr %d unk %d %.0f/s",
+		cur.In, out, cur.Duplicates, dupRate, cur.Retractions, cur.Unkeyed, inRate)
+	// \033[K clears what a longer previous line left behind.
+	fmt.Fprintf(p.w, "\r%s\033[K", fit(p.columns()-1, text, compact))
+}
+
+// fit returns the first of texts that fits in width columns, or the last
+// one cut to width: a redrawn line that wraps is redrawn on a new line.
+func fit(width int, texts ...string) string {
+	for _, t := range texts {
+		if len(t) <= width {
+			return t
+		}
+	}
+	last := texts[len(texts)-1]
+	return last[:max(width, 0)]
 }
 
 // forwarded counts every record written to the output: first occurrences,

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"dedup/processor"
 )
 
 // TestDemo runs `dedup demo` as a new user would and checks that within
@@ -45,5 +49,34 @@ func TestDemo(t *testing.T) {
 	// written out or dropped, and never both.
 	if sent == 0 || in == 0 || dropped == 0 || out == 0 || out+dropped > in {
 		t.Errorf("progress line %q: want sent > 0, in > 0, dropped > 0, out > 0, out+dropped <= in", last[0])
+	}
+	// The last line is the summary, drawn once the stage has stopped: at
+	// least the counts of the last progress line, and consistent.
+	lines := strings.Split(strings.TrimSpace(demo.stdout.String()), "\n")
+	sum := regexp.MustCompile(`^demo summary: \S+: sent (\d+) records; the stage read (\d+), forwarded (\d+) \(\d+ first occurrences, \d+ retractions, \d+ unkeyed\) and dropped (\d+) duplicates \(`).
+		FindStringSubmatch(lines[len(lines)-1])
+	if sum == nil {
+		t.Fatalf("last line is not the summary: %q", lines[len(lines)-1])
+	}
+	atoi := func(s string) int { n, _ := strconv.Atoi(s); return n }
+	sSent, sIn, sOut, sDropped := atoi(sum[1]), atoi(sum[2]), atoi(sum[3]), atoi(sum[4])
+	if sSent < sent || sIn < in || sOut < out || sDropped < dropped || sOut+sDropped > sIn {
+		t.Errorf("summary %q: want counts at least those of the last progress line %q, and out+dropped <= read", sum[0], last[0])
+	}
+}
+
+func TestProgressLineFitsTheTerminal(t *testing.T) {
+	big := processor.Progress{In: 123456789012, Forwarded: 98765432109, Duplicates: 24691356903, Retractions: 1234567, Unkeyed: 7654321}
+	for _, width := range []int{defaultColumns, 60, 132, 20} {
+		var out bytes.Buffer
+		p := &progressLine{w: &out, redraw: true, columns: func() int { return width }}
+		p.draw(big, processor.Progress{}, GeneratorStats{Sent: 123456789999}, time.Second)
+		line := strings.TrimSuffix(strings.TrimPrefix(out.String(), "\r"), "\033[K")
+		if len(line) > width-1 {
+			t.Errorf("width %d: %d columns: %q", width, len(line), line)
+		}
+		if width >= 60 && !strings.Contains(line, "drop 24691356903") && !strings.Contains(line, "dropped 24691356903") {
+			t.Errorf("width %d: the dropped count is lost: %q", width, line)
+		}
 	}
 }

@@ -122,6 +122,15 @@ func TestEmbeddedDefault(t *testing.T) {
 	if n := endOffsets(t, brokerAddr, "events-deduped", 2); n != keys {
 		t.Errorf("output holds %d records, want %d", n, keys)
 	}
+	if n, err := metricSum(metrics, "dedup_embedded_broker"); err != nil || n != 1 {
+		t.Errorf("dedup_embedded_broker = %v (%v), want 1", n, err)
+	}
+	if n, err := metricSum(metrics, "dedup_build_info", `version="`+readBuildInfo().Version+`"`); err != nil || n != 1 {
+		t.Errorf("dedup_build_info{version=%q} = %v (%v), want 1", readBuildInfo().Version, n, err)
+	}
+	if !strings.Contains(bin.stderr.String(), "KAFKA_BROKERS is empty: starting the embedded single-node broker") {
+		t.Errorf("no warning that the broker is the embedded one:\n%s", bin.stderr)
+	}
 	if dup, err := metricSum(metrics, "dedup_messages_total", `outcome="duplicate"`); err != nil || dup <= 0 {
 		t.Errorf(`dedup_messages_total{outcome="duplicate"} = %v (%v), want > 0`, dup, err)
 	}

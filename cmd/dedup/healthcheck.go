@@ -22,7 +22,7 @@ func runHealthcheck(ctx context.Context, args []string, lookup LookupFunc, stdou
 	}
 	addr, ok := lookup("METRICS_ADDR")
 	if !ok {
-		addr = ":9464"
+		addr = configDefault("METRICS_ADDR")
 	}
 	url, err := healthzURL(addr)
 	if err != nil {

@@ -3,6 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -14,7 +21,7 @@ func TestHelpListsSubcommandsAndVariables(t *testing.T) {
 			t.Fatalf("%q: exit %d, want 0", args, code)
 		}
 		out := stdout.String()
-		for _, sub := range []string{"dedup [run]", "dedup demo", "--generate-only", "dedup inspect", "dedup bench", "dedup size", "dedup healthcheck", "dedup help"} {
+		for _, sub := range []string{"dedup [run]", "dedup demo", "--generate-only", "dedup inspect", "dedup size", "dedup healthcheck", "dedup version", "dedup help"} {
 			if !strings.Contains(out, sub) {
 				t.Errorf("%q: usage lacks %q", args, sub)
 			}
@@ -40,6 +47,140 @@ func TestSubcommandHelpExits0(t *testing.T) {
 		}
 		if stdout.Len()+stderr.Len() == 0 {
 			t.Errorf("%q printed nothing", args)
+		}
+	}
+}
+
+func TestUnknownSubcommandIsOneLine(t *testing.T) {
+	for _, arg := range []string{"bogus", "--bogus", "-x"} {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), []string{arg}, envMap{}.lookup, &stdout, &stderr); code != exitConfig {
+			t.Errorf("%s: exit %d, want %d", arg, code, exitConfig)
+		}
+		want := fmt.Sprintf("dedup: unknown subcommand %q; run 'dedup help' for the list\n", arg)
+		if stderr.String() != want || stdout.Len() != 0 {
+			t.Errorf("%s: stderr %q, stdout %q; want only %q", arg, stderr.String(), stdout.String(), want)
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	var outs []string
+	for _, arg := range []string{"version", "--version", "-v"} {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), []string{arg}, envMap{}.lookup, &stdout, &stderr); code != exitOK {
+			t.Fatalf("%s: exit %d: %s", arg, code, stderr.String())
+		}
+		outs = append(outs, stdout.String())
+	}
+	if outs[0] != outs[1] || outs[0] != outs[2] {
+		t.Errorf("version, --version and -v differ: %q", outs)
+	}
+	b := readBuildInfo()
+	want := fmt.Sprintf("dedup %s (commit %s, %s)\n", b.Version, b.Commit, runtime.Version())
+	if outs[0] != want {
+		t.Errorf("version printed %q, want %q", outs[0], want)
+	}
+}
+
+// TestVersionOfABuiltBinary builds the binary the way the image does
+// (-X main.version) and checks that it reports that version and the commit
+// and Go version the toolchain stamped into it (`go version -m`; a build
+// outside a VCS checkout, or with -buildvcs=false, has no commit).
+func TestVersionOfABuiltBinary(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "dedup")
+	build := exec.Command("go", "build", "-ldflags", "-X main.version=v9.9.9-test", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "version").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stamps, err := exec.Command("go", "version", "-m", bin).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit := "unknown"
+	if m := regexp.MustCompile(`(?m)^\s+build\s+vcs\.revision=(\S+)$`).FindSubmatch(stamps); m != nil {
+		commit = string(m[1])
+		if regexp.MustCompile(`(?m)^\s+build\s+vcs\.modified=true$`).Match(stamps) {
+			commit += "+dirty"
+		}
+	}
+	goVersion := strings.Fields(strings.SplitN(string(stamps), "\n", 2)[0])[1]
+	if want := fmt.Sprintf("dedup v9.9.9-test (commit %s, %s)\n", commit, goVersion); string(out) != want {
+		t.Errorf("built binary's version %q, want %q", out, want)
+	}
+}
+
+// TestREADMEConfigurationTable holds the README's configuration table to
+// the Config struct: one row per variable, in the form
+// "| `VAR` | meaning | `default` |", the default in backticks where the
+// struct has an envDefault and a phrase where the default is computed.
+func TestREADMEConfigurationTable(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(raw), "\n## Configuration\n")
+	if !ok {
+		t.Fatal("README.md has no '## Configuration' section")
+	}
+	if i := strings.Index(section, "\n## "); i >= 0 {
+		section = section[:i]
+	}
+	row := regexp.MustCompile("^\\| `([A-Z0-9_]+)` \\| (.+) \\| (.+) \\|$")
+	rows := map[string]string{}
+	var order []string
+	for _, line := range strings.Split(section, "\n") {
+		m := row.FindStringSubmatch(strings.TrimSpace(line))
+		if m == nil {
+			continue
+		}
+		if _, dup := rows[m[1]]; dup {
+			t.Errorf("README lists %s twice", m[1])
+		}
+		rows[m[1]] = m[3]
+		order = append(order, m[1])
+	}
+	docs := configDocs()
+	for _, d := range docs {
+		got, ok := rows[d.Name]
+		if !ok {
+			t.Errorf("README's configuration table lacks %s (paste the output of 'dedup help --markdown')", d.Name)
+			continue
+		}
+		if d.Literal {
+			if got != "`"+d.Default+"`" {
+				t.Errorf("README: %s default %s, the struct has `%s`", d.Name, got, d.Default)
+			}
+			continue
+		}
+		if strings.ReplaceAll(got, "`", "") != strings.ReplaceAll(d.Default, "'", "") {
+			t.Errorf("README: %s default %q, the struct says %q", d.Name, got, d.Default)
+		}
+	}
+	names := ConfigVarNames()
+	for _, name := range order {
+		if !slices.Contains(names, name) {
+			t.Errorf("README's configuration table lists %s, which Config does not read", name)
+		}
+	}
+}
+
+func TestHelpMarkdownIsTheTable(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"help", "--markdown"}, envMap{}.lookup, &stdout, &stderr); code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	if len(lines) != 2+len(ConfigVarNames()) {
+		t.Fatalf("%d lines for %d variables:\n%s", len(lines), len(ConfigVarNames()), stdout.String())
+	}
+	for i, d := range configDocs() {
+		if !strings.HasPrefix(lines[2+i], "| `"+d.Name+"` | "+d.Meaning+" | ") {
+			t.Errorf("line %d: %q", 2+i, lines[2+i])
 		}
 	}
 }

@@ -21,12 +21,21 @@ type Probe interface {
 }
 
 // newRegistry is the binary's own registry: the processor's families plus
-// the process and Go runtime collectors, and nothing from the global default.
-func newRegistry() *prometheus.Registry {
+// the process and Go runtime collectors, whether the broker is the embedded
+// one, and nothing from the global default.
+func newRegistry(cfg *Config) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
+	embedded := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "dedup_embedded_broker",
+		Help: "1 when the process runs its own embedded single-node broker (KAFKA_BROKERS empty), which is not for production; 0 with KAFKA_BROKERS set.",
+	})
+	if cfg.Embedded() {
+		embedded.Set(1)
+	}
 	reg.MustRegister(
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewGoCollector(),
+		embedded,
 	)
 	return reg
 }

@@ -5,8 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
+
+	"github.com/segmentio/kafka-go"
 
 	"dedup/checkpoint"
 	"dedup/rotation"
@@ -55,6 +61,20 @@ func inspect(ctx context.Context, cfg *Config, log *slog.Logger, w io.Writer) (e
 		return err
 	}
 	defer conn.Transport.CloseIdleConnections()
+	where := "directory " + filepath.Join(cfg.CheckpointDir, cfg.GroupID)
+	if cfg.CheckpointStore == storeKafka {
+		where = "topic " + cfg.CheckpointTopic + " on " + strings.Join(brokers, ",")
+	}
+	// inspect reads only: a store that does not exist is reported as
+	// empty, never created (both stores create what is missing on open).
+	exists, err := storeExists(ctx, cfg, conn)
+	if err != nil {
+		return err
+	}
+	if !exists {
+		printNothingFound(w, cfg, where, "does not exist")
+		return nil
+	}
 	store, err := openStore(ctx, cfg, conn, log)
 	if err != nil {
 		return fmt.Errorf("open checkpoint store: %w", err)
@@ -68,9 +88,9 @@ func inspect(ctx context.Context, cfg *Config, log *slog.Logger, w io.Writer) (e
 	if err != nil {
 		return fmt.Errorf("list checkpoints: %w", err)
 	}
-	where := cfg.CheckpointDir
-	if cfg.CheckpointStore == storeKafka {
-		where = "topic " + cfg.CheckpointTopic + " on " + fmt.Sprint(brokers)
+	if len(entries) == 0 {
+		printNothingFound(w, cfg, where, "holds no snapshot")
+		return nil
 	}
 	fmt.Fprintf(w, "checkpoint store: %s (%s), group %s: %d snapshot(s)\n", cfg.CheckpointStore, where, cfg.GroupID, len(entries))
 	now := time.Now()
@@ -78,6 +98,39 @@ func inspect(ctx context.Context, cfg *Config, log *slog.Logger, w io.Writer) (e
 		printEntry(ctx, w, reader, e, now)
 	}
 	return nil
+}
+
+// printNothingFound says where inspect looked and which variables choose
+// the store, so that a user looking in the wrong place learns what to set.
+func printNothingFound(w io.Writer, cfg *Config, where, what string) {
+	fmt.Fprintf(w, "checkpoint store: %s (%s), group %s: %s: 0 snapshot(s)\n", cfg.CheckpointStore, where, cfg.GroupID, what)
+	fmt.Fprintf(w, "The store is chosen by CHECKPOINT_STORE (kafka or file; the default is kafka with KAFKA_BROKERS set, file without),\n")
+	fmt.Fprintf(w, "then CHECKPOINT_DIR (default DATA_DIR/checkpoints) for file, or CHECKPOINT_TOPIC (default GROUP_ID-dedup-state)\n")
+	fmt.Fprintf(w, "on KAFKA_BROKERS (EMBEDDED_BROKER_ADDR when empty) for kafka; GROUP_ID selects the group's snapshots.\n")
+	fmt.Fprintf(w, "Run inspect with the same variables as the stage.\n")
+}
+
+// storeExists reports whether the checkpoint store is there to read,
+// without creating it.
+func storeExists(ctx context.Context, cfg *Config, conn *Connection) (bool, error) {
+	if cfg.CheckpointStore == storeFile {
+		st, err := os.Stat(filepath.Join(cfg.CheckpointDir, cfg.GroupID))
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("inspect checkpoint directory: %w", err)
+		}
+		return st.IsDir(), nil
+	}
+	_, err := topicPartitions(ctx, conn, cfg.CheckpointTopic)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, errTopicNotFound), errors.Is(err, kafka.UnknownTopicOrPartition):
+		return false, nil
+	}
+	return false, err
 }
 
 // printEntry prints one snapshot; a snapshot that fails its checks is

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/segmentio/kafka-go"
+
 	"dedup/checkpoint"
 	"dedup/rotation"
 )
@@ -85,14 +87,64 @@ func TestInspectFileStore(t *testing.T) {
 	}
 }
 
-func TestInspectEmptyStore(t *testing.T) {
+// TestInspectNothingFound runs inspect where no store exists, with both
+// stores: it says where it looked and which variables choose the store,
+// exits 0, and creates nothing.
+func TestInspectNothingFound(t *testing.T) {
+	cluster := newTestCluster(t)
+	addr := cluster.ListenAddrs()[0]
+	for _, c := range []struct {
+		store string
+		env   envMap
+		where string
+	}{
+		{"file", envMap{}, "(directory "},
+		{"kafka", envMap{"KAFKA_BROKERS": addr}, "(topic dedup-dedup-state on " + addr + ")"},
+	} {
+		t.Run(c.store, func(t *testing.T) {
+			dataDir := t.TempDir()
+			env := envMap{"DATA_DIR": dataDir}
+			for k, v := range c.env {
+				env[k] = v
+			}
+			var stdout, stderr bytes.Buffer
+			if code := run(context.Background(), []string{"inspect"}, env.lookup, &stdout, &stderr); code != exitOK {
+				t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
+			}
+			out := stdout.String()
+			for _, want := range []string{"checkpoint store: " + c.store + " " + c.where, "does not exist: 0 snapshot(s)",
+				"CHECKPOINT_STORE", "CHECKPOINT_DIR", "CHECKPOINT_TOPIC", "KAFKA_BROKERS", "GROUP_ID"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("output lacks %q:\n%s", want, out)
+				}
+			}
+			if ents, err := os.ReadDir(dataDir); err != nil || len(ents) != 0 {
+				t.Errorf("inspect created %v in DATA_DIR (%v)", ents, err)
+			}
+		})
+	}
+	// The Kafka store's topic is still absent: inspect never creates it.
+	client := &kafka.Client{Addr: kafka.TCP(addr), Timeout: 10 * time.Second}
+	md, err := client.Metadata(context.Background(), &kafka.MetadataRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tp := range md.Topics {
+		if tp.Name == "dedup-dedup-state" {
+			t.Errorf("inspect created the checkpoint topic")
+		}
+	}
+	// An existing but empty directory holds no snapshot.
+	dataDir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dataDir, "checkpoints", "dedup"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	var stdout, stderr bytes.Buffer
-	env := envMap{"DATA_DIR": t.TempDir()}
-	if code := run(context.Background(), []string{"inspect"}, env.lookup, &stdout, &stderr); code != exitOK {
+	if code := run(context.Background(), []string{"inspect"}, envMap{"DATA_DIR": dataDir}.lookup, &stdout, &stderr); code != exitOK {
 		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
 	}
-	if !strings.Contains(stdout.String(), "0 snapshot(s)") {
-		t.Errorf("empty store: %s", stdout.String())
+	if !strings.Contains(stdout.String(), "holds no snapshot: 0 snapshot(s)") {
+		t.Errorf("empty directory:\n%s", stdout.String())
 	}
 }
 

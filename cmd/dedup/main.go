@@ -3,8 +3,8 @@
 //	dedup            run the stage (embedded broker when KAFKA_BROKERS is empty)
 //	dedup demo       the stage plus a traffic generator and a live progress line
 //	dedup inspect    print what the checkpoint store holds
-//	dedup bench      benchmarks
-//	dedup size       filter sizing
+//	dedup size       what to deploy for a workload: settings, memory, checkpoint bandwidth
+//	dedup version    module version, commit and Go version
 //	dedup healthcheck  exit 0 when this host's /healthz answers 200 (for container HEALTHCHECKs)
 //	dedup help       usage and every environment variable
 //
@@ -60,15 +60,29 @@ func run(ctx context.Context, args []string, lookup LookupFunc, stdout, stderr i
 	case "bench":
 		return runBench(ctx, args)
 	case "size":
-		return runSize(args)
+		return runSize(args, stdout, stderr)
 	case "healthcheck":
 		return runHealthcheck(ctx, args, lookup, stdout, stderr)
+	case "version", "--version", "-version", "-v":
+		return runVersion(args, stdout, stderr)
 	case "help", "-h", "-help", "--help":
+		return runHelp(args, stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "dedup: unknown subcommand %q; run 'dedup help' for the list\n", cmd)
+	return exitConfig
+}
+
+// runHelp prints the usage; with --markdown, the README's configuration table.
+func runHelp(args []string, stdout, stderr io.Writer) int {
+	switch {
+	case len(args) == 0:
 		printUsage(stdout)
 		return exitOK
+	case len(args) == 1 && args[0] == "--markdown":
+		writeConfigTable(stdout)
+		return exitOK
 	}
-	fmt.Fprintf(stderr, "dedup: unknown subcommand %q\n\n", cmd)
-	printUsage(stderr)
+	fmt.Fprintf(stderr, "dedup help: unexpected arguments %s (want none, or --markdown)\n", strings.Join(args, " "))
 	return exitConfig
 }
 
@@ -123,6 +137,10 @@ func runServe(ctx context.Context, args []string, lookup LookupFunc, stdout, std
 		return code
 	}
 	if err := serve(ctx, cfg, log, stdout); err != nil {
+		if errors.Is(err, errStoppedDuringStartup) {
+			log.Info("stopped during start-up")
+			return exitOK
+		}
 		log.Error("dedup failed", "err", err)
 		return exitFailure
 	}
@@ -130,18 +148,14 @@ func runServe(ctx context.Context, args []string, lookup LookupFunc, stdout, std
 	return exitOK
 }
 
-// serve runs the stage against the cluster until ctx ends.
+// serve starts the stage and runs it until ctx ends.
 func serve(ctx context.Context, cfg *Config, log *slog.Logger, stdout io.Writer) (err error) {
-	cluster, err := openCluster(ctx, cfg, log, stdout)
+	svc, err := startService(ctx, cfg, log, stdout)
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, cluster.Close()) }()
-	stage, err := newStage(ctx, cfg, cluster, log)
-	if err != nil {
-		return err
-	}
+	defer func() { err = errors.Join(err, svc.Close()) }()
 	log.Info("dedup running", "input", cfg.InputTopic, "output", cfg.OutputTopic, "group", cfg.GroupID,
 		"key", cfg.Key, "window", cfg.Window, "mode", cfg.Mode, "checkpoint_store", cfg.CheckpointStore)
-	return stage.Run(ctx)
+	return svc.Stage.Run(ctx)
 }

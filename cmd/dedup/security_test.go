@@ -96,7 +96,10 @@ func TestSASL(t *testing.T) {
 }
 
 // TestSASLWrongPasswordFails checks the failure is a runtime failure (exit
-// 1), not a hang and not a configuration error.
+// 1), not a hang and not a configuration error. kfake answers a wrong
+// password by closing the connection, which looks like a network error, so
+// start-up retries it until KAFKA_STARTUP_TIMEOUT; a broker's
+// SASLAuthenticationFailed ends start-up at once (TestStartupPermanentErrors).
 func TestSASLWrongPasswordFails(t *testing.T) {
 	cluster := newTestCluster(t, kfake.EnableSASL(), kfake.Superuser(saslScram256, "u", "right"))
 	env := testEnv(t)
@@ -104,6 +107,7 @@ func TestSASLWrongPasswordFails(t *testing.T) {
 	env["KAFKA_SASL_MECHANISM"] = saslScram256
 	env["KAFKA_SASL_USERNAME"] = "u"
 	env["KAFKA_SASL_PASSWORD"] = "wrong"
+	env["KAFKA_STARTUP_TIMEOUT"] = "3s"
 	stage := startInProcess(t, env)
 	select {
 	case code := <-stage.done:

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,37 +12,46 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"dedup/bench"
+	"dedup/checkpoint"
+	"dedup/cmd/dedup/sizing"
 	"dedup/rotation"
 )
 
 const sizeUsage = `Usage: dedup size [flags]
 
-Prints the filter parameters the stage would use for a workload: counters or
-bits per generation (m) and hash functions (k), memory per partition and per
-instance, the false-positive rate expected at the end of a window, and the
-information-theoretic bound n·log2(1/ε) for comparison.
+Prints what to deploy for a workload: the DEDUP_* settings, each instance's
+container memory request and limit and GOMEMLIMIT, the checkpoint bandwidth
+raw and compressed, and the expected false drops per day; then the filter
+geometry behind them (counters or bits per generation, k, memory per
+partition) against the information-theoretic bound n·log2(1/ε).
 
-  dedup size --keys-per-second 50000 --window 1h --fp-rate 0.001 --partitions 12
+  dedup size --keys-per-second 50000 --window 1h --fp-rate 0.001 --partitions 12 --instances 3
 
 Keys are distinct keys (a repeat of a key already in the window costs no
-memory). With --measure (the default) it also builds a filter pair, fills
-its current generation with synthetic keys to its size, and probes it with
-keys never added: the measured false-positive rate. Partitions of more than
-1M keys are measured on a pair sized for 1M keys at the same rate (the same
-counters or bits per key and k).
+memory). Every figure of a filter comes from rotation itself: the memory of
+a pair it builds, the false-positive rate its own model gives as a sample
+pair fills over a window, and the size of a compressed snapshot of that pair
+written by the checkpoint store. Partitions of more than 1M keys are
+estimated on a pair sized for 1M keys at the same rate (the same counters or
+bits per key and k). With --measure (the default) the sample pair is also
+probed with keys never added: the measured false-positive rate.
 
 Flags:
 `
 
-// sampleKeys bounds the keys inserted to estimate the false-positive rate:
-// a larger partition is estimated on a pair sized for sampleKeys keys at the
-// same rate, which has the same geometry per key (counters or bits per key,
-// k) and so the same rate, and takes a second rather than a minute.
+// sampleKeys bounds the keys inserted to estimate the false-positive rate
+// and the compressed snapshot size: a larger partition is estimated on a
+// pair sized for sampleKeys keys at the same rate, which has the same
+// geometry per key (counters or bits per key, k) and so the same rate and
+// compression, and takes a second rather than a minute.
 const sampleKeys = 1_000_000
 
 // measureProbes is how many absent keys --measure tests.
 const measureProbes = 1_000_000
+
+// fillSteps is how many points of a window the false-positive rate and the
+// snapshot size are read at.
+const fillSteps = 8
 
 // sizeInput is what `dedup size` is asked.
 type sizeInput struct {
@@ -52,20 +62,47 @@ type sizeInput struct {
 	Instances          int
 	Modes              []rotation.Mode
 	CheckpointInterval time.Duration
+	FetchMaxBytes      int64
+	ProduceBatchBytes  int64
 	Measure            bool
 }
 
 // runSize is `dedup size`.
-func runSize(args []string) int {
-	in, code := parseSize(args, os.Stderr)
+func runSize(args []string, stdout, stderr io.Writer) int {
+	in, code := parseSize(args, stderr)
 	if code >= 0 {
 		return code
 	}
-	if err := writeSize(os.Stdout, in); err != nil {
-		fmt.Fprintf(os.Stderr, "dedup size: %v\n", err)
+	if err := writeSize(stdout, in); err != nil {
+		fmt.Fprintf(stderr, "dedup size: %v\n", err)
 		return exitFailure
 	}
 	return exitOK
+}
+
+// allModes lists every filter mode rotation knows, in its own order, so a
+// mode added there is sized here without a change.
+func allModes() []rotation.Mode {
+	var modes []rotation.Mode
+	for m := rotation.Mode(1); m != 0; m++ {
+		if got, err := rotation.ParseMode(m.String()); err != nil || got != m {
+			break
+		}
+		modes = append(modes, m)
+	}
+	return modes
+}
+
+// configDuration reads the envDefault of a duration variable.
+func configDuration(name string) time.Duration {
+	d, _ := time.ParseDuration(configDefault(name)) // a test checks every default parses
+	return d
+}
+
+// configCount reads the envDefault of a count variable.
+func configCount(name string) int64 {
+	n, _ := parseCount(configDefault(name)) // a test checks every default parses
+	return n
 }
 
 // parseSize parses the flags; code is -1 when the size should be printed.
@@ -76,16 +113,23 @@ func parseSize(args []string, stderr io.Writer) (sizeInput, int) {
 		fmt.Fprint(fs.Output(), sizeUsage)
 		fs.PrintDefaults()
 	}
+	var modeNames []string
+	for _, m := range allModes() {
+		modeNames = append(modeNames, m.String())
+	}
+	fpDefault := configDefault("DEDUP_FP_RATE")
 	var (
 		perSecond  = fs.String("keys-per-second", "", "distinct keys per second, all partitions (k, M, G suffixes)")
 		perWindow  = fs.String("keys-per-window", "", "distinct keys per window, all partitions (instead of --keys-per-second)")
-		window     = fs.Duration("window", time.Hour, "dedup window (DEDUP_WINDOW)")
-		fpRate     = fs.Float64("fp-rate", 0.001, "false-positive rate at the window's key count (DEDUP_FP_RATE)")
+		window     = fs.Duration("window", configDuration("DEDUP_WINDOW"), "dedup window (DEDUP_WINDOW)")
+		fpRate     = fs.String("fp-rate", fpDefault, "false-positive rate at the window's key count (DEDUP_FP_RATE)")
 		partitions = fs.Int("partitions", 12, "input partitions")
-		instances  = fs.Int("instances", 1, "instances the partitions are spread over")
-		mode       = fs.String("mode", "both", "counting, plain or both (DEDUP_MODE)")
-		interval   = fs.Duration("checkpoint-interval", 10*time.Second, "checkpoint interval, for the checkpoint bandwidth (CHECKPOINT_INTERVAL)")
-		measure    = fs.Bool("measure", true, "fill one partition's filter and measure its false-positive rate")
+		instances  = fs.Int("instances", 1, "instances (replicas) the partitions are spread over")
+		mode       = fs.String("mode", "all", strings.Join(modeNames, ", ")+" or all (DEDUP_MODE)")
+		interval   = fs.Duration("checkpoint-interval", configDuration("CHECKPOINT_INTERVAL"), "checkpoint interval (CHECKPOINT_INTERVAL)")
+		fetchMax   = fs.String("fetch-max-bytes", configDefault("FETCH_MAX_BYTES"), "FETCH_MAX_BYTES, for the memory per instance")
+		batchBytes = fs.String("produce-batch-bytes", configDefault("PRODUCE_BATCH_BYTES"), "PRODUCE_BATCH_BYTES, for the memory per instance")
+		measure    = fs.Bool("measure", true, "also probe the sample pair with absent keys: the measured false-positive rate")
 	)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -93,28 +137,35 @@ func parseSize(args []string, stderr io.Writer) (sizeInput, int) {
 		}
 		return sizeInput{}, exitConfig
 	}
-	in := sizeInput{Window: *window, FPRate: *fpRate, Partitions: *partitions, Instances: *instances,
+	in := sizeInput{Window: *window, Partitions: *partitions, Instances: *instances,
 		CheckpointInterval: *interval, Measure: *measure}
 	var problems []error
 	if fs.NArg() > 0 {
 		problems = append(problems, fmt.Errorf("unexpected arguments %q", fs.Args()))
 	}
+	count := func(flag, s string) uint64 {
+		n, err := parseCount(s)
+		if err == nil && n < 0 {
+			err = fmt.Errorf("parse count %q: negative", s)
+		}
+		if err != nil {
+			problems = append(problems, fmt.Errorf("--%s: %w", flag, err))
+		}
+		return uint64(max(n, 0))
+	}
 	switch {
 	case (*perSecond == "") == (*perWindow == ""):
 		problems = append(problems, errors.New("give exactly one of --keys-per-second and --keys-per-window"))
 	case *perSecond != "":
-		n, err := bench.ParseCount(*perSecond)
-		if err != nil {
-			problems = append(problems, fmt.Errorf("--keys-per-second: %w", err))
-		}
-		in.KeysPerWindow = uint64(math.Round(float64(n) * window.Seconds()))
+		in.KeysPerWindow = uint64(math.Round(float64(count("keys-per-second", *perSecond)) * window.Seconds()))
 	default:
-		n, err := bench.ParseCount(*perWindow)
-		if err != nil {
-			problems = append(problems, fmt.Errorf("--keys-per-window: %w", err))
-		}
-		in.KeysPerWindow = n
+		in.KeysPerWindow = count("keys-per-window", *perWindow)
 	}
+	if _, err := fmt.Sscan(*fpRate, &in.FPRate); err != nil {
+		problems = append(problems, fmt.Errorf("--fp-rate: %q is not a number", *fpRate))
+	}
+	in.FetchMaxBytes = int64(count("fetch-max-bytes", *fetchMax))
+	in.ProduceBatchBytes = int64(count("produce-batch-bytes", *batchBytes))
 	if *window <= 0 {
 		problems = append(problems, fmt.Errorf("--window: %v is not positive", *window))
 	}
@@ -127,10 +178,9 @@ func parseSize(args []string, stderr io.Writer) (sizeInput, int) {
 	if *interval <= 0 {
 		problems = append(problems, fmt.Errorf("--checkpoint-interval: %v is not positive", *interval))
 	}
-	switch strings.ToLower(*mode) {
-	case "both":
-		in.Modes = []rotation.Mode{rotation.Counting, rotation.Plain}
-	default:
+	if strings.EqualFold(strings.TrimSpace(*mode), "all") || strings.EqualFold(strings.TrimSpace(*mode), "both") {
+		in.Modes = allModes()
+	} else {
 		m, err := rotation.ParseMode(*mode)
 		if err != nil {
 			problems = append(problems, fmt.Errorf("--mode: %w", err))
@@ -138,8 +188,13 @@ func parseSize(args []string, stderr io.Writer) (sizeInput, int) {
 		in.Modes = []rotation.Mode{m}
 	}
 	if len(problems) == 0 {
+		if n := in.keysPerPartition(); n > maxExpectedKeys {
+			problems = append(problems, fmt.Errorf("%d keys per partition: want at most %d (DEDUP_EXPECTED_KEYS); add partitions", n, uint64(maxExpectedKeys)))
+		}
 		for _, m := range in.Modes {
-			if _, err := rotation.New(in.options(m)); err != nil {
+			o := in.options(m)
+			o.ExpectedKeys = 1 // validate the rest without allocating
+			if _, err := rotation.New(o); err != nil {
 				problems = append(problems, err)
 			}
 		}
@@ -160,19 +215,33 @@ func (in sizeInput) options(m rotation.Mode) rotation.Options {
 	return rotation.Options{ExpectedKeys: max(in.keysPerPartition(), 1), FPRate: in.FPRate, Window: in.Window, Mode: m}
 }
 
-// sizeRow is one mode's figures.
+// sizeRow is one mode's figures, every one from rotation or the checkpoint
+// store.
 type sizeRow struct {
-	mode             rotation.Mode
-	m                uint64
-	k                uint32
-	bitsPerUnit      int // bits per counter (4) or per bit (1)
-	partitionBytes   int // both generations
-	modelFP          float64
-	measuredFP       float64
-	measured         bool
-	sampled          uint64 // keys of the pair the rate was measured on
-	bitsPerKeyOneGen float64
-	boundBitsPerKey  float64
+	mode           rotation.Mode
+	m              uint64
+	k              uint32
+	partitionBytes int64 // both generations
+	sampled        uint64
+	// False-positive rates from rotation's model (Pair.Stats) as the
+	// sample pair fills: one generation holding n keys, and a record's
+	// rate averaged over a steady-state window (previous generation full,
+	// current filling).
+	oneGenFP, meanFP, endFP float64
+	measuredFP              float64 // both generations full, measured
+	measured                bool
+	// Compressed snapshot size over raw, at the start of a window (previous
+	// generation full, current empty), and at its end (both full).
+	ratioStart, ratioEnd float64
+}
+
+// sampleKey is the id-th synthetic key: distinct ids give distinct keys.
+func sampleKey(buf *[16]byte, id uint64) []byte {
+	copy(buf[:8], "dedupkey")
+	for i := range 8 {
+		buf[8+i] = byte(id >> (8 * i))
+	}
+	return buf[:]
 }
 
 func sizeFor(in sizeInput, mode rotation.Mode) (sizeRow, error) {
@@ -182,55 +251,94 @@ func sizeFor(in sizeInput, mode rotation.Mode) (sizeRow, error) {
 		return sizeRow{}, err
 	}
 	st := p.Stats()
-	r := sizeRow{mode: mode, m: st.Current.M, k: st.Current.K, partitionBytes: p.SizeBytes(), bitsPerUnit: 1}
-	if mode == rotation.Counting {
-		r.bitsPerUnit = 4
+	r := sizeRow{mode: mode, m: st.Current.M, k: st.Current.K, partitionBytes: int64(p.SizeBytes())}
+	p = nil // the sample below stands for it; let the memory go
+
+	so := o
+	so.ExpectedKeys = min(o.ExpectedKeys, sampleKeys)
+	r.sampled = so.ExpectedKeys
+	sp, err := rotation.New(so)
+	if err != nil {
+		return sizeRow{}, err
 	}
-	n := float64(o.ExpectedKeys)
-	r.bitsPerKeyOneGen = float64(r.partitionBytes) * 8 / 2 / n
-	if mode == rotation.Plain {
-		r.modelFP = math.Pow(-math.Expm1(-float64(r.k)*n/float64(r.m)), float64(r.k))
+	dir, err := os.MkdirTemp("", "dedup-size-")
+	if err != nil {
+		return sizeRow{}, err
 	}
-	if mode == rotation.Counting || in.Measure {
-		// The counting filter's rate comes from the stage's own model, which
-		// reads the fill: fill a pair to learn it.
-		so := o
-		so.ExpectedKeys = min(o.ExpectedKeys, sampleKeys)
-		sp, err := rotation.New(so)
+	defer os.RemoveAll(dir)
+	store, err := checkpoint.NewFileStore(checkpoint.FileOptions{Dir: dir, Keep: 1, Group: "size"})
+	if err != nil {
+		return sizeRow{}, err
+	}
+	ratio := func() (float64, error) {
+		m, err := store.Save(context.Background(), checkpoint.Meta{Group: "size", Topic: "t", OutputTopic: "o"}, sp)
 		if err != nil {
-			return sizeRow{}, err
+			return 0, fmt.Errorf("compress a sample snapshot: %w", err)
 		}
-		p = nil
-		w := bench.Workload{KeySize: bench.MinKeySize}
-		ts := time.Unix(0, 0).Add(in.Window / 2)
-		for id := range so.ExpectedKeys {
-			sp.TestAndAdd(bench.KeyBytes(w, id), ts)
+		return float64(m.StoredBytes) / float64(m.RawBytes), nil
+	}
+
+	var buf [16]byte
+	n := so.ExpectedKeys
+	// The previous window: fill a generation with n keys, then rotate.
+	t0 := time.Unix(0, 0).Add(100 * o.Window)
+	for id := range n {
+		sp.TestAndAdd(sampleKey(&buf, id), t0)
+	}
+	r.oneGenFP = sp.Stats().Current.FPRate
+	t1 := t0.Add(o.Window)
+	sp.TestAndAdd(sampleKey(&buf, n), t1) // rotates; one key of the new window
+	if r.ratioStart, err = ratio(); err != nil {
+		return sizeRow{}, err
+	}
+	// The current window fills in steps; the rate a record meets is read at
+	// the middle of each step.
+	next := n + 1
+	for step := range fillSteps {
+		mid := n * (2*uint64(step) + 1) / (2 * fillSteps)
+		end := n * uint64(step+1) / fillSteps
+		for ; next < n+mid; next++ {
+			sp.TestAndAdd(sampleKey(&buf, next), t1)
 		}
-		if mode == rotation.Counting {
-			r.modelFP = sp.Stats().Current.FPRate
+		s := sp.Stats()
+		r.meanFP += (1 - (1-s.Current.FPRate)*(1-s.Previous.FPRate)) / fillSteps
+		for ; next < n+end; next++ {
+			sp.TestAndAdd(sampleKey(&buf, next), t1)
 		}
-		if in.Measure {
-			var fp uint64
-			for id := range uint64(measureProbes) {
-				if sp.Test(bench.KeyBytes(w, so.ExpectedKeys+id)) {
-					fp++
-				}
+	}
+	s := sp.Stats()
+	r.endFP = 1 - (1-s.Current.FPRate)*(1-s.Previous.FPRate)
+	if r.ratioEnd, err = ratio(); err != nil {
+		return sizeRow{}, err
+	}
+	if in.Measure {
+		var fp uint64
+		for id := range uint64(measureProbes) {
+			if sp.Test(sampleKey(&buf, 2*n+1+id)) {
+				fp++
 			}
-			r.measuredFP = float64(fp) / measureProbes
-			r.measured = true
-			r.sampled = so.ExpectedKeys
 		}
+		r.measuredFP = float64(fp) / measureProbes
+		r.measured = true
 	}
 	return r, nil
 }
 
+// deployment is the sizing model of in for one pair size.
+func (in sizeInput) deployment(pairBytes int64) sizing.Deployment {
+	return sizing.Deployment{PairBytes: pairBytes, Partitions: in.Partitions, Replicas: in.Instances,
+		FetchMaxBytes: in.FetchMaxBytes, ProduceBatchBytes: in.ProduceBatchBytes}
+}
+
+// falseDropsPerDay is the first occurrences a day that meet a false
+// positive, at the window's mean rate.
+func (in sizeInput) falseDropsPerDay(r sizeRow) float64 {
+	perSecond := float64(in.KeysPerWindow) / in.Window.Seconds()
+	return perSecond * 86400 * r.meanFP
+}
+
 func writeSize(w io.Writer, in sizeInput) error {
 	n := in.keysPerPartition()
-	perInstance := (in.Partitions + in.Instances - 1) / in.Instances
-	fmt.Fprintf(w, "workload: %d distinct keys per %v window over %d partitions: n = %d keys per partition per window\n",
-		in.KeysPerWindow, in.Window, in.Partitions, n)
-	fmt.Fprintf(w, "target false-positive rate ε = %g; %d instance(s), at most %d partition(s) each\n\n",
-		in.FPRate, in.Instances, perInstance)
 	rows := []sizeRow{}
 	for _, mode := range in.Modes {
 		r, err := sizeFor(in, mode)
@@ -239,66 +347,80 @@ func writeSize(w io.Writer, in sizeInput) error {
 		}
 		rows = append(rows, r)
 	}
+	res := in.deployment(rows[0].partitionBytes).Resources()
+	fmt.Fprintf(w, "workload: %d distinct keys per %v window over %d partitions: n = %d keys per partition per window\n",
+		in.KeysPerWindow, in.Window, in.Partitions, n)
+	fmt.Fprintf(w, "target false-positive rate ε = %g; %d instance(s): %d partition(s) each, %d while one is down\n",
+		in.FPRate, in.Instances, res.PartitionsPerInstance, res.PartitionsPerInstanceOneDown)
+
+	for _, r := range rows {
+		res := in.deployment(r.partitionBytes).Resources()
+		fmt.Fprintf(w, "\nDeploy, mode %s (every instance):\n", r.mode)
+		fmt.Fprintf(w, "  DEDUP_MODE=%s\n  DEDUP_EXPECTED_KEYS=%d\n  DEDUP_FP_RATE=%g\n  DEDUP_WINDOW=%v\n",
+			r.mode, n, in.FPRate, in.Window)
+		fmt.Fprintf(w, "  GOMEMLIMIT=%s\n", sizing.GoMemLimit(res.GoMemLimit))
+		fmt.Fprintf(w, "  resources: requests memory %s, limits memory %s (replicas: %d)\n",
+			sizing.Quantity(res.Request), sizing.Quantity(res.Limit), in.Instances)
+		raw := float64(r.partitionBytes) * float64(in.Partitions) / in.CheckpointInterval.Seconds()
+		fmt.Fprintf(w, "  checkpoint bandwidth, all partitions every %v: raw %s/s; compressed %s/s at a window's start to %s/s at its end\n",
+			in.CheckpointInterval, bytesIEC(raw), bytesIEC(raw*r.ratioStart), bytesIEC(raw*r.ratioEnd))
+		fmt.Fprintf(w, "  expected false drops: %.3g per day (%.3g%% of first occurrences, mean over a window)\n",
+			in.falseDropsPerDay(r), 100*r.meanFP)
+	}
+
+	fmt.Fprintln(w, "\nFilters:")
 	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
 	line := func(label string, cell func(r sizeRow) string) {
-		fmt.Fprint(tw, label)
+		fmt.Fprint(tw, "  "+label)
 		for _, r := range rows {
 			fmt.Fprintf(tw, "\t%s", cell(r))
 		}
 		fmt.Fprintln(tw, "\t")
 	}
-	bound := float64(n) * math.Log2(1/in.FPRate) / 8
+	bits := math.Log2(1 / in.FPRate)
+	bound := float64(n) * bits / 8
 	line("", func(r sizeRow) string { return r.mode.String() })
-	line("m per generation", func(r sizeRow) string {
-		if r.mode == rotation.Counting {
-			return fmt.Sprintf("%d counters (4 bits)", r.m)
-		}
-		return fmt.Sprintf("%d bits", r.m)
-	})
+	line("m per generation (counters or bits)", func(r sizeRow) string { return fmt.Sprint(r.m) })
 	line("k (hash functions)", func(r sizeRow) string { return fmt.Sprint(r.k) })
 	line("memory per partition (2 generations)", func(r sizeRow) string { return bytesIEC(float64(r.partitionBytes)) })
-	// A running instance also holds one spare pair, which checkpoints copy
-	// into so that the hot path never waits for a snapshot to be written.
-	line(fmt.Sprintf("filters per instance (%d partitions + 1 checkpoint spare)", perInstance), func(r sizeRow) string {
-		return bytesIEC(float64(r.partitionBytes) * float64(perInstance+1))
+	line(fmt.Sprintf("filters per instance (%d partitions + 1 checkpoint spare)", res.PartitionsPerInstance), func(r sizeRow) string {
+		return bytesIEC(float64(r.partitionBytes) * float64(res.PartitionsPerInstance+1))
 	})
 	line(fmt.Sprintf("memory, all %d partitions", in.Partitions), func(r sizeRow) string {
 		return bytesIEC(float64(r.partitionBytes) * float64(in.Partitions))
 	})
-	line("bits per key (one generation)", func(r sizeRow) string { return fmt.Sprintf("%.2f", r.bitsPerKeyOneGen) })
-	line("bound n·log2(1/ε), one generation", func(sizeRow) string {
-		return fmt.Sprintf("%s (%.2f bits/key)", bytesIEC(bound), math.Log2(1/in.FPRate))
+	line("bits per key (one generation)", func(r sizeRow) string {
+		return fmt.Sprintf("%.2f", float64(r.partitionBytes)*8/2/float64(n))
 	})
-	line("memory / bound", func(r sizeRow) string { return fmt.Sprintf("%.2f×", r.bitsPerKeyOneGen/math.Log2(1/in.FPRate)) })
-	line("FP rate at end of window (one generation, n keys)", func(r sizeRow) string { return fmt.Sprintf("%.4f%%", 100*r.modelFP) })
+	line("bound n·log2(1/ε), one generation", func(sizeRow) string {
+		return fmt.Sprintf("%s (%.2f bits/key)", bytesIEC(bound), bits)
+	})
+	line("memory / bound", func(r sizeRow) string {
+		return fmt.Sprintf("%.2f×", float64(r.partitionBytes)*8/2/float64(n)/bits)
+	})
+	line("FP rate, one generation holding n keys", func(r sizeRow) string { return fmt.Sprintf("%.4f%%", 100*r.oneGenFP) })
+	line("FP rate, mean over a window (steady state)", func(r sizeRow) string { return fmt.Sprintf("%.4f%%", 100*r.meanFP) })
+	line("FP rate, end of a window (both generations full)", func(r sizeRow) string { return fmt.Sprintf("%.4f%%", 100*r.endFP) })
 	if in.Measure {
 		line(fmt.Sprintf("  measured, %d absent keys", measureProbes), func(r sizeRow) string {
-			mark := ""
-			if r.sampled < n {
-				mark = " *"
-			}
-			return fmt.Sprintf("%.4f%%%s", 100*r.measuredFP, mark)
+			return fmt.Sprintf("%.4f%%", 100*r.measuredFP)
 		})
 	}
-	line("FP rate, both generations full (end of a window, steady state)", func(r sizeRow) string {
-		return fmt.Sprintf("%.4f%%", 100*(1-(1-r.modelFP)*(1-r.modelFP)))
-	})
-	line(fmt.Sprintf("checkpoint state, all partitions, every %v", in.CheckpointInterval), func(r sizeRow) string {
-		all := float64(r.partitionBytes) * float64(in.Partitions)
-		return fmt.Sprintf("%s raw (%s/s)", bytesIEC(all), bytesIEC(all/in.CheckpointInterval.Seconds()))
+	line("compressed snapshot / raw, window start .. end", func(r sizeRow) string {
+		return fmt.Sprintf("%.3f .. %.3f", r.ratioStart, r.ratioEnd)
 	})
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintln(w)
-	if in.Measure && n > sampleKeys {
-		fmt.Fprintf(w, "* measured on a pair sized for %d keys at the same rate (same counters or bits per key, same k).\n", uint64(sampleKeys))
+	if n > sampleKeys {
+		fmt.Fprintf(w, "Rates and compression are read on a sample pair sized for %d keys at the same rate (same counters or bits per key, same k).\n", uint64(sampleKeys))
 	}
-	fmt.Fprintln(w, "FP rate at end of window: counting = the stage's own estimate (its blocked-filter model at the filled load); plain = (1-e^(-kn/m))^k.")
-	fmt.Fprintln(w, "A record is tested against both generations, each sized for p with 1-(1-p)^2 = ε: in steady state the previous one holds a full window, so over each window the rate climbs from about p = ε/2 to ε.")
-	fmt.Fprintln(w, "Process memory is the filters per instance plus fetch and write buffers (partitions × FETCH_MAX_BYTES + output partitions × PRODUCE_BATCH_BYTES) and about 32 MiB; set GOMEMLIMIT (README, Sizing).")
+	fmt.Fprintln(w, "A record is tested against both generations, each sized for p with 1-(1-p)^2 = ε: in steady state the previous one holds a full window while the current one fills, so a record meets about ε/2 at a window's start and ε at its end; false drops use the mean.")
+	fmt.Fprintf(w, "Memory: request = filters of %d partitions + 1 spare + a FETCH_MAX_BYTES fetch per partition + a PRODUCE_BATCH_BYTES batch per output partition + %d MiB runtime;\n",
+		res.PartitionsPerInstance, sizing.RuntimeBase>>20)
+	fmt.Fprintf(w, "limit = the same with one instance down (%d partitions) ×5/4 for the collector; GOMEMLIMIT = 90%% of the limit.\n", res.PartitionsPerInstanceOneDown)
 	fmt.Fprintln(w, "The bound n·log2(1/ε) is the least memory any structure answering membership at rate ε can use for n keys.")
-	fmt.Fprintln(w, "Checkpoint state is before compression; every partition is snapshotted once per interval.")
 	return nil
 }
 

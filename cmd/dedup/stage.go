@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/segmentio/kafka-go"
 
 	"dedup/checkpoint"
@@ -31,6 +33,8 @@ func openCluster(ctx context.Context, cfg *Config, log *slog.Logger, stdout io.W
 		}
 		return &Cluster{Conn: conn}, nil
 	}
+	log.Warn("KAFKA_BROKERS is empty: starting the embedded single-node broker, which is for trying dedup out, not for production; set KAFKA_BROKERS to use a real cluster",
+		"addr", cfg.EmbeddedBrokerAddr)
 	b, err := StartEmbeddedBroker(ctx, EmbeddedOptions{
 		Addr:       cfg.EmbeddedBrokerAddr,
 		DataDir:    cfg.DataDir,
@@ -63,24 +67,22 @@ func (c *Cluster) Close() error {
 	return nil
 }
 
-// Stage is one running deduplication stage with its checkpoint store and
-// status endpoints. Run it once.
+// Stage is one running deduplication stage with its checkpoint store. Run
+// it once.
 type Stage struct {
-	cfg    *Config
-	log    *slog.Logger
-	proc   *processor.Processor
-	store  checkpoint.Store
-	status *StatusServer // nil when METRICS_ADDR is empty
+	cfg   *Config
+	log   *slog.Logger
+	proc  *processor.Processor
+	store checkpoint.Store
 }
 
-// newStage builds everything that can fail fast (store, metrics port)
-// before any record is read.
-func newStage(ctx context.Context, cfg *Config, cluster *Cluster, log *slog.Logger) (*Stage, error) {
+// newStage builds everything that can fail fast (store, processor options)
+// before any record is read; the brokers have been reached.
+func newStage(ctx context.Context, cfg *Config, cluster *Cluster, reg *prometheus.Registry, log *slog.Logger) (*Stage, error) {
 	store, err := openStore(ctx, cfg, cluster.Conn, log)
 	if err != nil {
 		return nil, fmt.Errorf("open checkpoint store: %w", err)
 	}
-	reg := newRegistry()
 	key, _ := processor.ParseKeySource(cfg.Key) // validated with the configuration
 	start := kafka.FirstOffset
 	if cfg.StartOffset == "latest" {
@@ -107,37 +109,26 @@ func newStage(ctx context.Context, cfg *Config, cluster *Cluster, log *slog.Logg
 		CheckpointInterval: cfg.CheckpointInterval,
 		Store:              store,
 		Metrics:            processor.NewMetrics(reg),
+		Version:            readBuildInfo().Version,
 		Logger:             log,
 	})
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("create processor: %w", err), store.Close())
 	}
-	s := &Stage{cfg: cfg, log: log, proc: proc, store: store}
-	if cfg.MetricsAddr != "" {
-		s.status, err = ListenStatus(cfg.MetricsAddr, reg, proc, log)
-		if err != nil {
-			return nil, errors.Join(err, store.Close())
-		}
-		log.Info("serving /metrics, /healthz, /readyz", "addr", s.status.Addr())
-	}
-	return s, nil
+	return &Stage{cfg: cfg, log: log, proc: proc, store: store}, nil
 }
 
 // Progress reads the processor's cumulative counters.
 func (s *Stage) Progress() processor.Progress { return s.proc.Progress() }
 
 // Run consumes until ctx ends, then gives the processor SHUTDOWN_TIMEOUT to
-// flush, checkpoint, commit and leave the group, and closes the store and
-// the status server. The errors of every step are joined.
+// flush, checkpoint, commit and leave the group, and closes the store. The
+// errors of every step are joined.
 func (s *Stage) Run(ctx context.Context) error {
-	if s.status != nil {
-		go s.status.Serve()
-	}
 	done := make(chan error, 1)
 	go func() { done <- s.proc.Run(ctx) }()
 
 	var runErr error
-	deadline := time.Time{} // no bound on closing after a failure: nothing waits on us
 	select {
 	case runErr = <-done:
 		if runErr != nil {
@@ -146,7 +137,6 @@ func (s *Stage) Run(ctx context.Context) error {
 	case <-ctx.Done():
 		// One deadline covers the whole stop, so that the process exits
 		// within SHUTDOWN_TIMEOUT of the signal.
-		deadline = time.Now().Add(s.cfg.ShutdownTimeout)
 		s.log.Info("stopping: flushing, checkpointing and leaving the group", "timeout", s.cfg.ShutdownTimeout)
 		timer := time.NewTimer(s.cfg.ShutdownTimeout)
 		defer timer.Stop()
@@ -159,24 +149,78 @@ func (s *Stage) Run(ctx context.Context) error {
 			runErr = fmt.Errorf("stop processor: not done within SHUTDOWN_TIMEOUT %s", s.cfg.ShutdownTimeout)
 		}
 	}
-	return errors.Join(runErr, s.close(deadline))
+	if err := s.store.Close(); err != nil {
+		runErr = errors.Join(runErr, fmt.Errorf("close checkpoint store: %w", err))
+	}
+	return runErr
 }
 
 // closeGrace bounds the wait for HTTP requests in flight.
 const closeGrace = 2 * time.Second
 
-func (s *Stage) close(deadline time.Time) error {
-	var errs []error
-	if err := s.store.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("close checkpoint store: %w", err))
-	}
-	if s.status != nil {
-		if d := time.Now().Add(closeGrace); deadline.IsZero() || d.Before(deadline) {
-			deadline = d
+// errStoppedDuringStartup is a signal that arrived before the stage ran:
+// nothing was consumed, so there is nothing to flush and the stop is clean.
+var errStoppedDuringStartup = errors.New("stopped during start-up")
+
+// service is the stage with what surrounds it: the status server, which
+// answers from the first moment (unhealthy until the stage runs), and the
+// cluster (the brokers, or the embedded one).
+type service struct {
+	Cluster *Cluster
+	Stage   *Stage
+	status  *StatusServer
+}
+
+// startService runs start-up: the status server, the embedded broker when
+// KAFKA_BROKERS is empty, reaching the brokers within KAFKA_STARTUP_TIMEOUT,
+// then the store and processor. A signal during any of it returns
+// errStoppedDuringStartup.
+func startService(ctx context.Context, cfg *Config, log *slog.Logger, stdout io.Writer) (_ *service, err error) {
+	s := &service{}
+	defer func() {
+		if err != nil {
+			if ctx.Err() != nil {
+				log.Debug("start-up interrupted", "err", err)
+				err = errStoppedDuringStartup
+			}
+			err = errors.Join(err, s.Close())
 		}
-		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	}()
+	reg := newRegistry(cfg)
+	status := newStartupStatus()
+	if cfg.MetricsAddr != "" {
+		if s.status, err = ListenStatus(cfg.MetricsAddr, reg, status, log); err != nil {
+			return nil, err
+		}
+		go s.status.Serve()
+		log.Info("serving /metrics, /healthz, /readyz", "addr", s.status.Addr())
+	}
+	if s.Cluster, err = openCluster(ctx, cfg, log, stdout); err != nil {
+		return nil, err
+	}
+	if err = reachBrokers(ctx, reachOptions{Conn: s.Cluster.Conn, Timeout: cfg.StartupTimeout, Log: log, Status: status}); err != nil {
+		return nil, err
+	}
+	status.set("opening the checkpoint store")
+	if s.Stage, err = newStage(ctx, cfg, s.Cluster, reg, log); err != nil {
+		return nil, err
+	}
+	status.running(s.Stage.proc)
+	return s, nil
+}
+
+// Close stops the status server and the embedded broker, if any.
+func (s *service) Close() error {
+	var errs []error
+	if s.status != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
 		defer cancel()
 		errs = append(errs, s.status.Shutdown(ctx))
+		s.status = nil
+	}
+	if s.Cluster != nil {
+		errs = append(errs, s.Cluster.Close())
+		s.Cluster = nil
 	}
 	return errors.Join(errs...)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -41,17 +42,27 @@ func openStore(ctx context.Context, cfg *Config, conn *Connection, log *slog.Log
 	})
 }
 
-// topicPartitions asks the cluster how many partitions topic has.
+// errTopicNotFound is a topic the cluster does not list.
+var errTopicNotFound = errors.New("topic not found")
+
+// topicPartitions asks the cluster how many partitions topic has, within
+// the start-up metadata timeout.
 func topicPartitions(ctx context.Context, conn *Connection, topic string) (int, error) {
-	client := &kafka.Client{Addr: kafka.TCP(conn.Brokers...), Transport: conn.Transport}
+	client := &kafka.Client{Addr: kafka.TCP(conn.Brokers...), Transport: conn.Transport, Timeout: startupMetadataTimeout}
 	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
 	if err != nil {
 		return 0, fmt.Errorf("describe topic %s: %w", topic, err)
 	}
 	for _, t := range md.Topics {
-		if t.Name == topic && t.Error == nil && len(t.Partitions) > 0 {
+		if t.Name != topic {
+			continue
+		}
+		if t.Error != nil {
+			return 0, fmt.Errorf("describe topic %s: %w", topic, t.Error)
+		}
+		if len(t.Partitions) > 0 {
 			return len(t.Partitions), nil
 		}
 	}
-	return 0, fmt.Errorf("describe topic %s: not found", topic)
+	return 0, fmt.Errorf("describe topic %s: %w", topic, errTopicNotFound)
 }

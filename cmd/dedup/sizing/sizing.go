@@ -1,0 +1,93 @@
+// Package sizing is the memory model of a dedup deployment: what one
+// instance holds besides its partitions' filter pairs, and the container
+// memory request, limit and GOMEMLIMIT that follow from it. `dedup size`
+// prints it and the deploy tests hold the Kubernetes manifests to it, so
+// the two cannot drift apart. The pairs' own size is rotation's figure
+// (rotation.Pair.SizeBytes), never recomputed here.
+package sizing
+
+import "strconv"
+
+// RuntimeBase is the memory of an instance that does not grow with its
+// partitions: the Go runtime, the HTTP server, the checkpoint encoder. It
+// was measured as the live heap after a GC above the pairs, with margin
+// (docs: sizing).
+const RuntimeBase = 32 << 20
+
+// Instance is one running dedup process.
+type Instance struct {
+	PairBytes         int64 // one partition's filter pair, both generations (rotation.Pair.SizeBytes)
+	Partitions        int   // input partitions assigned to the instance
+	OutputPartitions  int   // partitions of the output topic (the writer keeps a batch open per partition)
+	FetchMaxBytes     int64 // FETCH_MAX_BYTES: one fetch in flight per assigned partition
+	ProduceBatchBytes int64 // PRODUCE_BATCH_BYTES: one open batch per output partition
+}
+
+// LiveBytes is the instance's live memory: a pair per assigned partition,
+// plus the spare pair that checkpoints copy into (the binary always has a
+// checkpoint store), one fetch per partition, one open batch per output
+// partition, and RuntimeBase.
+func (i Instance) LiveBytes() int64 {
+	return int64(i.Partitions+1)*i.PairBytes +
+		int64(i.Partitions)*i.FetchMaxBytes +
+		int64(i.OutputPartitions)*i.ProduceBatchBytes +
+		RuntimeBase
+}
+
+// Deployment is Replicas instances sharing Partitions input partitions.
+type Deployment struct {
+	PairBytes         int64
+	Partitions        int // input partitions; the output is taken to have as many
+	Replicas          int
+	FetchMaxBytes     int64
+	ProduceBatchBytes int64
+}
+
+// Resources is what each instance's container asks for.
+type Resources struct {
+	PartitionsPerInstance        int   // in normal running
+	PartitionsPerInstanceOneDown int   // while one instance is down (or rolling)
+	Request                      int64 // bytes: live memory in normal running
+	Limit                        int64 // bytes: live memory with one instance down, plus GC headroom
+	GoMemLimit                   int64 // bytes: where the Go GC works harder, below Limit
+}
+
+const (
+	// The limit's margin over the live memory (×5/4): the Go collector lets
+	// the heap grow past the live set between cycles.
+	headroomNum, headroomDen = 5, 4
+	// GOMEMLIMIT at 90% of the limit leaves room for memory the Go runtime
+	// does not count (stacks, fragmentation) before the kernel's OOM kill.
+	goMemLimitNum, goMemLimitDen = 9, 10
+)
+
+// Resources computes the container memory of each instance.
+func (d Deployment) Resources() Resources {
+	replicas := max(d.Replicas, 1)
+	per := ceilDiv(d.Partitions, replicas)
+	oneDown := per
+	if replicas > 1 {
+		oneDown = ceilDiv(d.Partitions, replicas-1)
+	}
+	inst := func(parts int) Instance {
+		return Instance{PairBytes: d.PairBytes, Partitions: parts, OutputPartitions: d.Partitions,
+			FetchMaxBytes: d.FetchMaxBytes, ProduceBatchBytes: d.ProduceBatchBytes}
+	}
+	r := Resources{PartitionsPerInstance: per, PartitionsPerInstanceOneDown: oneDown}
+	r.Request = inst(per).LiveBytes()
+	r.Limit = inst(oneDown).LiveBytes() * headroomNum / headroomDen
+	r.GoMemLimit = r.Limit * goMemLimitNum / goMemLimitDen
+	return r
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// Quantity writes bytes as a Kubernetes memory quantity in whole MiB,
+// rounded up: "1536Mi".
+func Quantity(bytes int64) string { return strconv.FormatInt(ceilMiB(bytes), 10) + "Mi" }
+
+// GoMemLimit writes bytes the way the GOMEMLIMIT variable reads them, in
+// whole MiB rounded down (a limit must not exceed what was computed): "1382MiB".
+func GoMemLimit(bytes int64) string { return strconv.FormatInt(bytes>>20, 10) + "MiB" }
+
+func ceilMiB(b int64) int64 { return (b + 1<<20 - 1) >> 20 }
