@@ -99,6 +99,11 @@ func (p *Processor) runPartition(ctx context.Context, g *generation, a kafka.Par
 	err = w.run(ctx)
 	var perr *ProduceError
 	switch {
+	case errors.As(err, &perr) && refused(perr):
+		// Stopped, not retried: the refusal would repeat. The generation
+		// goes on for the other partitions.
+		p.stall(perr)
+		<-ctx.Done()
 	case errors.As(err, &perr):
 		p.produceFailed(g.out, perr)
 	case err != nil:

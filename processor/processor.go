@@ -124,6 +124,11 @@ type Processor struct {
 
 	replaced atomic.Uint64 // writers replaced after produce failures (tests observe recoveries)
 
+	stalls stalls // input partitions stopped by a refused output
+	// blindRetries hands produce outcomes to kafka.Writer unclassified
+	// (its blind retries): the reference of the produce-path benchmark only.
+	blindRetries bool
+
 	commitMu sync.Mutex // one offset commit at a time on the generation's connection
 
 	// crashed makes workers stop like a killed process: no final
@@ -457,6 +462,7 @@ func (p *Processor) forgetUnassigned(assigned []kafka.PartitionAssignment) {
 			delete(p.stuck.failedAt, part)
 		}
 	}
+	p.metrics.stalled.Set(float64(p.stalls.keep(assigned)))
 	p.settleLocked()
 }
 
@@ -465,10 +471,11 @@ func (p *Processor) forgetUnassigned(assigned []kafka.PartitionAssignment) {
 func (p *Processor) failedOffset(partition int) int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if off, ok := p.stuck.failedAt[partition]; ok {
-		return off
+	off := p.stalls.offset(partition)
+	if f, ok := p.stuck.failedAt[partition]; ok && (off < 0 || f < off) {
+		off = f
 	}
-	return -1
+	return off
 }
 
 // delivered reports that the output of partition's failed input offset
@@ -479,6 +486,7 @@ func (p *Processor) delivered(partition int, offset int64) {
 	if off, ok := p.stuck.failedAt[partition]; ok && off == offset {
 		delete(p.stuck.failedAt, partition)
 	}
+	p.metrics.stalled.Set(float64(p.stalls.clear(partition, offset)))
 	p.settleLocked()
 }
 
@@ -534,8 +542,10 @@ func (p *Processor) Ready() bool {
 }
 
 // Healthy returns nil while the processor runs well; the error that
-// stopped it; or, while outputs that failed are not yet delivered, an error
-// wrapping ErrRecovering and the *ProduceError.
+// stopped it; while outputs that failed are not yet delivered, an error
+// wrapping ErrRecovering and the *ProduceError; while input partitions are
+// stopped by a refused output, an error wrapping ErrOutputRefused and the
+// *ProduceError.
 func (p *Processor) Healthy() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -545,7 +555,7 @@ func (p *Processor) Healthy() error {
 	if !p.stuck.since.IsZero() {
 		return fmt.Errorf("%w since %s: %w", ErrRecovering, p.stuck.since.Format(time.RFC3339), p.stuck.err)
 	}
-	return nil
+	return p.stalls.err()
 }
 
 // Progress returns cumulative counts since New.
