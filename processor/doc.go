@@ -16,8 +16,13 @@
 //     both topics have as many partitions, else where the Java client's
 //     default partitioner (murmur2 of the key) puts them.
 //   - An input offset is committed only after every output before it is
-//     acknowledged (RequiredAcks: all). A record the writer cannot deliver
-//     (after its retries) ends the generation like a lost rebalance:
+//     acknowledged (RequiredAcks: all). The writer's transport classifies
+//     each produce outcome (OutputError, docs/delivery.md): only a request
+//     that certainly appended nothing is retried by the writer; one whose
+//     outcome is unknown (connection lost after sending, timeout,
+//     REQUEST_TIMED_OUT) is never sent again. A record the writer cannot
+//     deliver (an unknown outcome, or retries spent) ends the generation
+//     like a lost rebalance:
 //     nothing at or past it is committed or checkpointed, the writer is
 //     closed and replaced (new connections), and the partitions restore in
 //     process from their checkpoints with the replay scan, after a pause
@@ -26,14 +31,21 @@
 //     Options.RecoveryTimeout, Run returns the *ProduceError. Without a
 //     Store the partitions restart from the committed offset, so outputs
 //     after it are forwarded again (at-least-once).
+//   - A record the output refuses for good (MESSAGE_TOO_LARGE, an
+//     authorization failure, a deleted topic) stops its input partition
+//     only: nothing at or past it is committed, the partition is logged,
+//     counted in dedup_partitions_stalled and Healthy reports
+//     ErrOutputRefused, until the record is delivered after the partition
+//     is assigned again.
 //   - With a Store, each partition checkpoints its filters with the input
 //     offset they cover and the output end offsets read before the copy;
 //     a restarted member restores the newest valid snapshot, seeks to its
 //     offset, scans the output from those end offsets and does not forward
 //     again what already landed: after a crash, every first occurrence is
 //     in the output once. Without a Store, output is at-least-once.
-//   - kafka-go has no idempotent producer: a batch whose acknowledgement was
-//     lost and which the writer retried (at most 2 retries) can land twice.
+//   - kafka-go writes no producer ids, so a request whose outcome is unknown
+//     is resolved by that replay scan, which is exact when the broker is
+//     done with the request by then (docs/delivery.md states when).
 //
 // Memory: (assigned partitions + 1) × the pair size (rotation.Pair.SizeBytes,
 // dedup_filter_bytes) + per partition an ack ring (48 bytes per output in

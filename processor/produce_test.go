@@ -253,12 +253,13 @@ func committed(t *testing.T, e *testEnv, group string, partition int) int64 {
 // TestOutputRefused: a record the output topic refuses for good stops its
 // input partition, loudly, and loses nothing. Two refusals: a record
 // larger than the output topic's max.message.bytes, and an authorization
-// failure at the 3rd produce request. The refusal is not retried (one
-// refused request is counted), Healthy reports ErrOutputRefused with the
-// partition and offset, dedup_partitions_stalled is 1, the other partition
-// keeps flowing, Run keeps running, and nothing at or after the refused
-// offset is committed. Once the cause is fixed, a restarted member
-// forwards the refused record and the ones after it, none twice.
+// failure of every produce request to output partition 0. The refusal is
+// not retried (one refused request is counted), Healthy reports
+// ErrOutputRefused with the partition and offset, Ready is false,
+// dedup_partitions_stalled is 1, the other partition keeps flowing, Run
+// keeps running, and nothing at or after the refused offset is committed.
+// Once the cause is fixed, a restarted member forwards the refused record
+// and the ones after it, none twice.
 func TestOutputRefused(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -320,6 +321,7 @@ func TestOutputRefused(t *testing.T) {
 			if err := a.p.Healthy(); !errors.As(err, &perr) || perr.Partition != 0 || perr.Offset != refusedAt {
 				t.Fatalf("Healthy() = %v, want the refusal of %s/0 offset %d", err, inTopic, refusedAt)
 			}
+			eventually(t, 5*time.Second, "Ready to drop the stopped partition", func() bool { return !a.p.Ready() })
 			if n := metricValue(a.p.metrics.stalled); n != 1 {
 				t.Errorf("dedup_partitions_stalled = %v, want 1", n)
 			}
