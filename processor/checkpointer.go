@@ -195,7 +195,7 @@ func (w *worker) saveCheckpoint(ctx context.Context, pos int64, ends map[int]int
 		Partition:   w.partition,
 		Offset:      pos,
 		OutputTopic: w.p.o.OutputTopic,
-		OutputEnds:  ends,
+		OutputEnds:  w.scanStart(pos, ends),
 		Created:     time.Now(),
 	}, state)
 	if err != nil {

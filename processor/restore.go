@@ -60,7 +60,7 @@ func (p *Processor) startWorker(ctx context.Context, g *generation, a kafka.Part
 			} else {
 				anchorEnds = r.meta.OutputEnds // the scan from there covered everything since
 			}
-			w.suppress, w.suppressTo = r.suppress, r.suppressTo
+			w.suppress, w.suppressTo, w.replayFrom = r.suppress, r.suppressTo, r.meta.OutputEnds
 		}
 	}
 	if w.pair == nil {
