@@ -45,18 +45,7 @@ func TestProduceFailureStops(t *testing.T) {
 		if !refuse.Load() || len(req.Topics) == 0 || req.Topics[0].Topic != outTopic {
 			return nil, nil, false
 		}
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = kerr.NotLeaderForPartition.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
+		resp, _ := errorAnswer(kerr.NotLeaderForPartition.Code)(req)
 		return resp, nil, true
 	})
 	var refused []*kgo.Record
