@@ -80,6 +80,21 @@ func afterAppend(t *testing.T, e *testEnv, at []int, answer func(*kmsg.ProduceRe
 	return &injected
 }
 
+// startStored starts a stage with a file store on a new broker with parts
+// input and output partitions, its group named after name, and a
+// collector of its output.
+func startStored(t *testing.T, parts int32, name string) (*testEnv, Options, *collector, *running) {
+	t.Helper()
+	e := newTestEnv(t, parts, parts)
+	group := strings.ReplaceAll(name, " ", "-")
+	o := e.options(group)
+	o.Store = fileStore(t, group)
+	out := e.collect()
+	a := start(t, o)
+	a.waitReady(t)
+	return e, o, out, a
+}
+
 // errorAnswer answers every partition of req with code.
 func errorAnswer(code int16) func(*kmsg.ProduceRequest) (kmsg.Response, error) {
 	return func(req *kmsg.ProduceRequest) (kmsg.Response, error) {
@@ -121,13 +136,7 @@ func TestAmbiguousProduceNotRepeated(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const parts = 2
-			e := newTestEnv(t, parts, parts)
-			group := strings.ReplaceAll(tc.name, " ", "-")
-			o := e.options(group)
-			o.Store = fileStore(t, group)
-			out := e.collect()
-			a := start(t, o)
-			a.waitReady(t)
+			e, _, out, a := startStored(t, parts, tc.name)
 			running := func() bool {
 				if len(a.done) > 0 {
 					t.Fatalf("Run returned: %v", <-a.done)
@@ -286,13 +295,7 @@ func TestOutputRefused(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const parts = 2
-			e := newTestEnv(t, parts, parts)
-			group := strings.ReplaceAll(tc.name, " ", "-")
-			o := e.options(group)
-			o.Store = fileStore(t, group)
-			out := e.collect()
-			a := start(t, o)
-			a.waitReady(t)
+			e, o, out, a := startStored(t, parts, tc.name)
 
 			var before []*kgo.Record
 			for i := range 10 {
@@ -337,7 +340,7 @@ func TestOutputRefused(t *testing.T) {
 			if err := a.stop(t); err != nil {
 				t.Fatalf("Run after cancel: %v", err)
 			}
-			if c := committed(t, e, group, 0); c > refusedAt {
+			if c := committed(t, e, o.GroupID, 0); c > refusedAt {
 				t.Fatalf("committed offset %d of partition 0 passes the refused record at %d", c, refusedAt)
 			}
 
