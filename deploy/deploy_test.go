@@ -1103,6 +1103,7 @@ func TestAlertRules(t *testing.T) {
 		"DedupConsumerLagGrowing",             // lag growing
 		"DedupRateShifted",                    // dedup rate far from its usual level
 		"DedupProduceErrors",                  // produce errors
+		"DedupOutputRefused",                  // an input partition stopped by a refused output
 	}
 	var names []string
 	for _, g := range rf.Groups {

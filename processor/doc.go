@@ -14,21 +14,33 @@
 //   - Every assigned partition of the input topic is consumed by exactly one
 //     pipeline per generation; a pipeline that stops ends the generation,
 //     and the group rejoins.
-//   - A record the writer cannot deliver (after its retries) ends the
-//     generation like a lost rebalance: nothing at or past it is committed
-//     or checkpointed, the writer is closed and replaced (new connections),
-//     and the partitions restore in process from their checkpoints with the
-//     replay scan, after a pause that grows from 100ms to 5s. Healthy
+//   - The writer's transport classifies each produce outcome (OutputError,
+//     docs/delivery.md): only a request that certainly appended nothing is
+//     retried by the writer; one whose outcome is unknown (connection lost
+//     after sending, timeout, REQUEST_TIMED_OUT) is never sent again. A
+//     record the writer cannot deliver (an unknown outcome, or retries
+//     spent) ends the generation like a lost rebalance: nothing at or past
+//     it is committed or checkpointed, the writer is closed and replaced
+//     (new connections), and the partitions restore in process from their
+//     checkpoints with the replay scan, which finds what landed by the
+//     source headers, after a pause that grows from 100ms to 5s. Healthy
 //     reports ErrRecovering until the failed records are delivered; if that
 //     takes longer than Options.RecoveryTimeout, Run returns the
 //     *ProduceError. Without a Store the partitions restart from the
 //     committed offset, so outputs after it are forwarded again
 //     (at-least-once).
+//   - A record the output refuses for good (MESSAGE_TOO_LARGE, an
+//     authorization failure, a deleted topic) stops its input partition
+//     only: nothing at or past it is committed, the partition is logged,
+//     counted in dedup_partitions_stalled and Healthy reports
+//     ErrOutputRefused, until the record is delivered after the partition
+//     is assigned again.
 //   - On cancel, Run stops reading, flushes what is in flight, checkpoints,
 //     commits, leaves the group and returns nil; the writer is closed last,
 //     so nothing this process queued lands after Run returns.
-//   - kafka-go has no idempotent producer: a batch whose acknowledgement was
-//     lost and which the writer retried (at most 2 retries) can land twice.
+//   - kafka-go writes no producer ids, so a request whose outcome is unknown
+//     is resolved by the replay scan, which is exact when the broker is
+//     done with the request by then (docs/delivery.md states when).
 //
 // Memory: (assigned partitions + 1) × the pair size (rotation.Pair.SizeBytes,
 // dedup_filter_bytes) + per partition what package partition lists + the

@@ -14,11 +14,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// TestProduceFailureStops: when the output topic keeps refusing records,
-// the stage keeps replacing its writer and restoring (Healthy reports
-// ErrRecovering meanwhile) without committing past them, and after
+// TestProduceFailureStops: when the output topic keeps failing records
+// with an error that may pass (NOT_LEADER_OR_FOLLOWER, a leader that never
+// settles), the stage keeps replacing its writer and restoring (Healthy
+// reports ErrRecovering meanwhile) without committing past them, and after
 // RecoveryTimeout Run returns the *ProduceError; a successor forwards them
-// once the output accepts records again.
+// once the output accepts records again. (A refusal for good stops only its
+// partition instead: TestOutputRefused.)
 func TestProduceFailureStops(t *testing.T) {
 	e := newTestEnv(t, 1, 1)
 	o := e.options("refused")
@@ -43,18 +45,7 @@ func TestProduceFailureStops(t *testing.T) {
 		if !refuse.Load() || len(req.Topics) == 0 || req.Topics[0].Topic != outTopic {
 			return nil, nil, false
 		}
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
+		resp, _ := errorAnswer(kerr.NotLeaderForPartition.Code)(req)
 		return resp, nil, true
 	})
 	var refused []*kgo.Record

@@ -99,6 +99,14 @@ func (p *Processor) runPartition(ctx context.Context, g *generation, a kafka.Par
 	err = w.Run(ctx)
 	var perr *ProduceError
 	switch {
+	case errors.As(err, &perr) && refused(perr):
+		// Stopped, not retried: the refusal would repeat. The generation
+		// goes on for the other partitions; this one no longer consumes.
+		p.stall(perr)
+		p.mu.Lock()
+		p.readyN--
+		p.mu.Unlock()
+		<-ctx.Done()
 	case errors.As(err, &perr):
 		p.produceFailed(g.out, perr)
 	case err != nil:

@@ -35,6 +35,8 @@ type Metrics struct {
 	lag               *prometheus.GaugeVec
 	assigned          prometheus.Gauge
 	produceErrors     *prometheus.CounterVec
+	outputErrors      *prometheus.CounterVec
+	stalled           prometheus.Gauge
 	latency           prometheus.Histogram
 	checkpointSeconds *prometheus.HistogramVec
 	checkpointPause   prometheus.Histogram
@@ -113,6 +115,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "dedup_produce_errors_total",
 			Help: "Output records the writer failed to deliver after its retries.",
 		}, []string{"topic"}),
+		outputErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dedup_output_errors_total",
+			Help: "Failed produce requests by kind: retriable (not appended, retried), ambiguous (outcome unknown, resolved by reading the output back), refused (a permanent refusal: the partition stops).",
+		}, []string{"kind"}),
+		stalled: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "dedup_partitions_stalled",
+			Help: "Input partitions of this member stopped because the output topic refused one of their records for good.",
+		}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "dedup_end_to_end_latency_seconds",
 			Help:    "Output acknowledgement time minus input record timestamp.",
@@ -157,12 +167,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(
 		m.messages, m.replaySuppressed, m.fill, m.estimatedKeys, m.fpRate, m.saturated,
 		m.fpTarget, m.expectedKeys, m.windowSeconds, m.windowElapsed, m.filterBytes,
-		m.rotations, m.lag, m.assigned, m.produceErrors, m.latency, m.checkpointSeconds,
+		m.rotations, m.lag, m.assigned, m.produceErrors, m.outputErrors, m.stalled, m.latency, m.checkpointSeconds,
 		m.checkpointPause, m.checkpointSize, m.checkpointLast, m.checkpoints, m.checkpointFails, m.restores,
 		m.buildInfo,
 	)
 	for _, s := range []string{"latest", "fallback", "empty"} {
 		m.restores.WithLabelValues(s)
+	}
+	for _, k := range []string{OutputRetriable, OutputAmbiguous, OutputRefused} {
+		m.outputErrors.WithLabelValues(k)
 	}
 	return m
 }

@@ -122,6 +122,11 @@ type Processor struct {
 
 	replaced atomic.Uint64 // writers replaced after produce failures (tests observe recoveries)
 
+	stalls stalls // input partitions stopped by a refused output
+	// blindRetries hands produce outcomes to kafka.Writer unclassified
+	// (its blind retries): the reference of the produce-path benchmark only.
+	blindRetries bool
+
 	commitMu sync.Mutex // one offset commit at a time on the generation's connection
 
 	settle partition.Completion // how the writer's acknowledgements settle
@@ -392,8 +397,10 @@ func (p *Processor) Ready() bool {
 }
 
 // Healthy returns nil while the processor runs well; the error that
-// stopped it; or, while outputs that failed are not yet delivered, an error
-// wrapping ErrRecovering and the *ProduceError.
+// stopped it; while outputs that failed are not yet delivered, an error
+// wrapping ErrRecovering and the *ProduceError; while input partitions are
+// stopped by a refused output, an error wrapping ErrOutputRefused and the
+// *ProduceError.
 func (p *Processor) Healthy() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -403,7 +410,7 @@ func (p *Processor) Healthy() error {
 	if !p.stuck.since.IsZero() {
 		return fmt.Errorf("%w since %s: %w", ErrRecovering, p.stuck.since.Format(time.RFC3339), p.stuck.err)
 	}
-	return nil
+	return p.stalls.err()
 }
 
 // Progress returns cumulative counts since New.

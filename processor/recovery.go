@@ -64,6 +64,7 @@ func (p *Processor) forgetUnassigned(assigned []kafka.PartitionAssignment) {
 			delete(p.stuck.failedAt, part)
 		}
 	}
+	p.metrics.stalled.Set(float64(p.stalls.keep(assigned)))
 	p.settleLocked()
 }
 
@@ -72,10 +73,11 @@ func (p *Processor) forgetUnassigned(assigned []kafka.PartitionAssignment) {
 func (p *Processor) failedOffset(partition int) int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if off, ok := p.stuck.failedAt[partition]; ok {
-		return off
+	off := p.stalls.offset(partition)
+	if f, ok := p.stuck.failedAt[partition]; ok && (off < 0 || f < off) {
+		off = f
 	}
-	return -1
+	return off
 }
 
 // delivered reports that the output of partition's failed input offset
@@ -86,6 +88,7 @@ func (p *Processor) delivered(partition int, offset int64) {
 	if off, ok := p.stuck.failedAt[partition]; ok && off == offset {
 		delete(p.stuck.failedAt, partition)
 	}
+	p.metrics.stalled.Set(float64(p.stalls.clear(partition, offset)))
 	p.settleLocked()
 }
 

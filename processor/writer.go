@@ -80,7 +80,8 @@ func (c *metadataCache) RoundTrip(ctx context.Context, addr net.Addr, req kafka.
 	return res, nil
 }
 
-// output is one writer with its own transport (its own connections). A
+// output is one writer with its own transport (its own connections):
+// kafka.Writer → metadataCache → outcomes → kafka.Transport. A
 // produce failure breaks it: the generation ends, Run closes it (which waits
 // for every batch still in it, so nothing it holds lands after the next
 // restore's replay scan) and starts the next generation with a new one.
@@ -96,7 +97,9 @@ type output struct {
 
 func (p *Processor) newOutput() *output {
 	out := &output{transport: newTransport(p.o)}
-	out.rt = newMetadataCache(out.transport)
+	oc := newOutcomes(out.transport, p.metrics.outputErrors, out.abort)
+	oc.blind = p.blindRetries
+	out.rt = newMetadataCache(oc)
 	out.w = newWriter(p.o, kafkaLogger{log: p.log.With("component", "writer")}, out.rt,
 		func(msgs []kafka.Message, err error) { p.completion(out, msgs, err) })
 	return out
@@ -134,11 +137,11 @@ func newWriter(o Options, log kafka.Logger, transport *metadataCache, completion
 		BatchSize:    o.BatchSize,
 		BatchBytes:   o.BatchBytes,
 		BatchTimeout: o.BatchTimeout, // the default 1s would hold partial batches far too long
-		// kafka-go has no idempotent producer: a retried batch whose first
-		// acknowledgement was lost lands twice. Few, quick retries keep that
-		// window small; after them the generation ends, the writer is
-		// replaced and the partitions restore (see Run), and the replay
-		// scan finds what did land.
+		// kafka.Writer retries a batch whose error is temporary, whatever
+		// became of the first copy. The transport (outcomes) hands it only
+		// failures that certainly appended nothing as retriable; an
+		// ambiguous outcome fails the batch, the generation ends and the
+		// restore's replay scan reads back what landed (docs/delivery.md).
 		MaxAttempts:     3,
 		WriteBackoffMin: 50 * time.Millisecond,
 		WriteBackoffMax: 500 * time.Millisecond,

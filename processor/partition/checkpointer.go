@@ -195,7 +195,7 @@ func (w *Worker) saveCheckpoint(ctx context.Context, pos int64, ends map[int]int
 		Partition:   w.d.Partition,
 		Offset:      pos,
 		OutputTopic: w.d.OutputTopic,
-		OutputEnds:  ends,
+		OutputEnds:  w.scanStart(pos, ends),
 		Created:     time.Now(),
 	}, state)
 	if err != nil {

@@ -1,0 +1,283 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+	produceAPI "github.com/segmentio/kafka-go/protocol/produce"
+)
+
+// Kinds of failed produce requests, the values of
+// dedup_output_errors_total{kind}. docs/delivery.md gives the argument.
+const (
+	// OutputRetriable: the records were certainly not appended (no
+	// connection to the leader, or the broker said so before appending:
+	// NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, ...). The writer may send
+	// them again as they are.
+	OutputRetriable = "retriable"
+	// OutputAmbiguous: the request may or may not have been appended (the
+	// connection failed after it was handed over, a timeout,
+	// REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND, an error code not
+	// known to be answered before the append). It is never sent again: the
+	// generation ends and the restore's replay scan reads back which records
+	// landed.
+	OutputAmbiguous = "ambiguous"
+	// OutputRefused: the broker refuses the records for good
+	// (MESSAGE_TOO_LARGE, an authorization failure, ...). The input
+	// partitions they came from stop (Processor.Healthy fails) until the
+	// cause is fixed and the partition is assigned again.
+	OutputRefused = "refused"
+)
+
+var (
+	// ErrAmbiguous is what an ambiguous OutputError unwraps to.
+	ErrAmbiguous = errors.New("produce outcome unknown")
+	// ErrRefused is what a refused OutputError unwraps to, with its cause.
+	ErrRefused = errors.New("output refused the records")
+	// ErrOutputRefused is what Healthy reports (wrapped, with the
+	// *ProduceError) while input partitions are stopped by a refusal.
+	ErrOutputRefused = errors.New("output refused a record: partition stopped")
+)
+
+// OutputError is a failed produce request of the writer, classified.
+type OutputError struct {
+	Kind      string // OutputRetriable, OutputAmbiguous or OutputRefused
+	Topic     string // output topic
+	Partition int    // output partition
+	Err       error  // the failure as the transport or the broker reported it
+}
+
+func (e *OutputError) Error() string {
+	return fmt.Sprintf("produce to %s/%d (%s): %v", e.Topic, e.Partition, e.Kind, e.Err)
+}
+
+// Unwrap hides the cause of an ambiguous failure: kafka.Writer retries a
+// batch whose error unwraps to a temporary or a network error, and an
+// ambiguous request must not be sent twice.
+func (e *OutputError) Unwrap() []error {
+	switch e.Kind {
+	case OutputAmbiguous:
+		return []error{ErrAmbiguous}
+	case OutputRefused:
+		return []error{ErrRefused, e.Err}
+	}
+	return []error{e.Err}
+}
+
+// outcomes is the writer's transport below the metadata cache: it
+// classifies the outcome of every produce request and returns every failure
+// as an *OutputError, so that kafka.Writer (which retries a batch whose
+// error is temporary or a network error, whatever happened to the first
+// copy) retries only what was certainly not appended. An ambiguous outcome
+// also aborts the output at once, so that no later batch of the same
+// output partition lands ahead of the records being resolved.
+type outcomes struct {
+	next   kafka.RoundTripper
+	abort  func()
+	counts map[string]prometheus.Counter // by kind
+	// blind passes produce outcomes to kafka.Writer unclassified: its own
+	// retries, which can append a batch twice. Only the produce-path
+	// benchmark sets it, as the reference.
+	blind bool
+}
+
+func newOutcomes(next kafka.RoundTripper, errs *prometheus.CounterVec, abort func()) *outcomes {
+	o := &outcomes{next: next, abort: abort, counts: map[string]prometheus.Counter{}}
+	for _, k := range []string{OutputRetriable, OutputAmbiguous, OutputRefused} {
+		o.counts[k] = errs.WithLabelValues(k)
+	}
+	return o
+}
+
+func (o *outcomes) RoundTrip(ctx context.Context, addr net.Addr, req kafka.Request) (kafka.Response, error) {
+	pr, ok := req.(*produceAPI.Request)
+	if !ok || o.blind {
+		return o.next.RoundTrip(ctx, addr, req)
+	}
+	res, err := o.next.RoundTrip(ctx, addr, req)
+	kind, cause := classifyProduce(res, err)
+	if kind == "" {
+		return res, nil
+	}
+	o.counts[kind].Inc()
+	if kind == OutputAmbiguous {
+		o.abort()
+	}
+	oe := &OutputError{Kind: kind, Err: cause, Partition: -1}
+	if len(pr.Topics) > 0 {
+		oe.Topic = pr.Topics[0].Topic
+		if len(pr.Topics[0].Partitions) > 0 {
+			oe.Partition = int(pr.Topics[0].Partitions[0].Partition)
+		}
+	}
+	return nil, oe
+}
+
+// classifyProduce returns the kind of a produce round trip's failure and
+// its cause, or "" when every partition of the response succeeded.
+func classifyProduce(res kafka.Response, err error) (kind string, cause error) {
+	if err != nil {
+		return failureKind(err), err
+	}
+	r, ok := res.(*produceAPI.Response)
+	if !ok {
+		return "", nil // acks=0: no response (the stage always asks for acks=all)
+	}
+	for _, t := range r.Topics {
+		for _, p := range t.Partitions {
+			if p.ErrorCode != 0 {
+				e := kafka.Error(p.ErrorCode)
+				return codeKind(e), e
+			}
+		}
+	}
+	return "", nil
+}
+
+// failureKind classifies a round trip that returned no response. Only
+// failures that happen before the request is handed to a connection are
+// certain: the dial, and the routing of the request to the partition's
+// leader. Everything after (a closed or reset connection, an I/O or
+// context timeout, a failed read of the response) may come after the
+// broker read and appended the request.
+func failureKind(err error) string {
+	var op *net.OpError
+	var route *produceAPI.Error
+	switch {
+	case errors.As(err, &op) && op.Op == "dial",
+		errors.As(err, &route),
+		errors.Is(err, kafka.BrokerNotAvailable):
+		return OutputRetriable
+	}
+	return OutputAmbiguous
+}
+
+// codeKind classifies a produce response's error code. Retriable codes
+// are answered before the append; refused ones are answered before the
+// append and would be answered again. Any other code, including those a
+// broker answers after appending (REQUEST_TIMED_OUT,
+// NOT_ENOUGH_REPLICAS_AFTER_APPEND) and codes this list does not know, is
+// ambiguous.
+func codeKind(e kafka.Error) string {
+	switch e {
+	case kafka.NotLeaderForPartition, kafka.LeaderNotAvailable, kafka.NotEnoughReplicas,
+		kafka.InvalidMessage, // CORRUPT_MESSAGE: the checksum failed on receipt
+		kafka.FencedLeaderEpoch, kafka.UnknownLeaderEpoch, kafka.BrokerNotAvailable,
+		kafka.ReplicaNotAvailable, kafka.ThrottlingQuotaExceeded,
+		// Retried by kafka.Writer, and refused when it persists (refused).
+		kafka.UnknownTopicOrPartition:
+		return OutputRetriable
+	case kafka.MessageSizeTooLarge, kafka.RecordListTooLarge, kafka.InvalidMessageSize,
+		kafka.InvalidTopic, kafka.TopicAuthorizationFailed, kafka.ClusterAuthorizationFailed,
+		kafka.InvalidRecord, kafka.InvalidTimestamp, kafka.UnsupportedForMessageFormat,
+		kafka.UnsupportedCompressionType, kafka.InvalidRequiredAcks, kafka.PolicyViolation:
+		return OutputRefused
+	}
+	return OutputAmbiguous
+}
+
+// refused reports whether a produce failure is permanent: the broker
+// refused the records for good, a topic stayed unknown through the
+// writer's retries (deleted), or a record is larger than the writer's
+// batch limit.
+func refused(err error) bool {
+	var tooLarge kafka.MessageTooLargeError
+	return errors.Is(err, ErrRefused) || errors.Is(err, kafka.UnknownTopicOrPartition) ||
+		errors.As(err, &tooLarge)
+}
+
+// stalls are the input partitions stopped by a refused output: partition
+// -> the refused record. Safe for concurrent use.
+type stalls struct {
+	mu sync.Mutex
+	at map[int]*ProduceError
+}
+
+// add records a stopped partition and returns how many are stopped.
+func (s *stalls) add(perr *ProduceError) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.at == nil {
+		s.at = map[int]*ProduceError{}
+	}
+	s.at[perr.Partition] = perr
+	return len(s.at)
+}
+
+// offset returns the refused input offset of partition, or -1.
+func (s *stalls) offset(partition int) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if perr, ok := s.at[partition]; ok {
+		return perr.Offset
+	}
+	return -1
+}
+
+// clear drops partition's stall once the output of its refused offset is
+// delivered, and returns how many stay stopped.
+func (s *stalls) clear(partition int, offset int64) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if perr, ok := s.at[partition]; ok && perr.Offset == offset {
+		delete(s.at, partition)
+	}
+	return len(s.at)
+}
+
+// keep drops the stalls of partitions not in assigned (another member
+// owns them now) and returns how many stay stopped.
+func (s *stalls) keep(assigned []kafka.PartitionAssignment) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for part := range s.at {
+		held := false
+		for _, a := range assigned {
+			held = held || a.ID == part
+		}
+		if !held {
+			delete(s.at, part)
+		}
+	}
+	return len(s.at)
+}
+
+// err returns nil, or ErrOutputRefused with the lowest stopped
+// partition's *ProduceError.
+func (s *stalls) err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.at) == 0 {
+		return nil
+	}
+	parts := make([]int, 0, len(s.at))
+	for part := range s.at {
+		parts = append(parts, part)
+	}
+	sort.Ints(parts)
+	return fmt.Errorf("%w (input partitions %v): %w", ErrOutputRefused, parts, s.at[parts[0]])
+}
+
+// stall stops an input partition whose output was refused for good: it
+// logs the refused record, counts the partition as stalled and keeps it so
+// for Healthy until the record is delivered (after the cause is fixed and
+// the partition is restored again) or the partition moves to another
+// member. Nothing at or after the refused offset was committed or
+// checkpointed: the worker's ack tracker holds the failure.
+func (p *Processor) stall(perr *ProduceError) {
+	p.metrics.stalled.Set(float64(p.stalls.add(perr)))
+	outPart := -1
+	var oe *OutputError
+	if errors.As(perr, &oe) {
+		outPart = oe.Partition
+	}
+	p.log.Error("output refused a record for good: partition stopped, nothing at or after the offset is committed; fix the cause (max.message.bytes, ACLs, the topic) and restart the member",
+		"output_topic", p.o.OutputTopic, "output_partition", outPart,
+		"topic", p.o.InputTopic, "partition", perr.Partition, "offset", perr.Offset, "err", perr.Err)
+}

@@ -1,0 +1,81 @@
+package processor
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// BenchmarkProducePath measures records/s of the whole stage with its
+// produce path (the writer's transport classifies every produce outcome,
+// outcomes) against the same stage whose transport hands outcomes to
+// kafka.Writer unclassified (its blind retries, the previous path), on the
+// no-fault path: same broker, same seeded input, in one run. The two
+// alternate for STAGE_ROUNDS rounds (default 5), the order rotating; the
+// reported ratios are medians of per-round ratios, per wall-clock second
+// and per CPU second (see BenchmarkStageVsCopyLoop for the method).
+//
+//	go test ./processor -run '^$' -bench ProducePath -benchtime 1000000x -v
+func BenchmarkProducePath(b *testing.B) {
+	n := b.N
+	b.StopTimer()
+	if n < 1000 {
+		return // the framework's b.N = 1 probe: nothing to measure
+	}
+	rounds := envPositive(b, "STAGE_ROUNDS", benchRounds)
+	e := newBenchEnv(b)
+	seed(b, e, n, benchParts)
+	outputs := stageOutputs(b, n)
+	contenders := []contender{
+		{"classified", outputs, runStageWith(func(*Processor) {})},
+		{"blind", outputs, runStageWith(func(p *Processor) { p.blindRetries = true })},
+	}
+	runs := map[string][]rates{}
+	for round := range rounds {
+		for i := range contenders {
+			c := contenders[(i+round)%len(contenders)]
+			group := fmt.Sprintf("%s-%d", c.group, round)
+			runs[c.group] = append(runs[c.group], measure(b, e, n, contender{group, c.outputs, c.run}))
+		}
+		cl, bl := runs["classified"][round], runs["blind"][round]
+		b.Logf("round %d: classified %8.0f rec/s %8.0f rec/cpu-s | blind %8.0f %8.0f | classified/blind %.3f wall %.3f cpu",
+			round, cl.wall, cl.cpu, bl.wall, bl.cpu, cl.wall/bl.wall, cl.cpu/bl.cpu)
+	}
+	ratio := func(f func(rates) float64) float64 {
+		var xs []float64
+		for round := range rounds {
+			xs = append(xs, f(runs["classified"][round])/f(runs["blind"][round]))
+		}
+		return medianOf(xs)
+	}
+	b.ReportMetric(ratio(func(r rates) float64 { return r.wall }), "classified/blind")
+	b.ReportMetric(ratio(func(r rates) float64 { return r.cpu }), "classified/blind-cpu")
+	b.ReportMetric(0, "ns/op") // the figures above are the result
+}
+
+// runStageWith starts the stage as runStage does, after configure has set
+// what the contender changes.
+func runStageWith(configure func(*Processor)) runFunc {
+	return func(b *testing.B, e *testEnv, group string, consuming chan<- struct{}) func() {
+		p, err := New(benchOptions(e, group))
+		if err != nil {
+			b.Fatalf("New: %v", err)
+		}
+		configure(p)
+		ctx, cancel := context.WithCancel(context.Background())
+		r := &running{p: p, cancel: cancel, done: make(chan error, 1)}
+		go func() { r.done <- p.Run(ctx) }()
+		go func() {
+			for !p.Ready() {
+				time.Sleep(time.Millisecond)
+			}
+			close(consuming)
+		}()
+		return func() {
+			if err := r.stop(b); err != nil {
+				b.Error(err)
+			}
+		}
+	}
+}
