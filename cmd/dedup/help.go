@@ -62,7 +62,6 @@ Usage:
                                with a live progress line; 'dedup demo -h' lists the flags
   dedup demo --generate-only   only the traffic generator, against KAFKA_BROKERS
   dedup inspect                print, per partition, what the checkpoint store holds
-  dedup bench [flags]          benchmarks ('dedup bench -h')
   dedup size [flags]           filter memory for a window/key count/FP rate ('dedup size -h')
   dedup healthcheck            exit 0 when /healthz on METRICS_ADDR answers 200 (container HEALTHCHECK)
   dedup help                   this text

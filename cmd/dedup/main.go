@@ -3,7 +3,6 @@
 //	dedup            run the stage (embedded broker when KAFKA_BROKERS is empty)
 //	dedup demo       the stage plus a traffic generator and a live progress line
 //	dedup inspect    print what the checkpoint store holds
-//	dedup bench      benchmarks
 //	dedup size       filter sizing
 //	dedup healthcheck  exit 0 when this host's /healthz answers 200 (for container HEALTHCHECKs)
 //	dedup help       usage and every environment variable
@@ -57,8 +56,6 @@ func run(ctx context.Context, args []string, lookup LookupFunc, stdout, stderr i
 		return runDemo(ctx, args, lookup, stdout, stderr)
 	case "inspect":
 		return runInspect(ctx, args, lookup, stdout, stderr)
-	case "bench":
-		return runBench(ctx, args)
 	case "size":
 		return runSize(args)
 	case "healthcheck":

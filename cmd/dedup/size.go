@@ -11,7 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"dedup/bench"
+	"dedup/bench/workload"
 	"dedup/rotation"
 )
 
@@ -103,13 +103,13 @@ func parseSize(args []string, stderr io.Writer) (sizeInput, int) {
 	case (*perSecond == "") == (*perWindow == ""):
 		problems = append(problems, errors.New("give exactly one of --keys-per-second and --keys-per-window"))
 	case *perSecond != "":
-		n, err := bench.ParseCount(*perSecond)
+		n, err := workload.ParseCount(*perSecond)
 		if err != nil {
 			problems = append(problems, fmt.Errorf("--keys-per-second: %w", err))
 		}
 		in.KeysPerWindow = uint64(math.Round(float64(n) * window.Seconds()))
 	default:
-		n, err := bench.ParseCount(*perWindow)
+		n, err := workload.ParseCount(*perWindow)
 		if err != nil {
 			problems = append(problems, fmt.Errorf("--keys-per-window: %w", err))
 		}
@@ -201,10 +201,10 @@ func sizeFor(in sizeInput, mode rotation.Mode) (sizeRow, error) {
 			return sizeRow{}, err
 		}
 		p = nil
-		w := bench.Workload{KeySize: bench.MinKeySize}
+		w := workload.Workload{KeySize: workload.MinKeySize}
 		ts := time.Unix(0, 0).Add(in.Window / 2)
 		for id := range so.ExpectedKeys {
-			sp.TestAndAdd(bench.KeyBytes(w, id), ts)
+			sp.TestAndAdd(workload.KeyBytes(w, id), ts)
 		}
 		if mode == rotation.Counting {
 			r.modelFP = sp.Stats().Current.FPRate
@@ -212,7 +212,7 @@ func sizeFor(in sizeInput, mode rotation.Mode) (sizeRow, error) {
 		if in.Measure {
 			var fp uint64
 			for id := range uint64(measureProbes) {
-				if sp.Test(bench.KeyBytes(w, so.ExpectedKeys+id)) {
+				if sp.Test(workload.KeyBytes(w, so.ExpectedKeys+id)) {
 					fp++
 				}
 			}
