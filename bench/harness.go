@@ -333,7 +333,8 @@ const (
 	recordFraming     = 12
 	outputHeaderBytes = 80
 	// exactSetBytesPerKey bounds the exact set's peak memory per key beyond
-	// the key itself (measured about 140 B per 16-byte key, with baseline).
+	// the key itself, for the memory guard's estimate; the sweep in
+	// docs/benchmarks.md measures what it really costs.
 	exactSetBytesPerKey = 130
 	// harnessBaseline and contenderBaseline cover the processes' fixed
 	// memory (client buffers, runtime).

@@ -996,8 +996,7 @@ func instanceBase(assigned, outputPartitions int, fetchMax, batchBytes int64) in
 }
 
 // runtimeBase is the part of instanceBase that does not grow with the
-// partitions. Measured: with 3 partitions of 4M keys the live heap after a
-// GC is 18-29 MiB above the 4 pairs (README: Sizing).
+// partitions; docs/sizing.md gives the measurement it covers.
 const runtimeBase = 32 << 20
 
 // filterBytes is rotation's own figure for one partition's pair of filters.
@@ -1076,7 +1075,7 @@ func loadRules(t *testing.T) ruleFile {
 
 func TestAlertRules(t *testing.T) {
 	rf := loadRules(t)
-	want := []string{ // the alerts the issue asks for, by what they catch
+	want := []string{ // the alerts the stage must ship, by what they catch
 		"DedupFalsePositiveRateAboveTarget",   // false-positive rate above target
 		"DedupFilterFillHeadingForSaturation", // fill heading for saturation before the window ends
 		"DedupCheckpointTooOld",               // checkpoint age too high
@@ -1257,7 +1256,7 @@ func TestDashboard(t *testing.T) {
 			}
 		}
 	}
-	// What the issue asks the dashboard to show, by the series that show it.
+	// What the dashboard must show, by the series that show it.
 	all := strings.Join(exprs, "\n")
 	for _, want := range []string{
 		`outcome="duplicate"`, // dedup rate
