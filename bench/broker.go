@@ -10,6 +10,8 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"dedup/bench/workload"
 )
 
 // input is what the harness remembers of the generated input.
@@ -33,7 +35,7 @@ func (b bitset) clearAll()         { clear(b) }
 // preload produces the workload's records into the input topic, each key's
 // records to its partition, timestamps spread evenly over windows
 // consecutive windows ending with the current one.
-func preload(ctx context.Context, brokers []string, w Workload, window time.Duration, windows int, bar *bar) (input, error) {
+func preload(ctx context.Context, brokers []string, w workload.Workload, window time.Duration, windows int, bar *bar) (input, error) {
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(brokers...),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
@@ -65,7 +67,7 @@ func preload(ctx context.Context, brokers []string, w Workload, window time.Dura
 	}
 	stop := bar.follow(acked.Load)
 	defer stop()
-	g := NewGenerator(w)
+	g := workload.NewGenerator(w)
 	for r := g.Next(); r != nil; r = g.Next() {
 		ts := base.Add(time.Duration(r.Index) * step).Truncate(time.Millisecond) // Kafka keeps milliseconds
 		if r.First {
@@ -135,7 +137,7 @@ func verify(ctx context.Context, brokers []string, topic string, partitions int,
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			v.Forwarded++
-			idx, ok := RecordIndex(r.Value)
+			idx, ok := workload.RecordIndex(r.Value)
 			switch {
 			case !ok || idx >= in.records:
 				v.Foreign++

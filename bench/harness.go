@@ -19,11 +19,13 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"dedup/bench/workload"
 )
 
 // Options configure one harness run.
 type Options struct {
-	Workload   Workload
+	Workload   workload.Workload
 	Contenders []string // default DefaultContenders
 	// FPRate and ExpectedKeys size every filter contender; ExpectedKeys is
 	// per partition per window and defaults to the largest number of new
@@ -72,7 +74,7 @@ type Verification struct {
 
 // Report is a whole run: the input and every contender's outcome.
 type Report struct {
-	Workload     Workload
+	Workload     workload.Workload
 	FPRate       float64
 	ExpectedKeys uint64
 	Firsts       uint64 // first occurrences in the input (= Workload.Keys)
@@ -331,7 +333,8 @@ const (
 	recordFraming     = 12
 	outputHeaderBytes = 80
 	// exactSetBytesPerKey bounds the exact set's peak memory per key beyond
-	// the key itself (measured about 140 B per 16-byte key, with baseline).
+	// the key itself, for the memory guard's estimate; the sweep in
+	// docs/benchmarks.md measures what it really costs.
 	exactSetBytesPerKey = 130
 	// harnessBaseline and contenderBaseline cover the processes' fixed
 	// memory (client buffers, runtime).

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"dedup/bench/workload"
 )
 
 // contenderEnv makes the test binary act as a contender process: the harness
@@ -30,7 +32,7 @@ func TestMain(m *testing.M) {
 func TestHarnessRunsEveryContender(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	w := Workload{Keys: 500, Records: 2000, KeySize: 24, ValueSize: 32, Partitions: 3, Seed: 7}
+	w := workload.Workload{Keys: 500, Records: 2000, KeySize: 24, ValueSize: 32, Partitions: 3, Seed: 7}
 	var progress bytes.Buffer
 	rep, err := Run(ctx, Options{
 		Workload:   w,

@@ -33,8 +33,8 @@ func Plot(dir string, reports []Report) ([]string, error) {
 		file, title, ylabel string
 		y                   func(Outcome) float64
 	}{
-		{"throughput.png", "dedup bench: records/s", "records/s (thousands)", func(o Outcome) float64 { return o.RecordsPerSecond() / 1e3 }},
-		{"memory.png", "dedup bench: peak resident memory", "peak RSS (MiB)", func(o Outcome) float64 { return float64(o.PeakRSS) / (1 << 20) }},
+		{"throughput.png", "dedup-bench: records/s", "records/s (thousands)", func(o Outcome) float64 { return o.RecordsPerSecond() / 1e3 }},
+		{"memory.png", "dedup-bench: peak resident memory", "peak RSS (MiB)", func(o Outcome) float64 { return float64(o.PeakRSS) / (1 << 20) }},
 	}
 	var files []string
 	for _, c := range charts {
@@ -91,14 +91,6 @@ func Plot(dir string, reports []Report) ([]string, error) {
 		files = append(files, file)
 	}
 	return files, nil
-}
-
-// DupRatioActual is the fraction of records that repeat a key.
-func (w Workload) DupRatioActual() float64 {
-	if w.Records == 0 {
-		return 0
-	}
-	return float64(w.Records-w.Keys) / float64(w.Records)
 }
 
 var palette = []color.Color{

@@ -1,6 +1,6 @@
 // Package e2e_test drives the built dedup binary as a real process against an
 // in-process kfake broker, configured only through the environment variables
-// of the outside contract (/work/shared/contract.md). It proves the
+// of the outside interface the README documents. It proves the
 // contract's exactly-once promise across SIGKILL, SIGTERM, rebalances and a
 // broker restart, and the configuration-error exit code.
 package e2e_test

@@ -8,8 +8,6 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"dedup/bench/copyloop"
 	"dedup/offsets"
 	"dedup/rotation"
 )
@@ -150,9 +149,9 @@ type rates struct{ wall, cpu float64 }
 
 func (r rates) best(o rates) rates { return rates{wall: max(r.wall, o.wall), cpu: max(r.cpu, o.cpu)} }
 
-// runFunc starts one contender consuming the seeded input under group and
-// closes consuming once it does; stop ends it.
-type runFunc func(b *testing.B, e *testEnv, group string, consuming chan<- struct{}) (stop func())
+// runFunc starts one contender consuming the n seeded records under group
+// and closes consuming once it does; stop ends it.
+type runFunc func(b *testing.B, e *testEnv, group string, n int, consuming chan<- struct{}) (stop func())
 
 // contender is one side of the comparison: its consumer group, how many
 // output records it writes for the seeded input, and how to start it.
@@ -169,7 +168,7 @@ func measure(b *testing.B, e *testEnv, n int, c contender) rates {
 	settle()
 	base := outputEnd(b, e, benchParts)
 	consuming := make(chan struct{})
-	stop := c.run(b, e, c.group, consuming)
+	stop := c.run(b, e, c.group, n, consuming)
 	<-consuming
 	stopProfile := profileWindow(b, c.group)
 	b.StartTimer()
@@ -316,7 +315,7 @@ func benchOptions(e *testEnv, group string) Options {
 	return o
 }
 
-func runStage(b *testing.B, e *testEnv, group string, consuming chan<- struct{}) func() {
+func runStage(b *testing.B, e *testEnv, group string, _ int, consuming chan<- struct{}) func() {
 	r := start(b, benchOptions(e, group))
 	go func() {
 		for !r.p.Ready() {
@@ -331,19 +330,17 @@ func runStage(b *testing.B, e *testEnv, group string, consuming chan<- struct{})
 	}
 }
 
-// runCopyLoop is the reference: per partition a partition-bound reader
-// with the stage's settings, FetchMessage, and the same asynchronous writer
-// fed in the same slices of up to 1000, keeping key, value, headers and
-// timestamp. No keys, no filters, no source headers, no ack tracking.
+// runCopyLoop is the reference: copyloop, the plain kafka-go copy loop
+// dedup-bench's loop contenders also run, with the stage's reader and
+// writer settings, keeping key, value, headers and timestamp. No keys, no
+// filters, no ack tracking.
 //
-// As plainCopy it is plain kafka-go, the reference of the issue. As
-// stageCopy, with the stage's writer transport (metadataCache), its
-// readers' dialer (deadlineConn) and the source headers (built the simple
-// way: a slice and strconv per record), it is the stage without
-// deduplication.
+// As plainCopy it is plain kafka-go. As stageCopy, with the stage's writer
+// transport (metadataCache), its readers' dialer (deadlineConn) and the
+// source headers, it is the stage without deduplication.
 func runCopyLoop(v copyVariant) runFunc {
-	return func(b *testing.B, e *testEnv, group string, consuming chan<- struct{}) func() {
-		return copyLoop(b, e, consuming, v)
+	return func(b *testing.B, e *testEnv, _ string, n int, consuming chan<- struct{}) func() {
+		return copyLoop(b, e, n, consuming, v)
 	}
 }
 
@@ -366,77 +363,38 @@ func stageCopy() copyVariant {
 	}
 }
 
-func copyLoop(b *testing.B, e *testEnv, consuming chan<- struct{}, v copyVariant) func() {
+// copyLoop runs the loop over the n seeded records (seed spreads them
+// round-robin, which gives each partition's end) and returns a stop that
+// waits for it.
+func copyLoop(b *testing.B, e *testEnv, n int, consuming chan<- struct{}, v copyVariant) func() {
 	o := benchOptions(e, "copy")
-	var acked atomic.Int64
-	var dialer *kafka.Dialer
+	ends := make([]int64, benchParts)
+	for p := range ends {
+		ends[p] = int64((n + benchParts - 1 - p) / benchParts)
+	}
+	lo := copyloop.Options{
+		Brokers: e.brokers, InputTopic: inTopic, OutputTopic: outTopic, Ends: ends,
+		Transport:     v.transport,
+		FetchMinBytes: o.FetchMinBytes, FetchMaxBytes: o.FetchMaxBytes, FetchMaxWait: o.FetchMaxWait,
+		QueueCapacity: 4096,
+		BatchSize:     o.BatchSize, BatchBytes: o.BatchBytes, BatchTimeout: o.BatchTimeout, MaxAttempts: 3,
+	}
 	if v.dialer != nil {
-		dialer = v.dialer(o)
+		lo.Dialer = v.dialer(o)
 	}
-	w := &kafka.Writer{
-		Addr:         kafka.TCP(e.brokers...),
-		Topic:        outTopic,
-		Balancer:     kafka.BalancerFunc(routeChosen),
-		RequiredAcks: kafka.RequireAll,
-		Async:        true,
-		BatchSize:    o.BatchSize,
-		BatchBytes:   o.BatchBytes,
-		BatchTimeout: o.BatchTimeout,
-		MaxAttempts:  3,
-		Transport:    v.transport,
-		Completion: func(msgs []kafka.Message, err error) {
-			if err != nil {
-				b.Error(err)
-			}
-			acked.Add(int64(len(msgs)))
-		},
+	if v.sourceHeaders {
+		lo.SourceHeaders = &copyloop.SourceHeaders{Topic: HeaderSourceTopic, Partition: HeaderSourcePartition, Offset: HeaderSourceOffset}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	for p := range benchParts {
-		r := kafka.NewReader(kafka.ReaderConfig{
-			Brokers: e.brokers, Dialer: dialer, Topic: inTopic, Partition: p,
-			MinBytes: o.FetchMinBytes, MaxBytes: o.FetchMaxBytes, MaxWait: o.FetchMaxWait,
-			QueueCapacity: 4096, ReadLagInterval: -1,
-		})
-		if err := r.SetOffset(kafka.FirstOffset); err != nil {
-			b.Fatal(err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer r.Close()
-			buf := make([]kafka.Message, 0, 1000)
-			for {
-				m, err := r.FetchMessage(ctx)
-				if err != nil {
-					return
-				}
-				h := m.Headers
-				if v.sourceHeaders {
-					h = append(make([]kafka.Header, 0, len(m.Headers)+3), m.Headers...)
-					h = append(h,
-						kafka.Header{Key: HeaderSourceTopic, Value: []byte(m.Topic)},
-						kafka.Header{Key: HeaderSourcePartition, Value: strconv.AppendInt(nil, int64(m.Partition), 10)},
-						kafka.Header{Key: HeaderSourceOffset, Value: strconv.AppendInt(nil, m.Offset, 10)})
-				}
-				buf = append(buf, kafka.Message{Key: m.Key, Value: m.Value, Headers: h, Time: m.Time, Partition: m.Partition})
-				if len(buf) == cap(buf) || m.Offset+1 >= m.HighWaterMark {
-					if err := w.WriteMessages(context.Background(), buf...); err != nil {
-						b.Error(err)
-						return
-					}
-					clear(buf)
-					buf = buf[:0]
-				}
-			}
-		}()
-	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := copyloop.Run(context.Background(), lo)
+		done <- err
+	}()
 	close(consuming)
 	return func() {
-		cancel()
-		wg.Wait()
-		_ = w.Close()
+		if err := <-done; err != nil {
+			b.Error(err)
+		}
 	}
 }
 

@@ -57,7 +57,7 @@ func BenchmarkProducePath(b *testing.B) {
 // runStageWith starts the stage as runStage does, after configure has set
 // what the contender changes.
 func runStageWith(configure func(*Processor)) runFunc {
-	return func(b *testing.B, e *testEnv, group string, consuming chan<- struct{}) func() {
+	return func(b *testing.B, e *testEnv, group string, _ int, consuming chan<- struct{}) func() {
 		p, err := New(benchOptions(e, group))
 		if err != nil {
 			b.Fatalf("New: %v", err)

@@ -61,7 +61,8 @@
 // counters, 88.5 bits, per expected key and generation (177 bits per key for
 // the pair), against 15.8 bits for a classic bit filter at p and the lower
 // bound log2(1/p) = 11.0 bits per key for any structure with
-// false-positive rate p (derived in the seed articles).
+// false-positive rate p (information-theoretic: n·log2(1/p) bits hold any
+// set of n keys answered at rate p).
 //
 // Plain mode, for deployments that never retract, uses bits-and-blooms/bloom/v3
 // filters sized by bloom.EstimateParameters(n, p): m = ⌈n·ln(1/p)/ln²2⌉ bits

@@ -63,7 +63,7 @@ func measure(probes uint64, seen func(i uint64) bool) float64 {
 }
 
 // TestFalsePositiveTable measures single filters with fixed m/n and k, the
-// rows of the measured table in the seed articles, against the classic
+// rows of a commonly published table of measured rates, against the classic
 // formula (1 - e^{-kn/m})^k for plain filters, and against the blocked
 // filter's own model for counting filters (blocking raises the rate; the
 // ratio to the classic formula is logged).

@@ -12,8 +12,8 @@ const (
 	// Counting uses counting Bloom filters with 4-bit saturating counters:
 	// keys can be removed (retractions).
 	Counting Mode = iota + 1
-	// Plain uses bits-and-blooms/bloom/v3 bit filters: about 4x less memory,
-	// but keys cannot be removed.
+	// Plain uses bits-and-blooms/bloom/v3 bit filters: a fraction of the
+	// memory (docs/filters.md), but keys cannot be removed.
 	Plain
 )
 

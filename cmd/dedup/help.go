@@ -16,7 +16,6 @@ Usage:
                                with a live progress line; 'dedup demo -h' lists the flags
   dedup demo --generate-only   only the traffic generator, against KAFKA_BROKERS
   dedup inspect                print, per partition, what the checkpoint store holds
-  dedup bench [flags]          benchmarks ('dedup bench -h')
   dedup size [flags]           what to deploy for a workload: settings, memory, GOMEMLIMIT,
                                checkpoint bandwidth, false drops per day ('dedup size -h')
   dedup healthcheck            exit 0 when /healthz on METRICS_ADDR answers 200 (container HEALTHCHECK)

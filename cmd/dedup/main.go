@@ -57,8 +57,6 @@ func run(ctx context.Context, args []string, lookup LookupFunc, stdout, stderr i
 		return runDemo(ctx, args, lookup, stdout, stderr)
 	case "inspect":
 		return runInspect(ctx, args, lookup, stdout, stderr)
-	case "bench":
-		return runBench(ctx, args)
 	case "size":
 		return runSize(args, stdout, stderr)
 	case "healthcheck":

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -99,21 +98,6 @@ func TestSizeReportsEveryProblemAtOnce(t *testing.T) {
 	for _, want := range []string{"--keys-per-second", "--window", "--partitions", "--mode"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("error does not mention %s: %s", want, stderr.String())
-		}
-	}
-}
-
-func TestBenchRejectsBadFlagsBeforeRunning(t *testing.T) {
-	for _, args := range [][]string{
-		{"--keys", "lots"},
-		{"--quick", "--full"},
-		{"--fp-rate", "2"},
-		{"--contenders", "copy,nonesuch"},
-		{"--keys", "1M,2M", "--records", "5M"},
-		{"--value-size", "4"},
-	} {
-		if code := runBench(context.Background(), args); code != exitConfig {
-			t.Errorf("dedup bench %q: exit %d, want %d", args, code, exitConfig)
 		}
 	}
 }

@@ -1,3 +1,14 @@
+// Command dedup-bench measures the deduplication stage against the
+// alternatives a user would otherwise run (a plain copy loop, an exact set,
+// filters from other libraries) on the user's own machine.
+//
+//	dedup-bench --quick      under a minute
+//	dedup-bench --full       the memory sweep over distinct keys
+//
+// It is a command of its own, not a subcommand of dedup, so that the service
+// binary links none of the contenders' libraries nor the plotting code.
+//
+// Exit codes: 0 ok, 1 runtime failure, 2 bad flags.
 package main
 
 import (
@@ -10,20 +21,30 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"dedup/bench"
+	"dedup/bench/workload"
 )
 
 // benchContender is the hidden subcommand the bench harness starts each
-// contender process with: `dedup bench contender SPEC-JSON`.
+// contender process with: `dedup-bench contender SPEC-JSON`.
 const benchContender = "contender"
 
-// Presets of `dedup bench`.
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitConfig  = 2
+)
+
+// Presets of `dedup-bench`.
 const (
 	quickKeys     = "500k"
 	quickRepeat   = 3
@@ -32,26 +53,32 @@ const (
 	fullDupRatio  = 0.3
 )
 
-const benchUsage = `Usage: dedup bench [flags]
+const benchUsage = `Usage: dedup-bench [flags]
 
 Runs every contender over the same generated input on an embedded broker, one
 process at a time, and prints records/s, peak resident memory, bytes per
 distinct key, duplicates dropped and false drops, each as a ratio to the stage
 in counting mode. Progress bars go to stderr, tables to stdout.
 
-  dedup bench --quick                     under a minute (500k distinct keys, each contender 3 times)
-  dedup bench --full --plot docs/bench    the sweep: 1M,3M,10M,30M distinct keys (value 16 B, 30% duplicates)
-  dedup bench --keys 1M,10M,100M          any sweep (each point is a separate run)
+  dedup-bench --quick                     under a minute (500k distinct keys, each contender 3 times)
+  dedup-bench --full --plot docs/bench    the sweep: 1M,3M,10M,30M distinct keys (value 16 B, 30% duplicates)
+  dedup-bench --keys 1M,10M,100M          any sweep (each point is a separate run)
 
 Flags:
 `
 
-// runBench is `dedup bench`.
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	os.Exit(runBench(ctx, os.Args[1:]))
+}
+
+// runBench is the whole command, testable in-process.
 func runBench(ctx context.Context, args []string) int {
 	if len(args) > 0 && args[0] == benchContender {
 		return runBenchContender(ctx, args[1:])
 	}
-	fs := flag.NewFlagSet("dedup bench", flag.ContinueOnError)
+	fs := flag.NewFlagSet("dedup-bench", flag.ContinueOnError)
 	fs.SetOutput(os.Stderr)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), benchUsage)
@@ -86,14 +113,14 @@ func runBench(ctx context.Context, args []string) int {
 		return exitConfig
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "dedup bench: unexpected arguments %q\n", fs.Args())
+		fmt.Fprintf(os.Stderr, "dedup-bench: unexpected arguments %q\n", fs.Args())
 		return exitConfig
 	}
 
 	if *from != "" {
 		reports, err := readReportsFile(*from)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "dedup bench: %v\n", err)
+			fmt.Fprintf(os.Stderr, "dedup-bench: %v\n", err)
 			return exitConfig
 		}
 		return finishBench(reports, *plotDir)
@@ -120,18 +147,18 @@ func runBench(ctx context.Context, args []string) int {
 			*dupRatio = fullDupRatio
 		}
 	}
-	sweep, err := bench.ParseCounts(keyList)
+	sweep, err := workload.ParseCounts(keyList)
 	if err != nil {
 		problems = append(problems, fmt.Errorf("--keys: %w", err))
 	}
-	nRecords, err := bench.ParseCount(*records)
+	nRecords, err := workload.ParseCount(*records)
 	if err != nil {
 		problems = append(problems, fmt.Errorf("--records: %w", err))
 	}
 	if nRecords != 0 && len(sweep) > 1 {
 		problems = append(problems, errors.New("--records needs a single --keys value (a sweep derives records from --dup-ratio)"))
 	}
-	nExpected, err := bench.ParseCount(*expected)
+	nExpected, err := workload.ParseCount(*expected)
 	if err != nil {
 		problems = append(problems, fmt.Errorf("--expected-keys: %w", err))
 	}
@@ -144,7 +171,7 @@ func runBench(ctx context.Context, args []string) int {
 		problems = append(problems, fmt.Errorf("find own executable: %w", err))
 	}
 	base := bench.Options{
-		Workload: bench.Workload{
+		Workload: workload.Workload{
 			Records: nRecords, DupRatio: *dupRatio, KeySize: *keySize, ValueSize: *valueSize,
 			Partitions: *partitions, Seed: *seed,
 		},
@@ -154,7 +181,7 @@ func runBench(ctx context.Context, args []string) int {
 		Window:           *window,
 		Windows:          *windows,
 		Exe:              exe,
-		Args:             []string{"bench", benchContender},
+		Args:             []string{benchContender},
 		Progress:         os.Stderr,
 		ContenderTimeout: *perTimeout,
 		Repeat:           *repeat,
@@ -179,19 +206,19 @@ func runBench(ctx context.Context, args []string) int {
 		problems = append(problems, fmt.Errorf("--window: %v is not positive", *window))
 	}
 	if err := errors.Join(problems...); err != nil {
-		fmt.Fprintf(os.Stderr, "dedup bench: %v\n", err)
+		fmt.Fprintf(os.Stderr, "dedup-bench: %v\n", err)
 		return exitConfig
 	}
 
 	if *resume && *jsonOut == "" {
-		fmt.Fprintln(os.Stderr, "dedup bench: --resume needs --json")
+		fmt.Fprintln(os.Stderr, "dedup-bench: --resume needs --json")
 		return exitConfig
 	}
 	var reports []bench.Report
 	if *resume {
 		kept, err := resumable(*jsonOut, base)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "dedup bench: %v\n", err)
+			fmt.Fprintf(os.Stderr, "dedup-bench: %v\n", err)
 			return exitFailure
 		}
 		reports = kept
@@ -210,7 +237,7 @@ func runBench(ctx context.Context, args []string) int {
 		debug.FreeOSMemory() // the last run's broker, before the next run counts what is free
 		rep, err := bench.Run(ctx, o)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "dedup bench: %v\n", err)
+			fmt.Fprintf(os.Stderr, "dedup-bench: %v\n", err)
 			return exitFailure
 		}
 		reports = append(reports, rep)
@@ -218,7 +245,7 @@ func runBench(ctx context.Context, args []string) int {
 		printReport(os.Stdout, rep)
 		// Written after every run, so that a sweep cut short keeps what it measured.
 		if err := writeReportsFile(*jsonOut, reports); err != nil {
-			fmt.Fprintf(os.Stderr, "dedup bench: %v\n", err)
+			fmt.Fprintf(os.Stderr, "dedup-bench: %v\n", err)
 			return exitFailure
 		}
 	}
@@ -235,7 +262,7 @@ func printReport(w io.Writer, r bench.Report) {
 	fmt.Fprintf(w, "\n%d records, %d distinct keys, %d partition(s), key %d B, value %d B, timestamps over %d window(s);\nfilters sized for %d new keys per partition per window at fp-rate %g%s\n\n",
 		wl.Records, wl.Keys, wl.Partitions, wl.KeySize, wl.ValueSize, r.Windows, r.ExpectedKeys, r.FPRate, runs)
 	if err := bench.WriteTable(w, r); err != nil {
-		fmt.Fprintf(os.Stderr, "dedup bench: %v\n", err)
+		fmt.Fprintf(os.Stderr, "dedup-bench: %v\n", err)
 	}
 }
 
@@ -245,14 +272,14 @@ func finishBench(reports []bench.Report, plotDir string) int {
 		fmt.Fprintln(os.Stdout, "\nsweep:")
 		fmt.Fprintln(os.Stdout)
 		if err := bench.WriteSweep(os.Stdout, reports); err != nil {
-			fmt.Fprintf(os.Stderr, "dedup bench: %v\n", err)
+			fmt.Fprintf(os.Stderr, "dedup-bench: %v\n", err)
 			return exitFailure
 		}
 	}
 	if plotDir != "" {
 		files, err := bench.Plot(plotDir, reports)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "dedup bench: %v\n", err)
+			fmt.Fprintf(os.Stderr, "dedup-bench: %v\n", err)
 			return exitFailure
 		}
 		for _, f := range files {
@@ -337,11 +364,11 @@ func sameNames(r bench.Report, names []string) bool {
 // runBenchContender is the body of one contender process.
 func runBenchContender(ctx context.Context, args []string) int {
 	if len(args) != 1 {
-		fmt.Fprintln(os.Stderr, "dedup bench contender: want one JSON spec argument")
+		fmt.Fprintln(os.Stderr, "dedup-bench contender: want one JSON spec argument")
 		return exitConfig
 	}
 	if err := bench.RunContender(ctx, args[0], os.Stdout); err != nil {
-		fmt.Fprintf(os.Stderr, "dedup bench contender: %v\n", err)
+		fmt.Fprintf(os.Stderr, "dedup-bench contender: %v\n", err)
 		return exitFailure
 	}
 	return exitOK

@@ -1,4 +1,8 @@
-package bench
+// Package workload describes and generates the input of the benchmarks: a
+// deterministic stream of keyed records whose first occurrences are known in
+// advance. It depends on the standard library only, so that the service
+// binary can use its key scheme (dedup size) without linking the harness.
+package workload
 
 import (
 	"errors"
@@ -73,4 +77,12 @@ func (w Workload) Validate() error {
 func (w Workload) KeysPerPartition() uint64 {
 	p := uint64(w.Partitions)
 	return (w.Keys + p - 1) / p
+}
+
+// DupRatioActual is the fraction of records that repeat a key.
+func (w Workload) DupRatioActual() float64 {
+	if w.Records == 0 {
+		return 0
+	}
+	return float64(w.Records-w.Keys) / float64(w.Records)
 }
