@@ -41,16 +41,20 @@ const pauseProgress = 300
 // before the last injection however slowly the faults play out.
 const (
 	nemesisRate = 800
-	holdLead    = 2000
+	holdLead    = 1000
 )
 
+// nemesisRecords is the stream of every case: at nemesisRate, about 20 s
+// of input.
+const nemesisRecords = 16000
+
 var nemeses = []nemesisCase{
-	{name: "sigkill", members: 2, records: 10000, points: 4, inject: injectKill},
-	{name: "sigstop", members: 2, records: 10000, points: 3, inject: injectPause},
-	{name: "lost-ack", members: 1, records: 10000, points: 5, ackLoss: true, inject: injectLostAck},
-	{name: "broker-restart", members: 1, records: 10000, points: 3, persist: true, inject: injectBrokerRestart},
-	{name: "empty-slow-fetch", members: 1, records: 10000, points: 3, fetchFaults: true, inject: injectFetchFaults},
-	{name: "rolling-restart", members: 2, records: 10000, points: 2, inject: injectRollingRestart},
+	{name: "sigkill", members: 2, records: nemesisRecords, points: 6, inject: injectKill},
+	{name: "sigstop", members: 2, records: nemesisRecords, points: 4, inject: injectPause},
+	{name: "lost-ack", members: 1, records: nemesisRecords, points: 8, ackLoss: true, inject: injectLostAck},
+	{name: "broker-restart", members: 2, records: nemesisRecords, points: 4, persist: true, inject: injectBrokerRestart},
+	{name: "empty-slow-fetch", members: 1, records: nemesisRecords, points: 4, fetchFaults: true, inject: injectFetchFaults},
+	{name: "rolling-restart", members: 3, records: nemesisRecords, points: 3, inject: injectRollingRestart},
 }
 
 // TestNemesis drives the built binary through each fault of the nemesis
@@ -144,7 +148,10 @@ func runNemesis(t *testing.T, nc nemesisCase, store string) {
 	r.pr.limit.Store(0)
 
 	done := r.obs.progress()
-	for i, at := range killPoints(r.rng, r.w.nFirsts, nc.points) {
+	// Points spread over 2%..72% of the first occurrences: the input
+	// held back for later points and released in bursts must leave a
+	// stream in flight at the last one.
+	for i, at := range killPoints(r.rng, r.w.nFirsts*80/100, nc.points) {
 		where := "with every first occurrence already forwarded"
 		if target, left := stopTarget(at, done, r.w.nFirsts); left {
 			r.hold(target)
@@ -275,19 +282,22 @@ func (r *nemesisRun) group() *kfake.GroupInfo {
 	return c.GroupInfo(r.members[0].env["GROUP_ID"])
 }
 
-// injectKill SIGKILLs one member (in turn) and starts it again at once.
+// injectKill SIGKILLs one member (in turn) in the middle of a burst of input
+// and starts it again at once.
 func injectKill(r *nemesisRun, i int) string {
 	m := r.members[i%len(r.members)]
+	burst := r.burst()
 	up := time.Since(m.p.started)
 	name := m.p.name
 	m.p.kill(r.t)
 	r.start(m)
-	return fmt.Sprintf("SIGKILL %s after %s up, restarted", name, up.Round(time.Millisecond))
+	return fmt.Sprintf("SIGKILL %s %s, after %s up, restarted", name, burst, up.Round(time.Millisecond))
 }
 
-// injectPause SIGSTOPs one member (in turn) while it works, keeps it stopped
-// until the broker has expired its session and the other member owns every
-// partition and has forwarded more, then SIGCONTs it.
+// injectPause SIGSTOPs one member (in turn) in the middle of a burst of
+// input, so that it holds records it fetched and has not written yet; keeps
+// it stopped until the broker has expired its session and the other member
+// owns every partition and has forwarded more; then SIGCONTs it.
 func injectPause(r *nemesisRun, i int) string {
 	t := r.t
 	m := r.members[i%len(r.members)]
@@ -297,6 +307,7 @@ func injectPause(r *nemesisRun, i int) string {
 			others = append(others, o.p)
 		}
 	}
+	burst := r.burst()
 	gen := r.group().Epoch
 	from := r.obs.progress()
 	if err := m.p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
@@ -313,15 +324,43 @@ func injectPause(r *nemesisRun, i int) string {
 	if err := m.p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatalf("SIGCONT %s: %v", m.p.name, err)
 	}
-	return fmt.Sprintf("SIGSTOP %s for %s (session timeout %s, expired after %s, generation %d -> %d), %d keys forwarded by the others meanwhile, SIGCONT",
-		m.p.name, time.Since(stopped).Round(time.Millisecond), sessionTimeout, expired.Round(time.Millisecond), gen, r.group().Epoch, after-from)
+	return fmt.Sprintf("SIGSTOP %s %s, for %s (session timeout %s, expired after %s, generation %d -> %d), %d keys forwarded by the others meanwhile, SIGCONT",
+		m.p.name, burst, time.Since(stopped).Round(time.Millisecond), sessionTimeout, expired.Round(time.Millisecond), gen, r.group().Epoch, after-from)
+}
+
+// burstSize is how many records a burst releases at once, beyond the pace.
+const burstSize = 1500
+
+// burst stops the input until the stage has forwarded all of it, then
+// releases burstSize records at once (and no more until the next hold) and
+// returns once the stage is forwarding them: a member stopped now has a
+// fetch in hand.
+func (r *nemesisRun) burst() string {
+	t := r.t
+	produced := r.pr.produced.Load()
+	r.pr.limit.Store(produced)
+	drained := int64(r.w.firstsBefore[produced])
+	r.obs.waitProgress(t, 60*time.Second, drained, "the stage to forward all input before a burst", r.guard)
+	end := min(produced+burstSize, int64(len(r.w.recs)))
+	if int64(r.w.firstsBefore[end]) <= drained {
+		return "after the last input"
+	}
+	r.pr.burst.Store(end)
+	r.pr.limit.Store(end)
+	target := drained + min(50, int64(r.w.firstsBefore[end])-drained)
+	r.obs.waitProgress(t, 60*time.Second, target, "the stage to forward the start of a burst", r.guard)
+	return fmt.Sprintf("while forwarding a burst of %d records (%d of its first occurrences out)", end-produced, r.obs.progress()-drained)
 }
 
 // injectLostAck loses the acknowledgement of the next produce request to the
-// output topic, after the broker appended it.
+// output topic, after the broker appended it, at the start of a burst of
+// input.
 func injectLostAck(r *nemesisRun, _ int) string {
 	before, recs := r.loser.lost.Load(), r.loser.records.Load()
 	r.loser.arm(1)
+	// The input up to the hold may be forwarded already: a burst makes
+	// sure there are produce requests to intercept.
+	burst := r.burst()
 	waitFor(r.t, 60*time.Second, "a produce to the output to lose its acknowledgement", func() error {
 		if err := r.guard(); err != nil {
 			return err
@@ -331,16 +370,17 @@ func injectLostAck(r *nemesisRun, _ int) string {
 		}
 		return nil
 	})
-	return fmt.Sprintf("acknowledgement of a produce of %d records lost after the append, connection closed", r.loser.records.Load()-recs)
+	return fmt.Sprintf("acknowledgement of a produce of %d records lost after the append, connection closed, %s", r.loser.records.Load()-recs, burst)
 }
 
-// injectBrokerRestart closes the broker and reopens it from its data
-// directory on the same port.
+// injectBrokerRestart closes the broker in the middle of a burst of input and
+// reopens it from its data directory on the same port.
 func injectBrokerRestart(r *nemesisRun, _ int) string {
+	burst := r.burst()
 	start := time.Now()
 	r.b.close()
 	r.b.open(r.t)
-	return fmt.Sprintf("broker closed and reopened from its data directory, down for %s", time.Since(start).Round(time.Millisecond))
+	return fmt.Sprintf("broker closed %s and reopened from its data directory, down for %s", burst, time.Since(start).Round(time.Millisecond))
 }
 
 // injectFetchFaults arms empty and slow fetches, SIGKILLs a member and starts
@@ -375,15 +415,16 @@ func injectFetchFaults(r *nemesisRun, i int) string {
 		name, f.empties.Load()-e0, f.slows.Load()-s0, slowDelay)
 }
 
-// injectRollingRestart stops every member with SIGTERM in turn, each started
-// again and the group settled before the next, as a rolling update does.
+// injectRollingRestart stops every member with SIGTERM in turn, the first in
+// the middle of a burst of input, each started again and the group settled
+// before the next, as a rolling update does.
 func injectRollingRestart(r *nemesisRun, _ int) string {
-	var names []string
+	names := []string{r.burst() + ":"}
 	for _, m := range r.members {
 		names = append(names, m.p.name)
 		m.p.termOK(r.t)
 		r.start(m)
 		r.settle()
 	}
-	return "rolling restart: SIGTERM and start of " + strings.Join(names, ", ")
+	return "rolling restart " + strings.Join(names, " ")
 }

@@ -112,6 +112,7 @@ type producer struct {
 	maxAhead  int
 	perSecond int          // records released per second; 0: no pacing
 	limit     atomic.Int64 // records beyond this index wait
+	burst     atomic.Int64 // records up to this index ignore the pace
 	produced  atomic.Int64
 	done      chan struct{}
 	err       error
@@ -157,7 +158,8 @@ func (pr *producer) held(hi int, start time.Time) bool {
 	if pr.w.firstsBefore[hi]-int(pr.obs.progress()) > pr.maxAhead || int64(hi) > pr.limit.Load() {
 		return true
 	}
-	return pr.perSecond > 0 && time.Since(start) < time.Duration(hi)*time.Second/time.Duration(pr.perSecond)
+	return pr.perSecond > 0 && int64(hi) > pr.burst.Load() &&
+		time.Since(start) < time.Duration(hi)*time.Second/time.Duration(pr.perSecond)
 }
 
 func (pr *producer) run(ctx context.Context, cl *kgo.Client) error {
