@@ -19,12 +19,44 @@ const (
 	brokerRestarts = 2
 )
 
-// restartable is a kfake broker with a data directory on a fixed port, so it
-// can be closed and reopened under the same address with its log intact.
+// restartable is a kfake broker on a fixed port, so it can be closed and
+// reopened under the same address; with a data directory among its options
+// it reopens with its log intact.
 type restartable struct {
-	mu   sync.Mutex
-	opts []kfake.Opt
-	c    *kfake.Cluster
+	mu     sync.Mutex
+	opts   []kfake.Opt
+	onOpen []func(*kfake.Cluster) // run on each opening: control functions
+	c      *kfake.Cluster
+}
+
+// newRestartable prepares a broker on a free port with the shared cluster
+// options plus extra, its warnings in a log file whose tail joins the test
+// log on failure; open starts it. Cleanup closes it.
+func newRestartable(t *testing.T, extra ...kfake.Opt) (b *restartable, brokers string) {
+	t.Helper()
+	_, portStr, err := net.SplitHostPort(freeAddr(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(t.TempDir(), "kfake.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		logf.Close()
+		if t.Failed() {
+			t.Logf("---- kfake warnings tail:\n%s", tail(logPath, 8<<10))
+		}
+	})
+	opts := append([]kfake.Opt{kfake.Ports(port), kfake.WithLogger(kfake.BasicLogger(logf, kfake.LogLevelWarn))}, extra...)
+	b = &restartable{opts: clusterOpts(opts...)}
+	t.Cleanup(b.close)
+	return b, net.JoinHostPort("127.0.0.1", portStr)
 }
 
 func (r *restartable) open(t *testing.T) {
@@ -33,9 +65,19 @@ func (r *restartable) open(t *testing.T) {
 	if err != nil {
 		t.Fatalf("open kfake: %v", err)
 	}
+	for _, fn := range r.onOpen {
+		fn(c)
+	}
 	r.mu.Lock()
 	r.c = c
 	r.mu.Unlock()
+}
+
+// cluster is the broker open at the moment, nil while it is closed.
+func (r *restartable) cluster() *kfake.Cluster {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.c
 }
 
 func (r *restartable) close() {
@@ -52,35 +94,8 @@ func (r *restartable) close() {
 // that broker too): no loss, no duplicates, and the stage rides it out.
 func TestBrokerRestart(t *testing.T) {
 	rng := newRand(testSeed(t))
-	_, portStr, err := net.SplitHostPort(freeAddr(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	port, err := strconv.Atoi(portStr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The broker's warnings go to a file whose tail joins the test log on
-	// failure.
-	logPath := filepath.Join(t.TempDir(), "kfake.log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		logf.Close()
-		if t.Failed() {
-			t.Logf("---- kfake warnings tail:\n%s", tail(logPath, 8<<10))
-		}
-	})
-	b := &restartable{opts: clusterOpts(
-		kfake.DataDir(t.TempDir()),
-		kfake.Ports(port),
-		kfake.WithLogger(kfake.BasicLogger(logf, kfake.LogLevelWarn)),
-	)}
+	b, brokers := newRestartable(t, kfake.DataDir(t.TempDir()))
 	b.open(t)
-	t.Cleanup(b.close)
-	brokers := net.JoinHostPort("127.0.0.1", portStr)
 
 	w := newWorkload(rng, brokerRecords, time.Now().Truncate(time.Millisecond))
 	obs := startObserver(t, brokers)

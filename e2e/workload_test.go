@@ -107,15 +107,27 @@ func (w *workload) dups() int { return len(w.recs) - w.nFirsts }
 // flowing while the stage runs, and kills land in the middle of the stream
 // rather than after it.
 type producer struct {
-	w        *workload
-	obs      *observer
-	maxAhead int
-	produced atomic.Int64
-	done     chan struct{}
-	err      error
+	w         *workload
+	obs       *observer
+	maxAhead  int
+	perSecond int          // records released per second; 0: no pacing
+	limit     atomic.Int64 // records beyond this index wait
+	burst     atomic.Int64 // records up to this index ignore the pace
+	produced  atomic.Int64
+	done      chan struct{}
+	err       error
 }
 
 func startProducer(t *testing.T, brokers string, w *workload, obs *observer, maxAhead int) *producer {
+	t.Helper()
+	return startPacedProducer(t, brokers, w, obs, maxAhead, 0)
+}
+
+// startPacedProducer is startProducer that also releases at most perSecond
+// records per second (when positive), so that the input keeps arriving for a
+// known while instead of as fast as the broker takes it, and never produces
+// past pr.limit (all records until lowered; see nemesisRun.hold).
+func startPacedProducer(t *testing.T, brokers string, w *workload, obs *observer, maxAhead, perSecond int) *producer {
 	t.Helper()
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(brokers),
@@ -126,7 +138,8 @@ func startProducer(t *testing.T, brokers string, w *workload, obs *observer, max
 		t.Fatalf("create producer: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	pr := &producer{w: w, obs: obs, maxAhead: maxAhead, done: make(chan struct{})}
+	pr := &producer{w: w, obs: obs, maxAhead: maxAhead, perSecond: perSecond, done: make(chan struct{})}
+	pr.limit.Store(int64(len(w.recs)))
 	go func() {
 		defer close(pr.done)
 		pr.err = pr.run(ctx, cl)
@@ -139,13 +152,24 @@ func startProducer(t *testing.T, brokers string, w *workload, obs *observer, max
 	return pr
 }
 
+// held reports whether the batch ending at record hi must wait: too far
+// ahead of the output, of the pace, or of the limit.
+func (pr *producer) held(hi int, start time.Time) bool {
+	if pr.w.firstsBefore[hi]-int(pr.obs.progress()) > pr.maxAhead || int64(hi) > pr.limit.Load() {
+		return true
+	}
+	return pr.perSecond > 0 && int64(hi) > pr.burst.Load() &&
+		time.Since(start) < time.Duration(hi)*time.Second/time.Duration(pr.perSecond)
+}
+
 func (pr *producer) run(ctx context.Context, cl *kgo.Client) error {
 	const batch = 100
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
+	start := time.Now()
 	for lo := 0; lo < len(pr.w.recs); lo += batch {
 		hi := min(lo+batch, len(pr.w.recs))
-		for pr.w.firstsBefore[hi]-int(pr.obs.progress()) > pr.maxAhead {
+		for pr.held(hi, start) {
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
@@ -252,6 +276,10 @@ func startObserver(t *testing.T, brokers string) *observer {
 		kgo.ConsumeTopics(outputTopic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(200*time.Millisecond),
+		// Marked as the test's own, sessionless fetches: the nemesis
+		// fetch fault spares them (see testFetchMaxBytes).
+		kgo.FetchMaxBytes(testFetchMaxBytes),
+		kgo.DisableFetchSessions(),
 	)
 	if err != nil {
 		t.Fatalf("create output consumer: %v", err)
