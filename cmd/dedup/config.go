@@ -47,6 +47,7 @@ type Config struct {
 	ExpectedKeys  uint64        `env:"DEDUP_EXPECTED_KEYS" envDefault:"1000000"`
 	FPRate        float64       `env:"DEDUP_FP_RATE" envDefault:"0.001"`
 	RetractHeader string        `env:"DEDUP_RETRACT_HEADER" envDefault:"dedup-retract"`
+	MaxClockSkew  time.Duration `env:"DEDUP_MAX_CLOCK_SKEW" envDefault:"5m"`
 
 	ProduceBatchSize    int           `env:"PRODUCE_BATCH_SIZE" envDefault:"1000"`
 	ProduceBatchBytes   int64         `env:"PRODUCE_BATCH_BYTES" envDefault:"1048576"`
@@ -342,6 +343,7 @@ func (c *Config) validate() []Problem {
 		bad("CHECKPOINT_STORE", "must be kafka or file, got %q", c.CheckpointStore)
 	}
 	positive("CHECKPOINT_INTERVAL", c.CheckpointInterval)
+	positive("DEDUP_MAX_CLOCK_SKEW", c.MaxClockSkew)
 	if c.CheckpointKeep < 1 {
 		bad("CHECKPOINT_KEEP", "must be >= 1, got %d", c.CheckpointKeep)
 	}

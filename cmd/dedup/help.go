@@ -35,6 +35,7 @@ var varDocs = []varDoc{
 	{"DEDUP_EXPECTED_KEYS", "distinct keys per partition per window the filters are sized for", "1000000"},
 	{"DEDUP_FP_RATE", "target false-positive rate at that size, in (0, 1)", "0.001"},
 	{"DEDUP_RETRACT_HEADER", "header whose presence marks a retraction", "dedup-retract"},
+	{"DEDUP_MAX_CLOCK_SKEW", "Go duration: a record stamped further ahead of the wall clock is decided without moving the window (at most DEDUP_WINDOW is applied)", "5m"},
 	{"PRODUCE_BATCH_SIZE", "records per produce batch", "1000"},
 	{"PRODUCE_BATCH_BYTES", "bytes per produce batch", "1048576"},
 	{"PRODUCE_BATCH_TIMEOUT", "longest wait to fill a produce batch (Go duration)", "5ms"},
