@@ -61,8 +61,8 @@ type Deps struct {
 	// still move the partition's event time; a record further ahead is
 	// decided in the current window. Positive.
 	MaxClockSkew time.Duration
-	// Now is the wall clock, read once per tick (never per record): the
-	// skew rule's reference, the checkpoint schedule. Required.
+	// Now is the skew rule's wall clock, read once per tick (never per
+	// record). Required; tests replay input at another time with their own.
 	Now func() time.Time
 
 	Store              Store               // nil: no checkpoints, commits only

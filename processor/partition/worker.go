@@ -77,7 +77,7 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 		case ferr != nil && !errors.Is(ferr, context.DeadlineExceeded):
 			return ferr
 		}
-		if err := w.periodic(w.d.Now()); err != nil {
+		if err := w.periodic(time.Now()); err != nil {
 			return err
 		}
 	}
@@ -338,9 +338,11 @@ func (w *Worker) warnRemove(err error) {
 // kafka-go encodes it as -1.
 var noTimestamp = time.UnixMilli(-1)
 
-// periodic runs between hot-loop slices, at least every tickInterval.
+// periodic runs between hot-loop slices, at least every tickInterval. now
+// schedules gauges and checkpoints; the skew rule reads Deps.Now, which
+// tests replace.
 func (w *Worker) periodic(now time.Time) error {
-	w.futureAfter = now.Add(w.d.MaxClockSkew)
+	w.futureAfter = w.d.Now().Add(w.d.MaxClockSkew)
 	if err := w.flush(); err != nil {
 		return err
 	}
