@@ -3,6 +3,7 @@ package processor
 import (
 	"context"
 	"errors"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -43,6 +44,7 @@ func (p *Processor) superviseGeneration(ctx context.Context, gen *kafka.Generati
 	log := p.log.With("group", p.o.GroupID, "generation", gen.ID)
 	log.Info("generation joined", "member", gen.MemberID, "partitions", ids)
 	p.forgetUnassigned(assigned)
+	p.forgetSeries(ids)
 
 	mctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	in, out, err := p.partitionCounts(mctx)
@@ -141,7 +143,9 @@ func (p *Processor) partitionDeps(g *generation, a kafka.PartitionAssignment) pa
 			MaxWait:     p.o.FetchMaxWait,
 			ErrorLogger: kafkaLogger{log: log},
 		},
-		Filter: p.filter,
+		Filter:       p.filter,
+		MaxClockSkew: p.skew,
+		Now:          p.o.Now,
 
 		Store:              p.o.Store,
 		Spares:             p.spares,
@@ -160,9 +164,34 @@ func (p *Processor) partitionDeps(g *generation, a kafka.PartitionAssignment) pa
 		Delivered: func(offset int64) { p.delivered(part, offset) },
 		Crashed:   p.crashed.Load,
 
-		Metrics: p.metrics.partition(topic, part, p.storeKind),
+		Metrics: p.partitionMetrics(part),
 		Totals:  &p.progress,
 		Log:     log,
+	}
+}
+
+// partitionMetrics returns the series of input partition part, noting
+// that they exist.
+func (p *Processor) partitionMetrics(part int) *partition.Metrics {
+	p.mu.Lock()
+	p.series[part] = struct{}{}
+	p.mu.Unlock()
+	return p.metrics.partition(p.o.InputTopic, part, p.storeKind)
+}
+
+// forgetSeries deletes the per-partition series of every input partition
+// not in keep. With eager rebalancing every partition is revoked at each
+// generation; called at the start of the next one with its assignment, it
+// keeps the counters of a partition that stays and drops those of one that
+// moved to another member (whose series that member now reports).
+func (p *Processor) forgetSeries(keep []int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for part := range p.series {
+		if !slices.Contains(keep, part) {
+			p.metrics.forget(p.o.InputTopic, part)
+			delete(p.series, part)
+		}
 	}
 }
 

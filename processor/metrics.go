@@ -16,12 +16,21 @@ const (
 	OutcomeUnkeyed    = "unkeyed"
 )
 
+// Kinds of dedup_timestamp_anomalies_total: records decided without moving
+// event time.
+const (
+	AnomalyFuture  = "future"  // stamped further ahead of the wall clock than the allowed skew
+	AnomalyMissing = "missing" // no timestamp (0 or negative)
+)
+
 // Metrics holds every dedup_ family. Build it with NewMetrics, which
 // registers all of them at once so that /metrics lists each family from
 // the start. Safe for concurrent use.
 type Metrics struct {
 	messages          *prometheus.CounterVec
 	replaySuppressed  *prometheus.CounterVec
+	tsAnomalies       *prometheus.CounterVec
+	tsRewritten       *prometheus.CounterVec
 	fill              *prometheus.GaugeVec
 	estimatedKeys     *prometheus.GaugeVec
 	fpRate            *prometheus.GaugeVec
@@ -62,6 +71,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		replaySuppressed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "dedup_replay_suppressed_total",
 			Help: "Replayed input records whose output was already in the output topic, not forwarded again.",
+		}, pt),
+		tsAnomalies: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dedup_timestamp_anomalies_total",
+			Help: "Input records decided without moving event time, by kind: future (stamped further ahead of the wall clock than DEDUP_MAX_CLOCK_SKEW), missing (no timestamp: 0 or negative).",
+		}, []string{"topic", "partition", "kind"}),
+		tsRewritten: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dedup_timestamp_rewritten_total",
+			Help: "Forwarded records read without a timestamp (0 or negative), written with timestamp -1: the writer cannot write 0 or keep another negative value.",
 		}, pt),
 		fill: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "dedup_filter_fill_ratio",
@@ -165,7 +182,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"version", "mode"}),
 	}
 	reg.MustRegister(
-		m.messages, m.replaySuppressed, m.fill, m.estimatedKeys, m.fpRate, m.saturated,
+		m.messages, m.replaySuppressed, m.tsAnomalies, m.tsRewritten, m.fill, m.estimatedKeys, m.fpRate, m.saturated,
 		m.fpTarget, m.expectedKeys, m.windowSeconds, m.windowElapsed, m.filterBytes,
 		m.rotations, m.lag, m.assigned, m.produceErrors, m.outputErrors, m.stalled, m.latency, m.checkpointSeconds,
 		m.checkpointPause, m.checkpointSize, m.checkpointLast, m.checkpoints, m.checkpointFails, m.restores,
@@ -178,6 +195,21 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.outputErrors.WithLabelValues(k)
 	}
 	return m
+}
+
+// forget deletes every series of input partition part of topic, so that
+// a partition this member no longer owns leaves no stale values behind.
+func (m *Metrics) forget(topic string, part int) {
+	l := prometheus.Labels{"topic": topic, "partition": strconv.Itoa(part)}
+	for _, v := range []interface {
+		DeletePartialMatch(prometheus.Labels) int
+	}{
+		m.messages, m.replaySuppressed, m.tsAnomalies, m.tsRewritten, m.fill, m.estimatedKeys, m.fpRate,
+		m.saturated, m.windowElapsed, m.filterBytes, m.rotations, m.lag, m.checkpointSize,
+		m.checkpointLast, m.checkpoints, m.checkpointFails,
+	} {
+		v.DeletePartialMatch(l)
+	}
 }
 
 // partition returns one partition's series; storeKind labels its
@@ -201,6 +233,10 @@ func (m *Metrics) partition(topic string, part int, storeKind string) *partition
 		CheckpointFails:  m.checkpointFails.WithLabelValues(topic, p),
 		CheckpointPause:  m.checkpointPause,
 		Restores:         m.restores,
+
+		FutureTimestamps:    m.tsAnomalies.WithLabelValues(topic, p, AnomalyFuture),
+		MissingTimestamps:   m.tsAnomalies.WithLabelValues(topic, p, AnomalyMissing),
+		RewrittenTimestamps: m.tsRewritten.WithLabelValues(topic, p),
 	}
 	if storeKind != "" { // without a store there are no checkpoints to time
 		pm.CheckpointSeconds = m.checkpointSeconds.WithLabelValues(storeKind)

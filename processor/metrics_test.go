@@ -1,7 +1,9 @@
 package processor
 
 import (
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -15,7 +17,7 @@ var (
 		"dedup_checkpoint_duration_seconds", "dedup_checkpoint_pause_seconds", "dedup_restores_total", "dedup_build_info",
 	}
 	partitionFamilies = []string{
-		"dedup_messages_total", "dedup_replay_suppressed_total",
+		"dedup_messages_total", "dedup_replay_suppressed_total", "dedup_timestamp_anomalies_total", "dedup_timestamp_rewritten_total",
 		"dedup_filter_fill_ratio", "dedup_filter_estimated_keys", "dedup_filter_false_positive_rate",
 		"dedup_filter_saturated_counters", "dedup_filter_window_elapsed_ratio", "dedup_filter_bytes",
 		"dedup_rotations_total", "dedup_consumer_lag", "dedup_checkpoint_size_bytes",
@@ -62,5 +64,87 @@ func TestMetricsEager(t *testing.T) {
 		if got[name] == 0 {
 			t.Errorf("%s not exposed after assignment", name)
 		}
+	}
+}
+
+// seriesPartitions returns, per per-partition family of reg, the input
+// partitions it has series of.
+func seriesPartitions(t *testing.T, reg *prometheus.Registry) map[string][]string {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]string{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "partition" && !slices.Contains(got[mf.GetName()], l.GetValue()) {
+					got[mf.GetName()] = append(got[mf.GetName()], l.GetValue())
+				}
+			}
+		}
+	}
+	for _, ps := range got {
+		slices.Sort(ps)
+	}
+	return got
+}
+
+// TestMetricsFollowPartitions: when a partition moves to another member,
+// the first member deletes its series (a dashboard summing the group's
+// members then counts each partition once); the partition it keeps keeps
+// its counters; at shutdown it deletes them all.
+func TestMetricsFollowPartitions(t *testing.T) {
+	const parts = 2
+	e := newTestEnv(t, parts, parts)
+	o := e.options("follow")
+	regA := newRegistry()
+	o.Metrics = NewMetrics(regA)
+	a := start(t, o)
+	out := e.collect()
+	eventually(t, 20*time.Second, "a holds both partitions", func() bool { return a.p.Ready() && assignedTo(a) == parts })
+	e.produce(rec(0, "x", "x0", t0), rec(1, "y", "y1", t0))
+	e.produce(sentinels(parts, t0)...)
+	out.untilSentinels(parts)
+	forwarded := func(r *running, part string) float64 {
+		return metricValue(r.p.metrics.messages.WithLabelValues(inTopic, part, OutcomeForwarded))
+	}
+	eventually(t, 10*time.Second, "a's counters published", func() bool {
+		return forwarded(a, "0") == 2 && forwarded(a, "1") == 2
+	})
+	for _, name := range partitionFamilies {
+		if got := seriesPartitions(t, regA)[name]; !slices.Equal(got, []string{"0", "1"}) {
+			t.Errorf("before the move: %s has series of partitions %v, want [0 1]", name, got)
+		}
+	}
+
+	o.Metrics = NewMetrics(newRegistry())
+	b := start(t, o)
+	eventually(t, 20*time.Second, "one partition each", func() bool {
+		return a.p.Ready() && b.p.Ready() && assignedTo(a) == 1 && assignedTo(b) == 1
+	})
+	kept := seriesPartitions(t, regA)["dedup_messages_total"]
+	if len(kept) != 1 {
+		t.Fatalf("after the move a has dedup_messages_total of partitions %v, want one", kept)
+	}
+	for _, name := range partitionFamilies {
+		if got := seriesPartitions(t, regA)[name]; !slices.Equal(got, kept) {
+			t.Errorf("after the move: %s has series of partitions %v, want %v", name, got, kept)
+		}
+	}
+	// The partition a kept is read without going through the registry's
+	// series map: its counter was not reset by the new generation.
+	if v := forwarded(a, kept[0]); v != 2 {
+		t.Errorf("kept partition %s: forwarded = %v, want 2 (kept across the generation)", kept[0], v)
+	}
+	if err := b.stop(t); err != nil {
+		t.Errorf("Run b: %v", err)
+	}
+	if err := a.stop(t); err != nil {
+		t.Errorf("Run a: %v", err)
+	}
+	if got := seriesPartitions(t, regA); len(got) != 0 {
+		t.Errorf("after shutdown a still has per-partition series: %v", got)
 	}
 }

@@ -53,6 +53,18 @@ type Options struct {
 	RetractHeader string    // header whose presence marks a retraction (empty = no retractions)
 	Filter        rotation.Options
 
+	// MaxClockSkew is how far ahead of the wall clock a record's timestamp
+	// may be and still move its partition's event time (default
+	// DefaultMaxClockSkew). A record stamped further ahead is decided in
+	// the current window, as a record without timestamp is, and counted in
+	// dedup_timestamp_anomalies_total{kind="future"}. A skew longer than
+	// the window is applied as the window, so that no record the rule lets
+	// through moves the window by more than one rotation.
+	MaxClockSkew time.Duration
+	// Now is the wall clock of the skew rule (nil = time.Now). Read once
+	// per partition tick, never per record.
+	Now func() time.Time
+
 	BatchSize    int           // writer batch, records (default 1000)
 	BatchBytes   int64         // writer batch, bytes (default 1 MiB)
 	BatchTimeout time.Duration // writer linger (default 5ms)
@@ -83,6 +95,13 @@ type Progress struct {
 	Suppressed                                      uint64 // replayed records already in the output
 }
 
+// DefaultMaxClockSkew is Options.MaxClockSkew's default: far above the
+// disagreement of synchronised clocks (milliseconds) and a producer's
+// batching delay, far below the windows the stage is run with, and small
+// against the hour-scale mistakes it stops (a wrong time zone, a clock
+// reset, seconds read as milliseconds or milliseconds as microseconds).
+const DefaultMaxClockSkew = 5 * time.Minute
+
 // ErrRunTwice is returned by a second call of Run.
 var ErrRunTwice = errors.New("processor already run")
 
@@ -96,7 +115,8 @@ type Processor struct {
 	o         Options
 	log       *slog.Logger
 	metrics   *Metrics
-	storeKind string // dedup_checkpoint_duration_seconds{store}
+	storeKind string        // dedup_checkpoint_duration_seconds{store}
+	skew      time.Duration // o.MaxClockSkew, at most the window
 	flushAt   int
 	started   atomic.Bool
 	filter    rotation.Options // o.Filter with defaults, as a pair reports it
@@ -136,6 +156,7 @@ type Processor struct {
 	crashed atomic.Bool
 
 	mu       sync.Mutex
+	series   map[int]struct{} // input partitions whose per-partition series exist
 	fatal    error
 	cancel   context.CancelFunc
 	inGen    bool
@@ -183,7 +204,7 @@ func New(o Options) (*Processor, error) {
 		{"session timeout", o.SessionTimeout}, {"rebalance timeout", o.RebalanceTimeout},
 		{"heartbeat interval", o.HeartbeatInterval}, {"batch timeout", o.BatchTimeout},
 		{"fetch max wait", o.FetchMaxWait}, {"checkpoint interval", o.CheckpointInterval},
-		{"recovery timeout", o.RecoveryTimeout},
+		{"recovery timeout", o.RecoveryTimeout}, {"max clock skew", o.MaxClockSkew},
 	} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("%s %v: want >= 0", d.name, d.v))
@@ -207,6 +228,11 @@ func New(o Options) (*Processor, error) {
 		readDialer: coalescingDialer(o.Dialer, readDeadlineSlack(o.FetchMaxWait)),
 	}
 	p.filter = spare.Options()
+	p.skew = min(o.MaxClockSkew, p.filter.Window)
+	if p.skew < o.MaxClockSkew {
+		p.log.Info("max clock skew longer than the window: applied as the window",
+			"max_clock_skew", o.MaxClockSkew, "window", p.filter.Window)
+	}
 	p.settle = p.newCompletion()
 	if o.Store != nil {
 		p.spares = make(chan *rotation.Pair, 1)
@@ -214,6 +240,7 @@ func New(o Options) (*Processor, error) {
 	}
 	p.client = &kafka.Client{Addr: kafka.TCP(o.Brokers...), Timeout: 10 * time.Second, Transport: p.admin}
 	p.stuck.failedAt = map[int]int64{}
+	p.series = map[int]struct{}{}
 	p.metrics.fpTarget.Set(o.Filter.FPRate)
 	p.metrics.expectedKeys.Set(float64(o.Filter.ExpectedKeys))
 	p.metrics.windowSeconds.Set(o.Filter.Window.Seconds())
@@ -264,6 +291,12 @@ func withDefaults(o Options) Options {
 	}
 	if o.RecoveryTimeout == 0 {
 		o.RecoveryTimeout = time.Minute
+	}
+	if o.MaxClockSkew == 0 {
+		o.MaxClockSkew = DefaultMaxClockSkew
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -380,6 +413,7 @@ func (p *Processor) Run(ctx context.Context) (err error) {
 		}
 	})
 	err = eg.Wait()
+	p.forgetSeries(nil) // the member owns no partition any more
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.fatal != nil {

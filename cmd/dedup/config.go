@@ -52,6 +52,7 @@ type Config struct {
 	ExpectedKeys  uint64        `env:"DEDUP_EXPECTED_KEYS" envDefault:"1000000" help:"distinct keys per partition per window the filters are sized for (k, M, G suffixes: 10M)"`
 	FPRate        float64       `env:"DEDUP_FP_RATE" envDefault:"0.001" help:"target false-positive rate at that size, 1e-9 to 0.5"`
 	RetractHeader string        `env:"DEDUP_RETRACT_HEADER" envDefault:"dedup-retract" help:"header whose presence marks a retraction"`
+	MaxClockSkew  time.Duration `env:"DEDUP_MAX_CLOCK_SKEW" envDefault:"5m" help:"Go duration: a record stamped further ahead of the stage's clock is decided without moving the window and counted as a future-timestamp anomaly; applied as at most DEDUP_WINDOW"`
 
 	ProduceBatchSize    int           `env:"PRODUCE_BATCH_SIZE" envDefault:"1000" help:"records per produce batch"`
 	ProduceBatchBytes   int64         `env:"PRODUCE_BATCH_BYTES" envDefault:"1048576" help:"bytes per produce batch"`
@@ -401,6 +402,7 @@ func (c *Config) validate() []Problem {
 		bad("CHECKPOINT_STORE", "must be kafka or file, got %q", c.CheckpointStore)
 	}
 	positive("CHECKPOINT_INTERVAL", c.CheckpointInterval)
+	positive("DEDUP_MAX_CLOCK_SKEW", c.MaxClockSkew)
 	if c.CheckpointKeep < 1 {
 		bad("CHECKPOINT_KEEP", "must be >= 1, got %d", c.CheckpointKeep)
 	}

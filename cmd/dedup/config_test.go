@@ -44,6 +44,7 @@ func TestConfigDefaults(t *testing.T) {
 		{"DEDUP_WINDOW", cfg.Window, time.Hour},
 		{"DEDUP_EXPECTED_KEYS", cfg.ExpectedKeys, uint64(1000000)},
 		{"DEDUP_FP_RATE", cfg.FPRate, 0.001},
+		{"DEDUP_MAX_CLOCK_SKEW", cfg.MaxClockSkew, 5 * time.Minute},
 		{"CHECKPOINT_STORE", cfg.CheckpointStore, "file"},
 		{"CHECKPOINT_TOPIC", cfg.CheckpointTopic, "dedup-dedup-state"},
 		{"CHECKPOINT_DIR", cfg.CheckpointDir, filepath.Join("data", "checkpoints")},
@@ -118,6 +119,7 @@ func badValues(t *testing.T) []badValue {
 		{name: "DEDUP_EXPECTED_KEYS", value: "0"},
 		{name: "DEDUP_FP_RATE", value: "1"},
 		{name: "DEDUP_RETRACT_HEADER", value: " "},
+		{name: "DEDUP_MAX_CLOCK_SKEW", value: "0s"},
 		{name: "PRODUCE_BATCH_SIZE", value: "0"},
 		{name: "PRODUCE_BATCH_BYTES", value: "-5"},
 		{name: "PRODUCE_BATCH_TIMEOUT", value: "0s"},
@@ -176,14 +178,15 @@ func TestConfigBadValueNamesVariable(t *testing.T) {
 
 func TestConfigReportsEveryProblemAtOnce(t *testing.T) {
 	env := envMap{
-		"DEDUP_WINDOW":       "soon",       // parse error
-		"FETCH_MAX_BYTES":    "many",       // parse error
-		"DEDUP_FP_RATE":      "1.5",        // out of range
-		"KAFKA_START_OFFSET": "yesterday",  // not in the set
-		"DEDUP_KEY":          "header:",    // no header name
-		"LOG_FORMAT":         "yaml",       // unknown
-		"OUTPUT_TOPIC":       "events",     // same as input
-		"CHECKPOINT_STORE":   "filesystem", // unknown
+		"DEDUP_WINDOW":         "soon",       // parse error
+		"FETCH_MAX_BYTES":      "many",       // parse error
+		"DEDUP_FP_RATE":        "1.5",        // out of range
+		"KAFKA_START_OFFSET":   "yesterday",  // not in the set
+		"DEDUP_KEY":            "header:",    // no header name
+		"LOG_FORMAT":           "yaml",       // unknown
+		"OUTPUT_TOPIC":         "events",     // same as input
+		"CHECKPOINT_STORE":     "filesystem", // unknown
+		"DEDUP_MAX_CLOCK_SKEW": "-5m",        // not positive
 	}
 	_, err := LoadConfig(env.lookup)
 	var ce *ConfigError

@@ -100,6 +100,7 @@ func newStage(ctx context.Context, cfg *Config, cluster *Cluster, reg *prometheu
 		Key:                key,
 		RetractHeader:      cfg.RetractHeader,
 		Filter:             cfg.filterOptions(),
+		MaxClockSkew:       cfg.MaxClockSkew,
 		BatchSize:          cfg.ProduceBatchSize,
 		BatchBytes:         cfg.ProduceBatchBytes,
 		BatchTimeout:       cfg.ProduceBatchTimeout,

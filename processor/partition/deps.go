@@ -57,6 +57,14 @@ type Deps struct {
 	Reader kafka.ReaderConfig
 	Filter rotation.Options // with defaults, as a pair reports them
 
+	// MaxClockSkew is how far ahead of Now a record's timestamp may be and
+	// still move the partition's event time; a record further ahead is
+	// decided in the current window. Positive.
+	MaxClockSkew time.Duration
+	// Now is the skew rule's wall clock, read once per tick (never per
+	// record). Required; tests replay input at another time with their own.
+	Now func() time.Time
+
 	Store              Store               // nil: no checkpoints, commits only
 	Spares             chan *rotation.Pair // the instance's spare pair; nil without a Store
 	CheckpointInterval time.Duration

@@ -8,12 +8,16 @@
 //
 //   - Time is the record timestamp. A key forwarded less than one window
 //     earlier is dropped; one forwarded two windows or more earlier is
-//     forwarded; in between, either (rotation.Pair decides).
+//     forwarded; in between, either (rotation.Pair decides). A timestamp
+//     further ahead of Deps.Now than Deps.MaxClockSkew, or none (0 or
+//     negative), does not move time: the record is decided in the current
+//     window, so no record can clear the filters by its timestamp alone.
 //   - A record carrying Deps.RetractHeader removes its key from the filters
 //     and is itself forwarded. A record without a dedup key is forwarded and
 //     counted as unkeyed; nothing is dropped for being malformed.
 //   - Forwarded records keep key, value, timestamp and headers and gain the
-//     HeaderSource* headers. Router sends them to the input record's
+//     HeaderSource* headers (a record read without a timestamp is written
+//     with -1: kafka-go cannot write 0). Router sends them to the input record's
 //     partition when both topics have as many partitions, else where the
 //     Java client's default partitioner (murmur2 of the key) puts them.
 //   - An input offset is committed (Deps.Commit) only after every output

@@ -22,6 +22,11 @@ type Metrics struct {
 	CheckpointSeconds                         prometheus.Observer // this store's series
 	CheckpointPause                           prometheus.Observer
 	Restores                                  *prometheus.CounterVec // {source}
+	// Records decided without moving event time: stamped further ahead of
+	// the wall clock than the allowed skew, or without a timestamp.
+	FutureTimestamps, MissingTimestamps prometheus.Counter
+	// Forwarded records whose timestamp could not be written as read.
+	RewrittenTimestamps prometheus.Counter
 }
 
 // Totals are cumulative counts of input records by outcome over every
@@ -34,6 +39,7 @@ type Totals struct {
 // every tick, so the hot path touches no shared cache line per record.
 type counts struct {
 	in, forwarded, duplicates, retractions, unkeyed, suppressed uint64
+	future, missing, rewritten                                  uint64
 }
 
 func (w *Worker) publishCounts() {
@@ -49,6 +55,14 @@ func (w *Worker) publishCounts() {
 	publish(c.retractions, pm.Retraction, &pr.Retractions)
 	publish(c.unkeyed, pm.Unkeyed, &pr.Unkeyed)
 	publish(c.suppressed, pm.ReplaySuppressed, &pr.Suppressed)
+	for _, a := range [...]struct {
+		n uint64
+		m prometheus.Counter
+	}{{c.future, pm.FutureTimestamps}, {c.missing, pm.MissingTimestamps}, {c.rewritten, pm.RewrittenTimestamps}} {
+		if a.n > 0 {
+			a.m.Add(float64(a.n))
+		}
+	}
 }
 
 // publish adds a tick's tally to its Prometheus counter and to the

@@ -28,9 +28,13 @@ type Worker struct {
 	pair   *rotation.Pair
 	acks   *ackTracker
 
-	position int64 // next input offset to read: everything below is decided
-	hwm      int64 // high-water mark seen with the last record
-	lastTime time.Time
+	position int64     // next input offset to read: everything below is decided
+	hwm      int64     // high-water mark seen with the last record
+	lastTime time.Time // timestamp of the last record that moved event time
+
+	// futureAfter is the wall clock plus the allowed skew, computed once
+	// per tick: a record stamped after it does not move event time.
+	futureAfter time.Time
 
 	// Replay suppression after a restore: input offsets whose output is
 	// already in the output topic. nil once the replay passed them all.
@@ -63,6 +67,7 @@ type Worker struct {
 func (w *Worker) Run(ctx context.Context) (err error) {
 	w.cp.startSaver(w)
 	defer func() { err = errors.Join(err, w.stop()) }()
+	w.futureAfter = w.d.Now().Add(w.d.MaxClockSkew)
 	for {
 		fctx, cancel := context.WithTimeout(ctx, tickInterval)
 		ferr := w.consume(fctx)
@@ -178,8 +183,23 @@ func (w *Worker) process(r *record) error {
 	m, key := &r.msg, r.key
 	w.position = m.Offset + 1
 	w.hwm = m.HighWaterMark
-	w.lastTime = m.Time
 	w.counts.in++
+
+	// ts is the event time the record is decided at. A zero time leaves the
+	// pair's window where it is: kafka-go reads a missing timestamp (0 or
+	// negative) as zero, and a timestamp too far ahead of the wall clock is
+	// treated the same way, so that one bad producer clock cannot rotate
+	// the filters away.
+	ts := m.Time
+	switch {
+	case ts.IsZero():
+		w.counts.missing++
+	case ts.After(w.futureAfter):
+		w.counts.future++
+		ts = time.Time{}
+	default:
+		w.lastTime = ts
+	}
 
 	outcome := &w.counts.forwarded
 	switch {
@@ -187,10 +207,10 @@ func (w *Worker) process(r *record) error {
 		outcome = &w.counts.unkeyed
 	case w.isRetraction(m):
 		outcome = &w.counts.retractions
-		if _, err := w.pair.Remove(key, m.Time); err != nil {
+		if _, err := w.pair.Remove(key, ts); err != nil {
 			w.warnRemove(err)
 		}
-	case w.pair.TestAndAddAt(&r.probe, m.Time):
+	case w.pair.TestAndAddAt(&r.probe, ts):
 		w.counts.duplicates++
 		return w.flushIfCaughtUp()
 	}
@@ -201,7 +221,7 @@ func (w *Worker) process(r *record) error {
 	}
 	*outcome++
 
-	slot := w.acks.reserve(m.Offset, m.Time)
+	slot := w.acks.reserve(m.Offset, ts)
 	if slot == nil {
 		// The ring is full: hand what is buffered to the writer and wait for
 		// acknowledgements. Not cancellable: the record is already decided,
@@ -215,13 +235,22 @@ func (w *Worker) process(r *record) error {
 		if err := w.acks.publish(); err != nil {
 			return err
 		}
-		slot = w.acks.reserve(m.Offset, m.Time)
+		slot = w.acks.reserve(m.Offset, ts)
+	}
+	out := m.Time
+	if out.IsZero() {
+		// kafka-go writes a zero time as the wall clock; -1, Kafka's "no
+		// timestamp", is the nearest it can write to what was read (a
+		// record stamped 0 cannot be written as 0: kafka-go stamps that
+		// too).
+		out = noTimestamp
+		w.counts.rewritten++
 	}
 	w.buf = append(w.buf, kafka.Message{
 		Key:        m.Key,
 		Value:      m.Value,
 		Headers:    w.arena.headers(m, w.srcTop, w.srcPart, w.acks.tail-1, w.acks.retired()),
-		Time:       m.Time,
+		Time:       out,
 		Partition:  w.d.Route.partition(w.d.Partition, m.Key),
 		WriterData: slot,
 	})
@@ -306,8 +335,15 @@ func (w *Worker) warnRemove(err error) {
 	w.log.Warn("retraction forwarded but not applied", "err", err)
 }
 
-// periodic runs between hot-loop slices, at least every tickInterval.
+// noTimestamp is the output time of a record read without a timestamp:
+// kafka-go encodes it as -1.
+var noTimestamp = time.UnixMilli(-1)
+
+// periodic runs between hot-loop slices, at least every tickInterval. now
+// schedules gauges and checkpoints; the skew rule reads Deps.Now, which
+// tests replace.
 func (w *Worker) periodic(now time.Time) error {
+	w.futureAfter = w.d.Now().Add(w.d.MaxClockSkew)
 	if err := w.flush(); err != nil {
 		return err
 	}
