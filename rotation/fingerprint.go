@@ -31,6 +31,14 @@ type fingerprint struct {
 	f        uint   // fingerprint bits
 	mask     uint64 // 1<<f - 1
 	bb       uint64 // bytes per generation bucket: f/2
+	// A bucket is read as two halves of two slots (2f bits each, at most
+	// 64): the second half starts at byte half2 and bit shift2 of it.
+	// ones2 has the low bit of each slot of a half set, highs2 the high bit.
+	ones2, highs2, mask2 uint64
+	half2, shift2        uint64
+	// Both generations of a bucket (f bytes) are four such halves; half h
+	// starts at byte hb[h] and bit hs[h] of it.
+	hb, hs [4]uint64
 	cur      int
 	held     [2]uint64 // per generation: fingerprints held, in slots and stash
 	stash    [2]map[stashKey]uint32
@@ -78,6 +86,12 @@ func newFingerprint(buckets uint64, f int) *fingerprint {
 		words: words, tab: unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), len(words)*8),
 		buckets: buckets, f: uint(f), mask: 1<<uint(f) - 1, bb: bb,
 		stashCap: stashCapacity(buckets),
+		ones2:    1 | 1<<uint(f), half2: uint64(f) / 4, shift2: uint64(2*f) % 8,
+	}
+	c.highs2 = c.ones2 << (uint(f) - 1)
+	c.mask2 = 1<<(2*uint(f)) - 1
+	for h := range uint64(4) {
+		c.hb[h], c.hs[h] = h*2*uint64(f)/8, h*2*uint64(f)%8
 	}
 	for g := range 2 {
 		c.stash[g] = make(map[stashKey]uint32, c.stashCap)
@@ -138,13 +152,35 @@ func (c *fingerprint) stashKeyOf(pr *fprobe) stashKey {
 	return stashKey{bucket: min(pr.i1, pr.i2), fp: pr.fp}
 }
 
+// holds reports whether bucket i of generation g holds fp, comparing each
+// half's two slots at once: y has a zero slot exactly where the bucket holds
+// fp, and (y - ones) &^ y has a slot's high bit set if and only if some
+// slot of y is zero (a borrow only runs upwards from a zero slot).
+func (c *fingerprint) holds(g int, i, fp uint64) bool {
+	o := (2*i + uint64(g)) * c.bb
+	lo := binary.LittleEndian.Uint64(c.tab[o:]) & c.mask2
+	hi := binary.LittleEndian.Uint64(c.tab[o+c.half2:]) >> c.shift2 & c.mask2
+	rep := fp * c.ones2
+	y, z := lo^rep, hi^rep
+	return ((y-c.ones2)&^y|(z-c.ones2)&^z)&c.highs2 != 0
+}
+
+// eitherHolds is non-zero when either generation's bucket i holds fp: the
+// check of holds over all four halves of both generations, without a branch.
+func (c *fingerprint) eitherHolds(i, fp uint64) uint64 {
+	t := c.tab[2*i*c.bb:]
+	m, one, rep := c.mask2, c.ones2, fp*c.ones2
+	y0 := binary.LittleEndian.Uint64(t)&m ^ rep
+	y1 := binary.LittleEndian.Uint64(t[c.hb[1]:])>>c.hs[1]&m ^ rep
+	y2 := binary.LittleEndian.Uint64(t[c.hb[2]:])>>c.hs[2]&m ^ rep
+	y3 := binary.LittleEndian.Uint64(t[c.hb[3]:])>>c.hs[3]&m ^ rep
+	return ((y0-one)&^y0 | (y1-one)&^y1 | (y2-one)&^y2 | (y3-one)&^y3) & c.highs2
+}
+
 // contains reports whether generation g holds the probe's fingerprint in
 // either candidate bucket or in its stash.
 func (c *fingerprint) contains(g int, pr *fprobe) bool {
-	if _, ok := c.find(g, pr.i1, pr.fp); ok {
-		return true
-	}
-	if _, ok := c.find(g, pr.i2, pr.fp); ok {
+	if c.holds(g, pr.i1, pr.fp) || c.holds(g, pr.i2, pr.fp) {
 		return true
 	}
 	return c.stashed[g] > 0 && c.stash[g][c.stashKeyOf(pr)] > 0
@@ -153,20 +189,36 @@ func (c *fingerprint) contains(g int, pr *fprobe) bool {
 // testAndAdd reports whether either generation holds the probe and, if
 // neither does, adds it to the current one. full reports that the add
 // filled the current generation's stash: the caller must rotate early.
+// The four buckets are all read before any branch on them, so that the
+// misses of both candidate places overlap.
 func (c *fingerprint) testAndAdd(pr *fprobe) (seen, full bool) {
-	if c.contains(c.cur, pr) || c.contains(1-c.cur, pr) {
+	cur, prev := c.cur, 1-c.cur
+	if c.eitherHolds(pr.i1, pr.fp)|c.eitherHolds(pr.i2, pr.fp) != 0 {
 		return true, false
 	}
-	return false, c.add(c.cur, pr)
+	if c.stashed[cur]|c.stashed[prev] != 0 && (c.contains(cur, pr) || c.contains(prev, pr)) {
+		return true, false
+	}
+	return false, c.add(cur, pr)
 }
 
-// place puts fp in a free slot of bucket i of generation g.
+// place puts fp in the first free slot of bucket i of generation g. The
+// lowest slot marked by the zero test of holds is exactly the first empty
+// one; a half has two slots, so its high bit says which.
 func (c *fingerprint) place(g int, i, fp uint64) bool {
-	s, ok := c.find(g, i, 0)
-	if ok {
-		c.setSlot(s, fp)
+	o := (2*i + uint64(g)) * c.bb
+	lo := binary.LittleEndian.Uint64(c.tab[o:]) & c.mask2
+	hi := binary.LittleEndian.Uint64(c.tab[o+c.half2:]) >> c.shift2 & c.mask2
+	s := c.slotIndex(g, i)
+	if z := (lo - c.ones2) &^ lo & c.highs2; z != 0 {
+		s += uint64(bits.TrailingZeros64(z)) / uint64(c.f)
+	} else if z := (hi - c.ones2) &^ hi & c.highs2; z != 0 {
+		s += 2 + uint64(bits.TrailingZeros64(z))/uint64(c.f)
+	} else {
+		return false
 	}
-	return ok
+	c.setSlot(s, fp)
+	return true
 }
 
 // add inserts the probe's fingerprint into generation g and reports whether

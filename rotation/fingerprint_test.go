@@ -228,3 +228,36 @@ func TestFalseDropsPerDay(t *testing.T) {
 		}
 	}
 }
+
+// TestFingerprintHoldsMatchesSlots checks the two-slots-at-once comparison
+// against slot-by-slot reads for every fingerprint width.
+func TestFingerprintHoldsMatchesSlots(t *testing.T) {
+	for f := 2; f <= 32; f += 2 {
+		c := newFingerprint(64, f)
+		x := uint64(f)
+		next := func() uint64 { x = mix(x + golden); return x }
+		for s := range uint64(64 * 2 * slotsPerBucket) {
+			if next()%4 != 0 { // a quarter of the slots stay empty
+				c.setSlot(s, next()&c.mask)
+			}
+		}
+		for range 20000 {
+			g, i := int(next()%2), next()%64
+			fp := next() & c.mask
+			if next()%2 == 0 { // half the time, a fingerprint the bucket holds
+				fp = c.slot(c.slotIndex(g, i) + next()%slotsPerBucket)
+			}
+			if _, want := c.find(g, i, fp); c.holds(g, i, fp) != want {
+				t.Fatalf("f=%d: bucket %d of generation %d, fingerprint %#x: holds = %v, slots say %v", f, i, g, fp, !want, want)
+			}
+			either := c.holds(0, i, fp) || c.holds(1, i, fp)
+			if got := c.eitherHolds(i, fp) != 0; got != either {
+				t.Fatalf("f=%d: bucket %d, fingerprint %#x: eitherHolds = %v, holds says %v", f, i, fp, got, either)
+			}
+			free, hasFree := c.find(g, i, 0)
+			if c.place(g, i, fp|1) != hasFree || hasFree && c.slot(free) != fp|1 {
+				t.Fatalf("f=%d: bucket %d of generation %d: place missed the first free slot %d (%v)", f, i, g, free, hasFree)
+			}
+		}
+	}
+}

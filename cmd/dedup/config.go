@@ -42,10 +42,10 @@ type Config struct {
 	SASLPassword          string `env:"KAFKA_SASL_PASSWORD"`
 
 	Key           string        `env:"DEDUP_KEY" envDefault:"key"`
-	Mode          string        `env:"DEDUP_MODE" envDefault:"counting"`
+	Mode          string        `env:"DEDUP_MODE" envDefault:"fingerprint"`
 	Window        time.Duration `env:"DEDUP_WINDOW" envDefault:"1h"`
 	ExpectedKeys  uint64        `env:"DEDUP_EXPECTED_KEYS" envDefault:"1000000"`
-	FPRate        float64       `env:"DEDUP_FP_RATE" envDefault:"0.001"`
+	FPRate        float64       `env:"DEDUP_FP_RATE" envDefault:"1e-6"`
 	RetractHeader string        `env:"DEDUP_RETRACT_HEADER" envDefault:"dedup-retract"`
 
 	ProduceBatchSize    int           `env:"PRODUCE_BATCH_SIZE" envDefault:"1000"`
@@ -305,7 +305,7 @@ func (c *Config) validate() []Problem {
 		bad("DEDUP_KEY", "%v (want key, value, header:NAME or json:dotted.path)", err)
 	}
 	if _, err := rotation.ParseMode(c.Mode); err != nil {
-		bad("DEDUP_MODE", "must be counting or plain, got %q", c.Mode)
+		bad("DEDUP_MODE", "must be fingerprint, counting or plain, got %q", c.Mode)
 	}
 	positive("DEDUP_WINDOW", c.Window)
 	if c.ExpectedKeys == 0 {
