@@ -25,12 +25,12 @@ import (
 // its lower candidate bucket and fp), so no key is lost; when a stash
 // reaches its capacity the pair rotates early (see Pair.overflow).
 type fingerprint struct {
-	words    []uint64 // backing store of tab (8-byte aligned, for adviseHuge)
-	tab      []byte   // packed slots, plus padding for 8-byte loads and prefetches
-	buckets  uint64
-	f        uint   // fingerprint bits
-	mask     uint64 // 1<<f - 1
-	bb       uint64 // bytes per generation bucket: f/2
+	words   []uint64 // backing store of tab (8-byte aligned, for adviseHuge)
+	tab     []byte   // packed slots, plus padding for 8-byte loads and prefetches
+	buckets uint64
+	f       uint   // fingerprint bits
+	mask    uint64 // 1<<f - 1
+	bb      uint64 // bytes per generation bucket: f/2
 	// A bucket is read as two halves of two slots (2f bits each, at most
 	// 64): the second half starts at byte half2 and bit shift2 of it.
 	// ones2 has the low bit of each slot of a half set, highs2 the high bit.
@@ -38,7 +38,7 @@ type fingerprint struct {
 	half2, shift2        uint64
 	// Both generations of a bucket (f bytes) are four such halves; half h
 	// starts at byte hb[h] and bit hs[h] of it.
-	hb, hs [4]uint64
+	hb, hs   [4]uint64
 	cur      int
 	held     [2]uint64 // per generation: fingerprints held, in slots and stash
 	stash    [2]map[stashKey]uint32
