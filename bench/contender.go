@@ -19,16 +19,17 @@ const (
 	ExactSet      = "exact-set"
 	StageCounting = "stage-counting"
 	StagePlain    = "stage-plain"
+	StageFP       = "stage-fingerprint"
 	BoomCounting  = "boom-counting"
 	Cuckoo        = "cuckoo"
 )
 
 // AllContenders lists every contender a run knows, in run order.
-var AllContenders = []string{Copy, ExactSet, StageCounting, StagePlain, BoomCounting, Cuckoo}
+var AllContenders = []string{Copy, ExactSet, StageCounting, StagePlain, StageFP, BoomCounting, Cuckoo}
 
 // DefaultContenders is what a run uses unless told otherwise: every contender
 // except the cuckoo filter, whose false-positive rate cannot be configured.
-var DefaultContenders = []string{Copy, ExactSet, StageCounting, StagePlain, BoomCounting}
+var DefaultContenders = []string{Copy, ExactSet, StageCounting, StagePlain, StageFP, BoomCounting}
 
 // ParseContenders parses a comma-separated list of contender names.
 func ParseContenders(s string) ([]string, error) {
@@ -201,7 +202,7 @@ func RunContender(ctx context.Context, specJSON string, out io.Writer) error {
 		res, err = runLoop(ctx, s, rep, newBoomCounting)
 	case Cuckoo:
 		res, err = runLoop(ctx, s, rep, newCuckoo)
-	case StageCounting, StagePlain:
+	case StageCounting, StagePlain, StageFP:
 		res, err = runStage(ctx, s, rep)
 	default:
 		err = fmt.Errorf("unknown contender %q", s.Name)

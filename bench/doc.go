@@ -16,7 +16,7 @@
 //
 //   - copy: a plain consume→produce loop on kafka-go (no deduplication; the ceiling);
 //   - exact-set: the same loop with a Go map of every key per partition (the naive answer);
-//   - stage-counting and stage-plain: this project's processor (processor.New(...).Run);
+//   - stage-counting, stage-plain and stage-fingerprint: this project's processor (processor.New(...).Run);
 //   - boom-counting: the same loop with two tylertreat/BoomFilters counting
 //     Bloom filters per partition (a filter from another library with deletion);
 //   - cuckoo: the same loop with two seiflotfy/cuckoofilter filters per

@@ -232,7 +232,7 @@ func (r runner) runOne(ctx context.Context, name string, run int) (Outcome, erro
 	if err != nil {
 		return Outcome{}, err
 	}
-	if name == StageCounting || name == StagePlain {
+	if name == StageCounting || name == StagePlain || name == StageFP {
 		if out.StateBytes, err = stageStateBytes(spec); err != nil {
 			return Outcome{}, err
 		}

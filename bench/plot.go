@@ -69,7 +69,7 @@ func Plot(dir string, reports []Report) ([]string, error) {
 			line.Width = vg.Points(2)
 			points.Shape = shapes[i%len(shapes)]
 			points.Radius = vg.Points(4)
-			if name == StageCounting || name == StagePlain {
+			if name == StageCounting || name == StagePlain || name == StageFP {
 				line.Width = vg.Points(3)
 			}
 			p.Add(line, points)
@@ -98,13 +98,14 @@ var palette = []color.Color{
 	color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}, // exact set: red
 	color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}, // stage counting: blue
 	color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}, // stage plain: green
+	color.RGBA{R: 0x17, G: 0xbe, B: 0xcf, A: 0xff}, // stage fingerprint: teal
 	color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff}, // boom: orange
 	color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff}, // cuckoo: purple
 }
 
 var shapes = []draw.GlyphDrawer{
 	draw.CircleGlyph{}, draw.SquareGlyph{}, draw.TriangleGlyph{},
-	draw.PyramidGlyph{}, draw.CrossGlyph{}, draw.PlusGlyph{},
+	draw.PyramidGlyph{}, draw.CrossGlyph{}, draw.PlusGlyph{}, draw.RingGlyph{},
 }
 
 // contenderOrder lists the contenders present in reports in run order, so a

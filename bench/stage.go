@@ -86,8 +86,11 @@ func runStage(ctx context.Context, s Spec, rep *reporter) (Result, error) {
 
 func stageFilter(s Spec) rotation.Options {
 	mode := rotation.Counting
-	if s.Name == StagePlain {
+	switch s.Name {
+	case StagePlain:
 		mode = rotation.Plain
+	case StageFP:
+		mode = rotation.Fingerprint
 	}
 	return rotation.Options{ExpectedKeys: s.ExpectedKeys, FPRate: s.FPRate, Window: s.Window, Mode: mode}
 }

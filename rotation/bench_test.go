@@ -8,14 +8,16 @@ import (
 	"github.com/bits-and-blooms/bloom/v3"
 )
 
-// The Large benchmarks compare the counting pair with one plain
-// bits-and-blooms filter at production size (100M keys, ε = 0.001), where
-// every probe misses the CPU caches. Run them together and compare:
+// The Large benchmarks compare the pairs of each mode with one plain
+// bits-and-blooms filter at production size (100M keys, ε = 0.001; the
+// fingerprint pair at its default ε = 1e-6), where every probe misses the
+// CPU caches. Run them together and compare:
 //
 //	go test ./rotation -run '^$' -bench Large -benchmem -benchtime=2000000x
 const (
-	largeKeys   = 100_000_000
-	largeFPRate = 0.001
+	largeKeys     = 100_000_000
+	largeFPRate   = 0.001
+	largeFPRateFP = 1e-6 // the fingerprint pair's default rate
 )
 
 // freshKey writes the i-th benchmark key: 16 bytes, all distinct.
@@ -34,11 +36,15 @@ func prefault(words []uint64) {
 }
 
 func BenchmarkLargePair(b *testing.B) {
-	benchPair(b, Counting, largeKeys)
+	benchPair(b, Counting, largeKeys, largeFPRate)
 }
 
 func BenchmarkLargePlainPair(b *testing.B) {
-	benchPair(b, Plain, largeKeys)
+	benchPair(b, Plain, largeKeys, largeFPRate)
+}
+
+func BenchmarkLargeFingerprintPair(b *testing.B) {
+	benchPair(b, Fingerprint, largeKeys, largeFPRateFP)
 }
 
 func BenchmarkLargeBitsAndBlooms(b *testing.B) {
@@ -55,21 +61,28 @@ func BenchmarkLargeBitsAndBlooms(b *testing.B) {
 }
 
 func BenchmarkSmallPair(b *testing.B) {
-	benchPair(b, Counting, 100_000)
+	benchPair(b, Counting, 100_000, largeFPRate)
 }
 
 func BenchmarkSmallPlainPair(b *testing.B) {
-	benchPair(b, Plain, 100_000)
+	benchPair(b, Plain, 100_000, largeFPRate)
 }
 
-func benchPair(b *testing.B, mode Mode, n uint64) {
-	p, err := New(Options{ExpectedKeys: n, FPRate: largeFPRate, Window: time.Hour, Mode: mode})
+func BenchmarkSmallFingerprintPair(b *testing.B) {
+	benchPair(b, Fingerprint, 100_000, largeFPRateFP)
+}
+
+func benchPair(b *testing.B, mode Mode, n uint64, rate float64) {
+	p, err := New(Options{ExpectedKeys: n, FPRate: rate, Window: time.Hour, Mode: mode})
 	if err != nil {
 		b.Fatal(err)
 	}
-	if mode == Counting {
+	switch mode {
+	case Counting:
 		prefault(p.cnt.words)
-	} else {
+	case Fingerprint:
+		prefault(p.fp.words)
+	default:
 		prefault(p.pcur.words)
 		prefault(p.pprev.words)
 	}
@@ -91,11 +104,11 @@ func benchPair(b *testing.B, mode Mode, n uint64) {
 //
 //	go test ./rotation -run '^$' -bench 'LargePair(Batch.*)?$' -benchtime=2000000x
 func BenchmarkLargePairBatch8(b *testing.B) {
-	benchPairBatch(b, largeKeys, 8)
+	benchPairBatch(b, Counting, largeKeys, 8)
 }
 
 func BenchmarkLargePairBatch16(b *testing.B) {
-	benchPairBatch(b, largeKeys, 16)
+	benchPairBatch(b, Counting, largeKeys, 16)
 }
 
 // The Medium benchmarks are the processor's benchmark size, 1,000,000 keys
@@ -103,19 +116,39 @@ func BenchmarkLargePairBatch16(b *testing.B) {
 //
 //	go test ./rotation -run '^$' -bench 'MediumPair' -benchtime=2000000x
 func BenchmarkMediumPair(b *testing.B) {
-	benchPair(b, Counting, 1_000_000)
+	benchPair(b, Counting, 1_000_000, largeFPRate)
 }
 
 func BenchmarkMediumPairBatch8(b *testing.B) {
-	benchPairBatch(b, 1_000_000, 8)
+	benchPairBatch(b, Counting, 1_000_000, 8)
 }
 
-func benchPairBatch(b *testing.B, n uint64, batch int) {
-	p, err := New(Options{ExpectedKeys: n, FPRate: largeFPRate, Window: time.Hour, Mode: Counting})
+func BenchmarkMediumFingerprintPair(b *testing.B) {
+	benchPair(b, Fingerprint, 1_000_000, largeFPRateFP)
+}
+
+func BenchmarkMediumFingerprintPairBatch8(b *testing.B) {
+	benchPairBatch(b, Fingerprint, 1_000_000, 8)
+}
+
+func BenchmarkLargeFingerprintPairBatch8(b *testing.B) {
+	benchPairBatch(b, Fingerprint, largeKeys, 8)
+}
+
+func benchPairBatch(b *testing.B, mode Mode, n uint64, batch int) {
+	rate := largeFPRate
+	if mode == Fingerprint {
+		rate = largeFPRateFP
+	}
+	p, err := New(Options{ExpectedKeys: n, FPRate: rate, Window: time.Hour, Mode: mode})
 	if err != nil {
 		b.Fatal(err)
 	}
-	prefault(p.cnt.words)
+	if mode == Fingerprint {
+		prefault(p.fp.words)
+	} else {
+		prefault(p.cnt.words)
+	}
 	start, step := time.Unix(1_700_000_000, 0), time.Hour/time.Duration(n)
 	keys := make([][16]byte, batch)
 	probes := make([]Probe, batch)

@@ -122,7 +122,13 @@ func TestCountingCountsMatchScan(t *testing.T) {
 }
 
 func TestRetraction(t *testing.T) {
-	p := mustNew(t, Options{ExpectedKeys: 10000, FPRate: 0.001, Window: time.Hour})
+	for _, mode := range []Mode{Counting, Fingerprint} {
+		t.Run(mode.String(), func(t *testing.T) { testRetraction(t, mode) })
+	}
+}
+
+func testRetraction(t *testing.T, mode Mode) {
+	p := mustNew(t, Options{ExpectedKeys: 10000, FPRate: 0.001, Window: time.Hour, Mode: mode})
 	ts := epoch
 	for i := range uint64(5000) {
 		p.TestAndAdd(testKey(1, i), ts)

@@ -69,6 +69,16 @@
 // (1.44·log2(1/p) bits per key) per generation; 31.6 bits per key for the
 // pair at FPRate = 0.001. Remove returns ErrRemoveUnsupported.
 //
+// Fingerprint mode uses cuckoo filters (fingerprint.go): buckets of four
+// f-bit fingerprints, f even, and two candidate buckets per key; the
+// generations are interleaved as in counting mode. Each generation takes
+// the even f and load (at most 0.9) with the fewest bits per key for which
+// 1 - (1 - 1/(2^f - 1))^(2x/N) ≤ p at x = ExpectedKeys keys in N buckets
+// (model.go): 26.7 bits per key and generation at FPRate = 1e-6. An insert
+// the buckets refuse goes to an exact stash; a full stash rotates the pair
+// early, counted in Stats (Overflows, EarlyRotations, ForgottenKeys).
+// PairRate, FalseDropsPerDay and BitsPerKey expose the models of every mode.
+//
 // A probe of a large pair is a cache (and TLB) miss that TestAndAdd waits
 // for. A caller holding several keys can call Locate on each first, which
 // hashes the key, places its counters and starts their load without

@@ -27,4 +27,4 @@ func mustNew(t testing.TB, o Options) *Pair {
 	return p
 }
 
-var modes = []Mode{Counting, Plain}
+var modes = []Mode{Counting, Plain, Fingerprint}

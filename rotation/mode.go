@@ -15,17 +15,23 @@ const (
 	// Plain uses bits-and-blooms/bloom/v3 bit filters: a fraction of the
 	// memory (docs/filters.md), but keys cannot be removed.
 	Plain
+	// Fingerprint uses cuckoo filters of short fingerprints: keys can be
+	// removed, in a fraction of the counting filter's memory at the same
+	// rate.
+	Fingerprint
 )
 
-// ParseMode parses "counting" or "plain" (case-insensitive).
+// ParseMode parses "fingerprint", "counting" or "plain" (case-insensitive).
 func ParseMode(s string) (Mode, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "counting":
 		return Counting, nil
 	case "plain":
 		return Plain, nil
+	case "fingerprint":
+		return Fingerprint, nil
 	}
-	return 0, fmt.Errorf("parse mode %q: want counting or plain", s)
+	return 0, fmt.Errorf("parse mode %q: want fingerprint, counting or plain", s)
 }
 
 func (m Mode) String() string {
@@ -34,6 +40,8 @@ func (m Mode) String() string {
 		return "counting"
 	case Plain:
 		return "plain"
+	case Fingerprint:
+		return "fingerprint"
 	}
 	return fmt.Sprintf("Mode(%d)", uint8(m))
 }

@@ -39,8 +39,8 @@ func (o Options) normalize() (Options, error) {
 	if o.Window <= 0 || o.Window > maxWindow {
 		errs = append(errs, fmt.Errorf("window %v: want > 0 and <= %v", o.Window, time.Duration(maxWindow)))
 	}
-	if o.Mode != Counting && o.Mode != Plain {
-		errs = append(errs, fmt.Errorf("mode %v: want counting or plain", o.Mode))
+	if o.Mode != Counting && o.Mode != Plain && o.Mode != Fingerprint {
+		errs = append(errs, fmt.Errorf("mode %v: want fingerprint, counting or plain", o.Mode))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return o, fmt.Errorf("validate options: %w", err)

@@ -24,8 +24,9 @@ type Pair struct {
 	m uint64
 	k int
 
-	cnt         *counting // Counting mode: both generations
-	pcur, pprev *plain    // Plain mode
+	cnt         *counting    // Counting mode: both generations
+	fp          *fingerprint // Fingerprint mode: both generations
+	pcur, pprev *plain       // Plain mode
 	model       *blockModel
 
 	sink uint64 // where Locate folds its loads (where it has no prefetch instruction); meaningless
@@ -47,8 +48,12 @@ func New(o Options) (*Pair, error) {
 // never added is reported seen with probability at most FPRate.
 func geometry(o Options) (m uint64, k int) {
 	p := generationFPRate(o.FPRate)
-	if o.Mode == Plain {
+	switch o.Mode {
+	case Plain:
 		return plainGeometry(o.ExpectedKeys, p)
+	case Fingerprint:
+		buckets, f := fingerprintGeometry(o.ExpectedKeys, p)
+		return buckets * slotsPerBucket, f
 	}
 	blocks, k := countingGeometry(o.ExpectedKeys, p)
 	return blocks * blockCounters, k
@@ -62,9 +67,12 @@ func generationFPRate(pairRate float64) float64 {
 // newPair allocates a pair of normalised options o and the given geometry.
 func newPair(o Options, m uint64, k int) *Pair {
 	p := &Pair{opts: o, window: int64(o.Window), m: m, k: k}
-	if o.Mode == Plain {
+	switch o.Mode {
+	case Plain:
 		p.pcur, p.pprev = newPlain(m, k), newPlain(m, k)
-	} else {
+	case Fingerprint:
+		p.fp = newFingerprint(m/slotsPerBucket, k)
+	default:
 		p.cnt = newCounting(m/blockCounters, k)
 		p.model = modelFor(k)
 	}
@@ -78,12 +86,37 @@ func newPair(o Options, m uint64, k int) *Pair {
 // Remove undoes one TestAndAdd. A zero ts leaves time where it is.
 func (p *Pair) TestAndAdd(key []byte, ts time.Time) (seen bool) {
 	p.advance(ts)
+	if p.fp != nil {
+		var pr fprobe
+		p.fp.locate(xxhash.Sum64(key), &pr)
+		return p.testAndAddFingerprint(&pr)
+	}
 	if p.cnt == nil {
 		return p.testAndAddPlain(key)
 	}
 	var pr probe
 	p.cnt.locate(xxhash.Sum64(key), &pr)
 	return p.cnt.testAndAdd(&pr)
+}
+
+func (p *Pair) testAndAddFingerprint(pr *fprobe) bool {
+	seen, full := p.fp.testAndAdd(pr)
+	if full {
+		p.overflow()
+	}
+	return seen
+}
+
+// overflow rotates the fingerprint pair early: the current generation's
+// buckets and stash are full, far past ExpectedKeys, so the pair drops its
+// previous generation (counted as forgotten: those keys will pass as new
+// again) rather than refuse a key, which would drop a record. Time and the
+// window start are unchanged; the next window boundary rotates as usual.
+func (p *Pair) overflow() {
+	c := p.fp
+	c.early++
+	c.forgotten += c.held[1-c.cur]
+	c.rotate()
 }
 
 func (p *Pair) testAndAddPlain(key []byte) bool {
@@ -100,10 +133,21 @@ func (p *Pair) testAndAddPlain(key []byte) bool {
 // anything was removed. In Plain mode it changes nothing and returns
 // ErrRemoveUnsupported.
 func (p *Pair) Remove(key []byte, ts time.Time) (removed bool, err error) {
-	if p.cnt == nil {
+	if p.cnt == nil && p.fp == nil {
 		return false, ErrRemoveUnsupported
 	}
 	p.advance(ts)
+	if p.fp != nil {
+		var pr fprobe
+		p.fp.locate(xxhash.Sum64(key), &pr)
+		for g := range 2 {
+			if p.fp.contains(g, &pr) {
+				p.fp.remove(g, &pr)
+				removed = true
+			}
+		}
+		return removed, nil
+	}
 	var pr probe
 	p.cnt.locate(xxhash.Sum64(key), &pr)
 	for g := range 2 {
@@ -118,6 +162,11 @@ func (p *Pair) Remove(key []byte, ts time.Time) (removed bool, err error) {
 // Test reports whether key is in either generation, without changing
 // anything (not even time).
 func (p *Pair) Test(key []byte) bool {
+	if p.fp != nil {
+		var pr fprobe
+		p.fp.locate(xxhash.Sum64(key), &pr)
+		return p.fp.contains(0, &pr) || p.fp.contains(1, &pr)
+	}
 	if p.cnt == nil {
 		return p.pcur.f.Test(key) || p.pprev.f.Test(key)
 	}
@@ -178,6 +227,10 @@ func unixNanos(ts time.Time) int64 {
 }
 
 func (p *Pair) rotate() {
+	if p.fp != nil {
+		p.fp.rotate()
+		return
+	}
 	if p.cnt == nil {
 		p.pcur, p.pprev = p.pprev, p.pcur
 		p.pcur.reset()
@@ -187,6 +240,10 @@ func (p *Pair) rotate() {
 }
 
 func (p *Pair) clearBoth() {
+	if p.fp != nil {
+		p.fp.clearAll()
+		return
+	}
 	if p.cnt == nil {
 		p.pcur.reset()
 		p.pprev.reset()
@@ -203,6 +260,9 @@ func (p *Pair) clearBoth() {
 // the page faults of fresh memory.
 func (p *Pair) Reset() {
 	p.clearBoth()
+	if p.fp != nil {
+		p.fp.resetCounts()
+	}
 	p.start, p.started, p.rotations = 0, false, 0
 }
 
@@ -212,13 +272,10 @@ func (p *Pair) Options() Options { return p.opts }
 
 // SizeBytes is the memory of both generations' filter data.
 func (p *Pair) SizeBytes() int {
-	if p.cnt != nil {
-		return 8 * len(p.cnt.words)
+	if !p.initialised() {
+		return 0
 	}
-	if p.pcur != nil {
-		return 8 * (len(p.pcur.words) + len(p.pprev.words))
-	}
-	return 0
+	return int(pairBytes(p.opts.Mode, p.m, p.k))
 }
 
 // CopyTo copies the whole state of p into dst without allocating. dst must
@@ -226,7 +283,7 @@ func (p *Pair) SizeBytes() int {
 // by Clone); otherwise it returns an error wrapping ErrMismatch. A zero dst
 // is initialised, which allocates.
 func (p *Pair) CopyTo(dst *Pair) error {
-	if dst.cnt == nil && dst.pcur == nil {
+	if !dst.initialised() {
 		*dst = *newPair(p.opts, p.m, p.k)
 	}
 	if dst.opts != p.opts || dst.m != p.m || dst.k != p.k {
@@ -234,9 +291,12 @@ func (p *Pair) CopyTo(dst *Pair) error {
 			ErrMismatch, p.opts, p.m, p.k, dst.opts, dst.m, dst.k)
 	}
 	dst.start, dst.started, dst.rotations = p.start, p.started, p.rotations
-	if p.cnt != nil {
+	switch {
+	case p.cnt != nil:
 		dst.cnt.copyFrom(p.cnt)
-	} else {
+	case p.fp != nil:
+		dst.fp.copyFrom(p.fp)
+	default:
 		dst.pcur.copyFrom(p.pcur)
 		dst.pprev.copyFrom(p.pprev)
 	}
@@ -246,9 +306,12 @@ func (p *Pair) CopyTo(dst *Pair) error {
 // Clone returns a deep copy of p.
 func (p *Pair) Clone() *Pair {
 	var c Pair
-	if p.cnt == nil && p.pcur == nil {
+	if !p.initialised() {
 		return &c
 	}
 	_ = p.CopyTo(&c) // cannot fail: c is zero, so it takes p's geometry
 	return &c
 }
+
+// initialised reports whether p has filters (New, Clone or ReadFrom made it).
+func (p *Pair) initialised() bool { return p.cnt != nil || p.fp != nil || p.pcur != nil }

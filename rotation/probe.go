@@ -15,6 +15,7 @@ import (
 type Probe struct {
 	key []byte // Plain mode: bits-and-blooms hashes the key itself
 	loc probe  // Counting mode
+	fpr fprobe // Fingerprint mode
 }
 
 // Locate writes key's place in p to pr and starts loading the memory a
@@ -31,9 +32,17 @@ type Probe struct {
 //
 // In Counting mode it prefetches the key's bucket (both generations: a
 // PREFETCHT0 of each line on amd64, a load of one word of each elsewhere);
-// in Plain mode, whose k lines are scattered, it only keeps the key.
+// in Fingerprint mode it does the same for both candidate buckets (both
+// generations of each); in Plain mode, whose k lines are scattered, it only
+// keeps the key.
 func (p *Pair) Locate(key []byte, pr *Probe) {
 	pr.key = key
+	if c := p.fp; c != nil {
+		c.locate(xxhash.Sum64(key), &pr.fpr)
+		prefetchBucket(c.bucketLines(pr.fpr.i1), &p.sink)
+		prefetchBucket(c.bucketLines(pr.fpr.i2), &p.sink)
+		return
+	}
 	if p.cnt == nil {
 		return
 	}
@@ -44,6 +53,9 @@ func (p *Pair) Locate(key []byte, pr *Probe) {
 // TestAndAddAt is TestAndAdd of the key pr was located for.
 func (p *Pair) TestAndAddAt(pr *Probe, ts time.Time) (seen bool) {
 	p.advance(ts)
+	if p.fp != nil {
+		return p.testAndAddFingerprint(&pr.fpr)
+	}
 	if p.cnt == nil {
 		return p.testAndAddPlain(pr.key)
 	}

@@ -16,23 +16,30 @@ import (
 //	offset size
 //	     0    4  magic "DDRP"
 //	     4    2  format version (1)
-//	     6    1  mode (1 counting, 2 plain)
+//	     6    1  mode (1 counting, 2 plain, 3 fingerprint)
 //	     7    1  flags (bit 0: a record has set the current window)
 //	     8    8  Options.ExpectedKeys
 //	    16    8  Options.FPRate (IEEE 754 bits)
 //	    24    8  Options.Window (nanoseconds)
 //	    32    8  current window start (Unix nanoseconds)
 //	    40    8  rotations
-//	    48    8  m: counters (counting) or bits (plain) per generation
-//	    56    4  k
+//	    48    8  m: counters (counting), bits (plain) or slots (fingerprint) per generation
+//	    56    4  k (fingerprint: fingerprint bits)
 //	    60    4  reserved (0)
-//	    64   16  current generation counts: non-zero, saturated counters (counting) or keys added, 0 (plain)
+//	    64   16  current generation counts: non-zero, saturated counters (counting), keys added, 0 (plain)
+//	             or fingerprints held, stashed (fingerprint)
 //	    80   16  previous generation counts
 //	    96    4  CRC-32C of bytes 0..95 (checked before anything is allocated)
 //	   100    …  current generation words (uint64), then previous generation words
+//	     …    …  fingerprint only: overflows, early rotations, forgotten keys (3×8),
+//	             then the current and the previous stash: per stashed fingerprint,
+//	             its lower bucket and fingerprint (2×8), in ascending order
 //	     …    4  CRC-32C of every byte before it
 //
-// A counting generation has m/16 words, a plain one ceil(m/64).
+// A counting generation has m/16 words, a plain one ceil(m/64). A
+// fingerprint generation is its buckets' bytes in bucket order (m/4 buckets
+// of k/2 bytes, slots packed k bits apiece from the low bit), zero-padded
+// to whole words.
 const (
 	snapshotMagic   = "DDRP"
 	snapshotVersion = 1
@@ -80,6 +87,9 @@ func (s *snapWriter) writeGen(p *Pair, g int, words []uint64, buf []byte) error 
 
 // genWords is the number of words of one generation.
 func (p *Pair) genWords() uint64 {
+	if p.fp != nil {
+		return p.fp.genWords()
+	}
 	if p.cnt != nil {
 		return p.cnt.genWords()
 	}
@@ -89,6 +99,9 @@ func (p *Pair) genWords() uint64 {
 // gather copies words of generation g (0 current, 1 previous) from its word
 // i (a multiple of blockWords) on into dst, and returns how many it copied.
 func (p *Pair) gather(g int, i uint64, dst []uint64) int {
+	if p.fp != nil {
+		return p.fp.gather(p.fp.cur^g, i, dst)
+	}
 	if p.cnt != nil {
 		return p.cnt.gather(p.cnt.cur^g, i, dst)
 	}
@@ -97,6 +110,9 @@ func (p *Pair) gather(g int, i uint64, dst []uint64) int {
 
 // scatter is the inverse of gather.
 func (p *Pair) scatter(g int, i uint64, src []uint64) int {
+	if p.fp != nil {
+		return p.fp.scatter(p.fp.cur^g, i, src)
+	}
 	if p.cnt != nil {
 		return p.cnt.scatter(p.cnt.cur^g, i, src)
 	}
@@ -107,7 +123,7 @@ func (p *Pair) scatter(g int, i uint64, src []uint64) int {
 // window, rotations, geometry, and both generations. It streams the filters
 // through a small buffer.
 func (p *Pair) WriteTo(w io.Writer) (int64, error) {
-	if p.cnt == nil && p.pcur == nil {
+	if !p.initialised() {
 		return 0, errors.New("write snapshot: pair not initialised (use New)")
 	}
 	var h [headerSize]byte
@@ -124,7 +140,12 @@ func (p *Pair) WriteTo(w io.Writer) (int64, error) {
 	binary.LittleEndian.PutUint64(h[40:], p.rotations)
 	binary.LittleEndian.PutUint64(h[48:], p.m)
 	binary.LittleEndian.PutUint32(h[56:], uint32(p.k))
-	if c := p.cnt; c != nil {
+	if c := p.fp; c != nil {
+		binary.LittleEndian.PutUint64(h[64:], c.held[c.cur])
+		binary.LittleEndian.PutUint64(h[72:], c.stashed[c.cur])
+		binary.LittleEndian.PutUint64(h[80:], c.held[1-c.cur])
+		binary.LittleEndian.PutUint64(h[88:], c.stashed[1-c.cur])
+	} else if c := p.cnt; c != nil {
 		binary.LittleEndian.PutUint64(h[64:], c.nonzero[c.cur])
 		binary.LittleEndian.PutUint64(h[72:], c.saturated[c.cur])
 		binary.LittleEndian.PutUint64(h[80:], c.nonzero[1-c.cur])
@@ -143,6 +164,11 @@ func (p *Pair) WriteTo(w io.Writer) (int64, error) {
 	buf := make([]byte, 8*len(words))
 	for g := range 2 {
 		if err := sw.writeGen(p, g, words, buf); err != nil {
+			return sw.n, err
+		}
+	}
+	if p.fp != nil {
+		if err := sw.write(p.fp.appendStashes(nil)); err != nil {
 			return sw.n, err
 		}
 	}
@@ -232,6 +258,11 @@ func (p *Pair) ReadFrom(r io.Reader) (int64, error) {
 			return sr.n, err
 		}
 	}
+	if q.fp != nil {
+		if err := sr.readStashes(q.fp); err != nil {
+			return sr.n, err
+		}
+	}
 	computed := sr.crc
 	var t [4]byte
 	if err := sr.read(t[:], "checksum"); err != nil {
@@ -255,7 +286,7 @@ func decodeHeader(h *[headerSize]byte) (*Pair, error) {
 		FPRate:       math.Float64frombits(binary.LittleEndian.Uint64(h[16:])),
 		Window:       time.Duration(binary.LittleEndian.Uint64(h[24:])),
 	}
-	if o.Mode != Counting && o.Mode != Plain {
+	if o.Mode != Counting && o.Mode != Plain && o.Mode != Fingerprint {
 		return nil, invalid("mode", 6, "mode %d", h[6])
 	}
 	o, err := o.normalize()
@@ -286,18 +317,24 @@ func decodeHeader(h *[headerSize]byte) (*Pair, error) {
 		return nil, invalid("geometry", 48, "m=%d far from the %d the options size", m, wantM)
 	case o.Mode == Counting && m%blockCounters != 0:
 		return nil, invalid("geometry", 48, "m=%d is not a whole number of %d-counter blocks", m, blockCounters)
+	case o.Mode == Fingerprint && (m%slotsPerBucket != 0 || k%2 != 0):
+		return nil, invalid("geometry", 48, "m=%d, k=%d: want whole %d-slot buckets and even k", m, k, slotsPerBucket)
 	case k == 0 || k > maxK || int(k) > 2*wantK:
 		return nil, invalid("geometry", 56, "k=%d (options give %d)", k, wantK)
 	}
 	for i, off := range []int{64, 80} {
 		a, b := binary.LittleEndian.Uint64(h[off:]), binary.LittleEndian.Uint64(h[off+8:])
-		if o.Mode == Counting && (a > m || b > a) || o.Mode == Plain && b != 0 {
+		if o.Mode == Counting && (a > m || b > a) || o.Mode == Plain && b != 0 ||
+			o.Mode == Fingerprint && (b > a || b > stashCapacity(m/slotsPerBucket) || a-b > m) {
 			return nil, invalid([2]string{"current counts", "previous counts"}[i], int64(off), "counts %d, %d", a, b)
 		}
 	}
 	p := newPair(o, m, int(k))
 	p.start, p.started, p.rotations = start, started, rotations
-	if c := p.cnt; c != nil { // generation 0 is current
+	if c := p.fp; c != nil { // generation 0 is current
+		c.held[0], c.stashed[0] = binary.LittleEndian.Uint64(h[64:]), binary.LittleEndian.Uint64(h[72:])
+		c.held[1], c.stashed[1] = binary.LittleEndian.Uint64(h[80:]), binary.LittleEndian.Uint64(h[88:])
+	} else if c := p.cnt; c != nil { // generation 0 is current
 		c.nonzero[0], c.saturated[0] = binary.LittleEndian.Uint64(h[64:]), binary.LittleEndian.Uint64(h[72:])
 		c.nonzero[1], c.saturated[1] = binary.LittleEndian.Uint64(h[80:]), binary.LittleEndian.Uint64(h[88:])
 	} else {
@@ -309,6 +346,18 @@ func decodeHeader(h *[headerSize]byte) (*Pair, error) {
 // validateData checks that the decoded filters agree with the header: exact
 // counter counts (counting) and no bits beyond m (plain).
 func (p *Pair) validateData(h *[headerSize]byte) error {
+	if c := p.fp; c != nil {
+		for g := range 2 {
+			what := [2]string{"current generation", "previous generation"}[g]
+			if c.badPad {
+				return invalid(what, headerSize, "non-zero padding after the last bucket")
+			}
+			if n := c.recount(g); n != c.held[g]-c.stashed[g] {
+				return invalid(what, int64(64+16*g), "header says %d fingerprints in slots; data has %d", c.held[g]-c.stashed[g], n)
+			}
+		}
+		return nil
+	}
 	if c := p.cnt; c != nil {
 		for g := range 2 {
 			nz, sat := c.recount(g)

@@ -14,16 +14,27 @@ type Stats struct {
 	Bytes       int
 	Current     FilterStats
 	Previous    FilterStats
+
+	// Fingerprint mode, cumulative since New or Reset (0 in other modes):
+	// Overflows counts inserts the buckets refused, whose fingerprint went
+	// to the generation's exact stash (nothing lost); EarlyRotations counts
+	// rotations forced by a full stash, far past ExpectedKeys, and
+	// ForgottenKeys the keys those rotations dropped early (they pass as new
+	// again: duplicates may go through, no new record is dropped).
+	Overflows      uint64
+	EarlyRotations uint64
+	ForgottenKeys  uint64
 }
 
 // FilterStats describes one generation.
 type FilterStats struct {
-	M             uint64 // counters (counting) or bits (plain)
-	K             uint32
+	M             uint64  // counters (counting), bits (plain) or fingerprint slots (fingerprint)
+	K             uint32  // hash functions, or fingerprint bits (fingerprint)
 	Fill          float64 // fraction of non-zero counters / set bits
 	EstimatedKeys float64 // -(m/k) ln(1 - fill)
 	FPRate        float64 // estimated current false-positive rate
-	Saturated     uint64  // counters stuck at 15 (0 in plain mode)
+	Saturated     uint64  // counters stuck at 15 (counting only)
+	Stashed       uint64  // fingerprints in the exact stash (fingerprint only)
 }
 
 // Stats returns the pair's statistics. In Counting mode the fill is exact
@@ -37,6 +48,10 @@ func (p *Pair) Stats() Stats {
 		s.WindowStart = time.Unix(0, p.start).UTC()
 	}
 	switch {
+	case p.fp != nil:
+		c := p.fp
+		s.Current, s.Previous = p.fingerprintStats(c.cur), p.fingerprintStats(1-c.cur)
+		s.Overflows, s.EarlyRotations, s.ForgottenKeys = c.refused, c.early, c.forgotten
 	case p.cnt != nil:
 		s.Current, s.Previous = p.countingStats(p.cnt.cur), p.countingStats(1-p.cnt.cur)
 	case p.pcur != nil:
@@ -70,4 +85,17 @@ func estimateKeys(fill float64, m uint64, k float64) float64 {
 		return math.Inf(1)
 	}
 	return -float64(m) / k * math.Log1p(-fill)
+}
+
+// fingerprintStats is exact: the fill is the fraction of occupied slots,
+// the keys are the fingerprints held, the rate is the model at that load.
+func (p *Pair) fingerprintStats(g int) FilterStats {
+	c := p.fp
+	inSlots := c.held[g] - c.stashed[g]
+	return FilterStats{
+		M: p.m, K: uint32(p.k), Stashed: c.stashed[g],
+		Fill:          float64(inSlots) / float64(p.m),
+		EstimatedKeys: float64(c.held[g]),
+		FPRate:        fingerprintRate(p.k, c.buckets, float64(inSlots), float64(c.stashed[g])),
+	}
 }

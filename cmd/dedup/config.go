@@ -47,10 +47,10 @@ type Config struct {
 	SASLPassword          string `env:"KAFKA_SASL_PASSWORD" helpDefault:"empty" help:"SASL password (required with a mechanism)"`
 
 	Key           string        `env:"DEDUP_KEY" envDefault:"key" help:"where the dedup key comes from: key, value, header:NAME, json:dotted.path"`
-	Mode          string        `env:"DEDUP_MODE" envDefault:"counting" help:"filter kind (see dedup size): counting (applies retractions) or plain (about a fifth of the memory; retractions are forwarded but not applied)"`
+	Mode          string        `env:"DEDUP_MODE" envDefault:"fingerprint" help:"filter kind (see dedup size): fingerprint (cuckoo-style, applies retractions, least memory per false drop), counting (counting Bloom, applies retractions) or plain (bits-and-blooms; retractions are forwarded but not applied)"`
 	Window        time.Duration `env:"DEDUP_WINDOW" envDefault:"1h" help:"Go duration: a key forwarded less than this earlier (by record timestamp) is dropped"`
 	ExpectedKeys  uint64        `env:"DEDUP_EXPECTED_KEYS" envDefault:"1000000" help:"distinct keys per partition per window the filters are sized for (k, M, G suffixes: 10M)"`
-	FPRate        float64       `env:"DEDUP_FP_RATE" envDefault:"0.001" help:"target false-positive rate at that size, 1e-9 to 0.5"`
+	FPRate        float64       `env:"DEDUP_FP_RATE" envDefault:"1e-6" help:"false-positive rate of the pair at that size with both generations full: the share of new records dropped, at worst; 1e-9 to 0.5"`
 	RetractHeader string        `env:"DEDUP_RETRACT_HEADER" envDefault:"dedup-retract" help:"header whose presence marks a retraction"`
 	MaxClockSkew  time.Duration `env:"DEDUP_MAX_CLOCK_SKEW" envDefault:"5m" help:"Go duration: a record stamped further ahead of the stage's clock is decided without moving the window and counted as a future-timestamp anomaly; applied as at most DEDUP_WINDOW"`
 
