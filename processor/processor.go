@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"golang.org/x/sync/errgroup"
 
+	"dedup/processor/assignment"
 	"dedup/processor/partition"
 	"dedup/rotation"
 )
@@ -48,6 +50,9 @@ type Options struct {
 	SessionTimeout    time.Duration // group session timeout (default 30s)
 	RebalanceTimeout  time.Duration // default: SessionTimeout
 	HeartbeatInterval time.Duration // default: SessionTimeout/10, at most 3s
+	// GroupBalancer names how the group assigns input partitions, in any
+	// case: "sticky" (default), "range" or "roundrobin" (assignment.Balancers).
+	GroupBalancer string
 
 	Key           KeySource // required
 	RetractHeader string    // header whose presence marks a retraction (empty = no retractions)
@@ -167,6 +172,13 @@ func New(o Options) (*Processor, error) {
 	}
 	if o.StartOffset == 0 {
 		o.StartOffset = kafka.FirstOffset
+	}
+	if o.GroupBalancer == "" {
+		o.GroupBalancer = assignment.DefaultName
+	}
+	o.GroupBalancer = strings.ToLower(o.GroupBalancer)
+	if _, _, err := assignment.Balancers(o.GroupBalancer, nil); err != nil {
+		errs = append(errs, err)
 	}
 	if o.StartOffset != kafka.FirstOffset && o.StartOffset != kafka.LastOffset {
 		errs = append(errs, fmt.Errorf("start offset %d: want kafka.FirstOffset or kafka.LastOffset", o.StartOffset))
@@ -318,6 +330,10 @@ func (p *Processor) Run(ctx context.Context) (err error) {
 		p.admin.CloseIdleConnections()
 	}()
 
+	balancers, sticky, err := assignment.Balancers(p.o.GroupBalancer, p.log.With("component", "group"))
+	if err != nil {
+		return err
+	}
 	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
 		ID:                p.o.GroupID,
 		Brokers:           p.o.Brokers,
@@ -328,6 +344,7 @@ func (p *Processor) Run(ctx context.Context) (err error) {
 		HeartbeatInterval: p.o.HeartbeatInterval,
 		JoinGroupBackoff:  time.Second,
 		StartOffset:       p.o.StartOffset,
+		GroupBalancers:    balancers,
 		ErrorLogger:       kafkaLogger{log: p.log.With("component", "group")},
 	})
 	if err != nil {
@@ -367,6 +384,11 @@ func (p *Processor) Run(ctx context.Context) (err error) {
 			case err != nil:
 				p.log.Warn("join consumer group", "group", p.o.GroupID, "err", err)
 				continue // kafka-go backs off before the next attempt
+			}
+			if sticky != nil {
+				// What this member holds now is what it reports when it
+				// joins the next generation.
+				sticky.Record(gen)
 			}
 			p.runGeneration(gen)
 			if p.out.broken.Load() {

@@ -14,6 +14,7 @@ import (
 	"github.com/caarlos0/env/v11"
 
 	"dedup/processor"
+	"dedup/processor/assignment"
 	"dedup/rotation"
 )
 
@@ -31,6 +32,7 @@ type Config struct {
 	GroupID            string `env:"GROUP_ID" envDefault:"dedup"`
 
 	SessionTimeout time.Duration `env:"KAFKA_SESSION_TIMEOUT" envDefault:"30s"`
+	GroupBalancer  string        `env:"KAFKA_GROUP_BALANCER" envDefault:"sticky"`
 
 	TLSEnabled            bool   `env:"KAFKA_TLS_ENABLED" envDefault:"false"`
 	TLSCAFile             string `env:"KAFKA_TLS_CA_FILE"`
@@ -298,6 +300,9 @@ func (c *Config) validate() []Problem {
 		bad("GROUP_ID", "%v", strings.Replace(err.Error(), "topic name", "group id", 1))
 	}
 	positive("KAFKA_SESSION_TIMEOUT", c.SessionTimeout)
+	if _, _, err := assignment.Balancers(strings.ToLower(c.GroupBalancer), nil); err != nil {
+		bad("KAFKA_GROUP_BALANCER", "must be sticky, range or roundrobin, got %q", c.GroupBalancer)
+	}
 
 	c.validateSecurity(bad)
 

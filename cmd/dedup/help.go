@@ -21,6 +21,7 @@ var varDocs = []varDoc{
 	{"OUTPUT_TOPIC", "topic that receives first occurrences (must differ from INPUT_TOPIC)", "events-deduped"},
 	{"GROUP_ID", "consumer group; also names the state", "dedup"},
 	{"KAFKA_SESSION_TIMEOUT", "consumer-group session timeout (Go duration); a killed member's partitions move after this", "30s"},
+	{"KAFKA_GROUP_BALANCER", "how the group assigns input partitions: sticky (keeps partitions with their owner), range or roundrobin", "sticky"},
 	{"KAFKA_TLS_ENABLED", "connect to the brokers with TLS", "false"},
 	{"KAFKA_TLS_CA_FILE", "PEM file of CAs to verify the brokers with; empty = system roots", "empty"},
 	{"KAFKA_TLS_CERT_FILE", "PEM client certificate for mutual TLS (with KAFKA_TLS_KEY_FILE)", "empty"},

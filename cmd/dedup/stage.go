@@ -95,6 +95,7 @@ func newStage(ctx context.Context, cfg *Config, cluster *Cluster, log *slog.Logg
 		OutputTopic:        cfg.OutputTopic,
 		StartOffset:        start,
 		SessionTimeout:     cfg.SessionTimeout,
+		GroupBalancer:      cfg.GroupBalancer,
 		Key:                key,
 		RetractHeader:      cfg.RetractHeader,
 		Filter:             cfg.filterOptions(),
