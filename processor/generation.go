@@ -143,7 +143,7 @@ func (p *Processor) partitionDeps(g *generation, a kafka.PartitionAssignment) pa
 
 		Commit: func(offset int64) error { return p.commit(g, topic, part, offset) },
 		OutputEnds: func(ctx context.Context) (map[int]int64, error) {
-			return p.outputEnds(ctx, g.route.Outputs(part))
+			return p.outputEnds(ctx, g.route.AllOutputs())
 		},
 		Resolve: func(ctx context.Context, logical int64) (int64, error) {
 			return p.logicalOffset(ctx, topic, part, logical)

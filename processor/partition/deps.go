@@ -67,8 +67,8 @@ type Deps struct {
 
 	// Commit commits offset (the next to read) of the partition.
 	Commit func(offset int64) error
-	// OutputEnds reads the end offsets of the output partitions the
-	// partition writes to.
+	// OutputEnds reads the end offsets of every output partition of the
+	// generation's routing (Route.AllOutputs).
 	OutputEnds func(ctx context.Context) (map[int]int64, error)
 	// Resolve turns kafka.FirstOffset or kafka.LastOffset into an offset.
 	Resolve func(ctx context.Context, logical int64) (int64, error)

@@ -22,6 +22,7 @@ type Metrics struct {
 	CheckpointSeconds                         prometheus.Observer // this store's series
 	CheckpointPause                           prometheus.Observer
 	Restores                                  *prometheus.CounterVec // {source}
+	RestoreScanned                            prometheus.Counter     // output records read by restores' replay scans
 }
 
 // Totals are cumulative counts of input records by outcome over every

@@ -14,6 +14,10 @@ import (
 	"dedup/rotation"
 )
 
+// SourceMemory is the dedup_restores_total{source} of a partition that
+// kept its pair from the previous generation (Deps.Warm).
+const SourceMemory checkpoint.Source = "memory"
+
 // Start prepares an assigned partition: restore the filter pair, find the
 // start offset, open a partition-bound reader there. The returned Worker is
 // consumed by Run.
@@ -40,7 +44,7 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 	committed := d.Committed // absolute, or kafka.FirstOffset/LastOffset when none
 	start := committed
 	source := checkpoint.SourceEmpty
-	var anchorEnds map[int]int64 // replay-scan start of the initial checkpoint, when known
+	var anchor *outputMark // replay-scan start of the initial checkpoint, when known
 	if d.Store != nil {
 		r, err := w.restore(ctx)
 		if err != nil {
@@ -52,7 +56,8 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 			if r.pair != nil {
 				w.pair = r.pair
 			} else {
-				anchorEnds = r.meta.OutputEnds // the scan from there covered everything since
+				// The scan from there covered everything since.
+				anchor = &outputMark{ends: r.meta.OutputEnds, inputs: r.meta.InputPartitions, outputs: r.meta.OutputPartitions}
 			}
 			w.suppress, w.suppressTo = r.suppress, r.suppressTo
 		}
@@ -105,9 +110,14 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 		// first periodic checkpoint then restores here and its replay scan
 		// starts at today's output end, so even the first outputs are never
 		// forwarded twice.
-		ends, err := anchorEnds, error(nil)
-		if ends == nil {
-			ends, err = d.OutputEnds(ctx)
+		var (
+			ends outputMark
+			err  error
+		)
+		if anchor != nil {
+			ends = *anchor
+		} else {
+			ends, err = w.outputMark(ctx)
 		}
 		if err == nil {
 			err = w.finishCheckpoint(ctx, start, ends, w.pair, time.Now())
@@ -188,10 +198,13 @@ func (w *Worker) restore(ctx context.Context) (restored, error) {
 	began := time.Now()
 	so := d.Scan
 	so.From, so.SourceTopic, so.SourcePartition, so.MinOffset = meta.OutputEnds, d.Topic, d.Partition, meta.Offset
-	suppress, err := checkpoint.ScanOutput(ctx, so)
+	so.Partitions = d.Route.ReachedSince(d.Partition, meta)
+	scan, err := checkpoint.ScanOutput(ctx, so)
 	if err != nil {
 		return restored{}, fmt.Errorf("scan output after checkpoint of %s/%d: %w", d.Topic, d.Partition, err)
 	}
+	d.Metrics.RestoreScanned.Add(float64(scan.Records))
+	suppress := scan.Forwarded
 	for off := range suppress {
 		r.suppressTo = max(r.suppressTo, off+1)
 	}
@@ -199,6 +212,6 @@ func (w *Worker) restore(ctx context.Context) (restored, error) {
 		r.suppress = suppress
 	}
 	log.Info("checkpoint restored", "source", string(r.source), "offset", meta.Offset, "seq", meta.Seq,
-		"created", meta.Created, "already_forwarded", len(suppress), "scan", time.Since(began))
+		"created", meta.Created, "already_forwarded", len(suppress), "scanned", scan.Records, "scan", time.Since(began))
 	return r, nil
 }

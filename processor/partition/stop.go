@@ -21,9 +21,9 @@ func (w *Worker) stop() error {
 		// The worker has stopped, so no output of an input >= position will
 		// follow: end offsets read after the acknowledgements are complete.
 		err := w.acks.waitAcknowledged(ctx, w.position)
-		var ends map[int]int64
+		var ends outputMark
 		if err == nil && w.d.Store != nil {
-			ends, err = w.d.OutputEnds(ctx)
+			ends, err = w.outputMark(ctx)
 		}
 		if err == nil {
 			err = w.finishCheckpoint(ctx, w.position, ends, w.pair, began)
