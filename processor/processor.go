@@ -135,7 +135,10 @@ type Processor struct {
 	// checkpoint, no final commit. Tests of restore and replay set it.
 	crashed atomic.Bool
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// kept holds, between two generations, the pairs of the partitions
+	// this member gave up cleanly (warm.go).
+	kept     map[int]keptPair
 	fatal    error
 	cancel   context.CancelFunc
 	inGen    bool
@@ -221,6 +224,7 @@ func New(o Options) (*Processor, error) {
 	}
 	p.client = &kafka.Client{Addr: kafka.TCP(o.Brokers...), Timeout: 10 * time.Second, Transport: p.admin}
 	p.stuck.failedAt = map[int]int64{}
+	p.kept = map[int]keptPair{}
 	p.metrics.fpTarget.Set(o.Filter.FPRate)
 	p.metrics.expectedKeys.Set(float64(o.Filter.ExpectedKeys))
 	p.metrics.windowSeconds.Set(o.Filter.Window.Seconds())
@@ -399,6 +403,7 @@ func (p *Processor) Run(ctx context.Context) (err error) {
 	err = eg.Wait()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	clear(p.kept)
 	if p.fatal != nil {
 		return p.fatal
 	}

@@ -4,6 +4,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"dedup/rotation"
 )
 
 // TestGroupBalancerOption: the balancer is named in any case; an unknown
@@ -82,5 +86,98 @@ func TestRestoreScanBounded(t *testing.T) {
 	}
 	if n := restoresFrom(c, "latest"); n != parts {
 		t.Errorf("dedup_restores_total{source=latest} = %v, want %d", n, parts)
+	}
+}
+
+// TestTakeKept: a kept pair resumes only in the generation right after the
+// one it was kept in and at the committed offset it was kept at; every
+// other kept pair is released.
+func TestTakeKept(t *testing.T) {
+	e := newTestEnv(t, 1, 1)
+	p, err := New(e.options("kept"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs := make([]*rotation.Pair, 4)
+	for i := range pairs {
+		pairs[i] = &rotation.Pair{}
+	}
+	p.keep(0, keptPair{pair: pairs[0], offset: 100, gen: 7}) // back next generation at its offset: resumes
+	p.keep(1, keptPair{pair: pairs[1], offset: 100, gen: 6}) // a generation went by: someone else may have owned it
+	p.keep(2, keptPair{pair: pairs[2], offset: 100, gen: 7}) // committed offset moved
+	p.keep(3, keptPair{pair: pairs[3], offset: 100, gen: 7}) // not assigned again
+	warm := p.takeKept(8, []kafka.PartitionAssignment{{ID: 0, Offset: 100}, {ID: 1, Offset: 100}, {ID: 2, Offset: 120}, {ID: 5, Offset: 0}}, testLogger())
+	if len(warm) != 1 || warm[0] != pairs[0] {
+		t.Errorf("resumed %v, want only partition 0 with its pair", warm)
+	}
+	if len(p.kept) != 0 {
+		t.Errorf("%d kept pairs still held after the generation started, want none", len(p.kept))
+	}
+}
+
+// TestWarmKeep: a member's partitions that come straight back after a
+// rebalance resume from memory (no store read, no scan); those another
+// member processed in between are restored from the store and its replay
+// scan. Records flow throughout; every key is forwarded exactly once.
+func TestWarmKeep(t *testing.T) {
+	const parts = 4
+	e := newTestEnv(t, parts, parts)
+	o := e.options("warm")
+	o.Store = fileStore(t, "warm")
+	out := e.collect()
+	a := start(t, o)
+	a.waitReady(t)
+	if n := restoresFrom(a, "empty"); n != parts {
+		t.Fatalf("first member: %v partitions started empty, want %d", n, parts)
+	}
+
+	w := newWorkload(parts, 3000, 3, 21)
+	third := len(w.recs) / 3
+	e.produce(w.recs[:third]...)
+	eventually(t, 20*time.Second, "first third read", func() bool { return a.p.Progress().In == uint64(third) })
+
+	// B joins while records flow: with the sticky balancer A keeps half of
+	// its partitions, in memory; B restores the other half from the store.
+	produced := produceInBackground(t, e, w.recs[third:2*third], 50)
+	bo := o
+	bo.Metrics = NewMetrics(newRegistry())
+	b := start(t, bo)
+	eventually(t, 20*time.Second, "both members assigned", func() bool {
+		return a.p.Ready() && b.p.Ready() && assignedTo(a) == parts/2 && assignedTo(b) == parts/2
+	})
+	<-produced
+	if n := restoresFrom(a, "memory"); n < parts/2 {
+		t.Errorf("A resumed %v partitions from memory after B joined, want at least %d", n, parts/2)
+	}
+	if n := restoresFrom(a, "latest") + restoresFrom(a, "fallback"); n != 0 {
+		t.Errorf("A read %v partitions from the store; it kept each of its partitions", n)
+	}
+	if n := restoresFrom(b, "latest"); n < parts/2 {
+		t.Errorf("B restored %v partitions from the store, want at least %d", n, parts/2)
+	}
+	eventually(t, 20*time.Second, "second third read", func() bool {
+		return a.p.Progress().In+b.p.Progress().In >= uint64(2*third)
+	})
+
+	// B leaves: A gets B's partitions back, which B processed in between,
+	// so they come from the store (A released their pairs when B took
+	// them); A's own resume from memory again.
+	memoryBefore := restoresFrom(a, "memory")
+	produced = produceInBackground(t, e, w.recs[2*third:], 50)
+	if err := b.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "A holds every partition", func() bool { return a.p.Ready() && assignedTo(a) == parts })
+	<-produced
+	if n := restoresFrom(a, "memory") - memoryBefore; n < parts/2 {
+		t.Errorf("A resumed %v partitions from memory after B left, want at least %d", n, parts/2)
+	}
+	if n := restoresFrom(a, "latest"); n < parts/2 {
+		t.Errorf("A restored %v of B's partitions from the store, want %d", n, parts/2)
+	}
+	e.produce(sentinels(parts, t0.Add(time.Hour/2))...)
+	checkExactlyOnce(t, w, out.untilSentinels(parts))
+	if n := metricValue(a.p.metrics.restoreScanned); n != 0 {
+		t.Errorf("restores after clean hand-overs scanned %v output records, want 0", n)
 	}
 }

@@ -77,6 +77,14 @@ type Deps struct {
 	// its output is acknowledged or found in the output.
 	RecoverAt int64
 	Delivered func(offset int64)
+	// Warm is the partition's pair kept in memory from the generation just
+	// before, covering exactly the inputs below Committed: the partition
+	// resumes with it, without a restore. nil: restore from the Store.
+	Warm *rotation.Pair
+	// Keep, when set, is given the pair at the stop when the final
+	// checkpoint (or commit) covers exactly the partition's position, with
+	// that position.
+	Keep func(pair *rotation.Pair, offset int64)
 	// Crashed, when it reports true at the stop, makes the partition stop
 	// like a killed process: no final checkpoint, no final commit.
 	Crashed func() bool

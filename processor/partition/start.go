@@ -45,7 +45,12 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 	start := committed
 	source := checkpoint.SourceEmpty
 	var anchor *outputMark // replay-scan start of the initial checkpoint, when known
-	if d.Store != nil {
+	switch {
+	case d.Warm != nil:
+		// Kept from the previous generation at exactly the committed
+		// offset (the owner checked it): nothing to load, nothing to scan.
+		w.pair, source = d.Warm, SourceMemory
+	case d.Store != nil:
 		r, err := w.restore(ctx)
 		if err != nil {
 			return nil, err
@@ -84,6 +89,9 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 		}
 	}
 	d.Metrics.Restores.WithLabelValues(string(source)).Inc()
+	// A restored or kept pair counts its rotations since it was created:
+	// dedup_rotations_total grows only by this worker's.
+	w.rotations = w.pair.Stats().Rotations
 
 	rc := d.Reader
 	rc.Topic, rc.Partition = topic, part

@@ -34,6 +34,13 @@ func (w *Worker) stop() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, w.reader.Close())
-	w.log.Info("partition revoked", "position", w.position, "committed", w.cp.last)
+	kept := w.d.Keep != nil && w.position >= 0 && w.position == w.cp.last && w.acks.failed() == nil && !w.d.Crashed()
+	if kept {
+		// Checkpointed and committed exactly here: the pair covers the
+		// inputs below the committed offset and nothing else. Should the
+		// partition come straight back, the owner resumes it from memory.
+		w.d.Keep(w.pair, w.position)
+	}
+	w.log.Info("partition revoked", "position", w.position, "committed", w.cp.last, "kept", kept)
 	return errors.Join(errs...)
 }
