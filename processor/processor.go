@@ -53,6 +53,10 @@ type Options struct {
 	// GroupBalancer names how the group assigns input partitions, in any
 	// case: "sticky" (default), "range" or "roundrobin" (assignment.Balancers).
 	GroupBalancer string
+	// PartitionWatchInterval is how often the member checks the input
+	// topic's partition count; partitions added to it start a rebalance
+	// that assigns them (default 5s).
+	PartitionWatchInterval time.Duration
 
 	Key           KeySource // required
 	RetractHeader string    // header whose presence marks a retraction (empty = no retractions)
@@ -193,7 +197,7 @@ func New(o Options) (*Processor, error) {
 		{"session timeout", o.SessionTimeout}, {"rebalance timeout", o.RebalanceTimeout},
 		{"heartbeat interval", o.HeartbeatInterval}, {"batch timeout", o.BatchTimeout},
 		{"fetch max wait", o.FetchMaxWait}, {"checkpoint interval", o.CheckpointInterval},
-		{"recovery timeout", o.RecoveryTimeout},
+		{"recovery timeout", o.RecoveryTimeout}, {"partition watch interval", o.PartitionWatchInterval},
 	} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("%s %v: want >= 0", d.name, d.v))
@@ -251,6 +255,9 @@ func withDefaults(o Options) Options {
 	}
 	if o.HeartbeatInterval == 0 {
 		o.HeartbeatInterval = min(3*time.Second, max(10*time.Millisecond, o.SessionTimeout/10))
+	}
+	if o.PartitionWatchInterval == 0 {
+		o.PartitionWatchInterval = 5 * time.Second
 	}
 	if o.BatchSize == 0 {
 		o.BatchSize = 1000
@@ -349,7 +356,11 @@ func (p *Processor) Run(ctx context.Context) (err error) {
 		JoinGroupBackoff:  time.Second,
 		StartOffset:       p.o.StartOffset,
 		GroupBalancers:    balancers,
-		ErrorLogger:       kafkaLogger{log: p.log.With("component", "group")},
+		// Partitions added to the input topic end the generation; the
+		// next one assigns them, and the routing follows the new counts.
+		WatchPartitionChanges:  true,
+		PartitionWatchInterval: p.o.PartitionWatchInterval,
+		ErrorLogger:            kafkaLogger{log: p.log.With("component", "group")},
 	})
 	if err != nil {
 		return fmt.Errorf("create consumer group: %w", err)
