@@ -4,11 +4,14 @@ import (
 	"context"
 	"io"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"dedup/checkpoint"
 	"dedup/rotation"
@@ -288,5 +291,79 @@ func TestNewInputPartition(t *testing.T) {
 	checkExactlyOnce(t, all, got)
 	if n := metricValue(c.p.metrics.restoreScanned); n == 0 {
 		t.Errorf("the restore after the crash scanned nothing; the test needs outputs to find")
+	}
+}
+
+// TestWarmKeepMissedGeneration: a member that misses a generation does not
+// resume its kept pair, even at the same committed offset. A is kept out
+// of the group (its JoinGroup requests refused) while B takes the
+// partition, forwards records and dies before committing anything; when A
+// gets the partition back, its pair would not know B's keys, so it
+// restores from the store instead, whose replay scan finds B's outputs.
+// Resuming from memory here would forward them twice.
+func TestWarmKeepMissedGeneration(t *testing.T) {
+	e := newTestEnv(t, 1, 1)
+	o := e.options("missed")
+	o.Store = fileStore(t, "missed")
+	out := e.collect()
+
+	ao := o
+	ao.SessionTimeout = 1500 * time.Millisecond // tells A's JoinGroup requests apart
+	a := start(t, ao)
+	a.waitReady(t)
+	first := newWorkload(1, 300, 2, 41)
+	e.produce(first.recs...)
+	eventually(t, 20*time.Second, "A read the first batch", func() bool { return a.p.Progress().In == uint64(len(first.recs)) })
+
+	var refuse atomic.Bool
+	refuse.Store(true)
+	e.cluster.ControlKey(kmsg.JoinGroup.Int16(), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		e.cluster.KeepControl()
+		req := r.(*kmsg.JoinGroupRequest)
+		if !refuse.Load() || req.SessionTimeoutMillis != int32(ao.SessionTimeout/time.Millisecond) {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+		resp.Version = req.Version
+		resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
+		return resp, nil, true
+	})
+
+	bo := o
+	bo.Metrics = NewMetrics(newRegistry())
+	bo.CheckpointInterval = time.Hour // B commits nothing
+	b := start(t, bo)
+	eventually(t, 20*time.Second, "B alone with the partition", func() bool {
+		return b.p.Ready() && assignedTo(b) == 1 && assignedTo(a) == 0
+	})
+	second := newWorkload(1, 350, 2, 41) // the first batch's keys, then 50 new ones
+	e.produce(second.recs...)
+	eventually(t, 20*time.Second, "B read the second batch", func() bool { return b.p.Progress().In == uint64(len(second.recs)) })
+	forwardedByB := b.p.Progress().Forwarded
+	if forwardedByB == 0 {
+		t.Fatal("B forwarded nothing; the test would prove nothing")
+	}
+	out.until("B's outputs", func(rs []outRec) bool { return uint64(len(rs)) == uint64(len(first.keys))+forwardedByB })
+	b.p.crashed.Store(true)
+	if err := b.stop(t); err != nil {
+		t.Fatal(err)
+	}
+
+	memory := restoresFrom(a, "memory")
+	refuse.Store(false)
+	eventually(t, 20*time.Second, "A back with the partition", func() bool { return a.p.Ready() && assignedTo(a) == 1 })
+	if n := restoresFrom(a, "memory") - memory; n != 0 {
+		t.Errorf("A resumed its kept pair %v times after missing a generation", n)
+	}
+	if n := restoresFrom(a, "latest"); n != 1 {
+		t.Errorf("A restored %v times from the store, want 1", n)
+	}
+	e.produce(sentinels(1, t0.Add(time.Hour/2))...)
+	checkExactlyOnce(t, second, out.untilSentinels(1))
+	if err := a.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if s := a.p.Progress().Suppressed; s != forwardedByB {
+		t.Errorf("A suppressed %d replayed records, want the %d B forwarded", s, forwardedByB)
 	}
 }
