@@ -108,8 +108,10 @@ func TestBoundedRestoreScan(t *testing.T) {
 	tailEnv["CHECKPOINT_INTERVAL"] = "1h"
 	b := startProc(t, "dedup-tail", tailEnv)
 	waitReady(t, b, 30*time.Second)
-	if n := metric(t, b, "dedup_restore_scanned_records_total", nil); n != 0 {
-		t.Errorf("restore after a graceful stop scanned %v records, want 0", n)
+	// A graceful stop leaves snapshots with exact end offsets.
+	scannedByB := metric(t, b, "dedup_restore_scanned_records_total", nil)
+	if scannedByB != 0 {
+		t.Errorf("restore after a graceful stop scanned %v records, want 0", scannedByB)
 	}
 	produceRange(t, brokers, w, history, len(w.recs))
 	obs.waitSentinels(t, 60*time.Second, func() error { return alive(b) })
@@ -128,7 +130,7 @@ func TestBoundedRestoreScan(t *testing.T) {
 	if n := metric(t, c, "dedup_restores_total", map[string]string{"source": "latest"}); n != numPartitions {
 		t.Errorf("dedup_restores_total{source=latest} = %v, want %d", n, numPartitions)
 	}
-	t.Logf("history %d outputs, tail %d outputs, restore scanned %v", historyOut, tailOut, metric(t, c, "dedup_restore_scanned_records_total", nil))
+	t.Logf("history %d outputs, tail %d outputs, restores scanned %v and %v", historyOut, tailOut, scannedByB, metric(t, c, "dedup_restore_scanned_records_total", nil))
 	c.termOK(t)
 	verify(t, w, obs.drain(t, brokers))
 }

@@ -43,8 +43,9 @@ func restoresFrom(r *running, source string) float64 {
 // TestRestoreScanBounded: after a crash, a restore scans each output
 // partition only from the end its snapshot recorded, and only the output
 // partitions its input partition routes to: with as many output as input
-// partitions, exactly the outputs the crashed member wrote after the
-// snapshot, never the history before it nor the other partitions'.
+// partitions and the snapshots of a graceful stop, exactly the outputs the
+// crashed member wrote after them, never the history before them nor the
+// other partitions'.
 func TestRestoreScanBounded(t *testing.T) {
 	const parts = 3
 	e := newTestEnv(t, parts, parts)
@@ -74,8 +75,9 @@ func TestRestoreScanBounded(t *testing.T) {
 		t.Fatalf("crashed member forwarded %d records; the test needs a few, far fewer than the history", forwardedByB)
 	}
 	out.until("crashed member's outputs", func(rs []outRec) bool { return uint64(len(rs)) == uint64(len(history.keys))+forwardedByB })
+	// A graceful stop leaves snapshots with exact end offsets.
 	if n := metricValue(b.p.metrics.restoreScanned); n != 0 {
-		t.Errorf("restore right after a final checkpoint scanned %v records, want 0", n)
+		t.Errorf("restore after a graceful stop scanned %v records, want 0", n)
 	}
 	b.p.crashed.Store(true)
 	if err := b.stop(t); err != nil {
@@ -90,6 +92,12 @@ func TestRestoreScanBounded(t *testing.T) {
 	checkExactlyOnce(t, all, out.untilSentinels(parts))
 	if n := metricValue(c.p.metrics.restoreScanned); n != float64(forwardedByB) {
 		t.Errorf("dedup_restore_scanned_records_total = %v, want %d (the outputs written after the snapshots)", n, forwardedByB)
+	}
+	if err := c.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if s := c.p.Progress().Suppressed; s != forwardedByB {
+		t.Errorf("suppressed %d replayed records, want the %d the crashed member forwarded", s, forwardedByB)
 	}
 	if n := restoresFrom(c, "latest"); n != parts {
 		t.Errorf("dedup_restores_total{source=latest} = %v, want %d", n, parts)

@@ -52,7 +52,13 @@ type checkpointer struct {
 	// worker-owned
 	busy bool
 	last int64 // position of the last committed checkpoint (-1: none)
-	next time.Time
+	// exact: the last checkpoint's end offsets were read once every
+	// output below its position was acknowledged (at a stop, or before the
+	// first record), so a restore from it scans only outputs of inputs at
+	// or after its position. A periodic checkpoint reads them earlier
+	// (step 2): outputs still in flight then land after them.
+	exact bool
+	next  time.Time
 }
 
 type cpResult struct {
@@ -140,7 +146,7 @@ func (c *checkpointer) maybeStart(w *Worker, now time.Time) {
 	case r := <-c.done:
 		c.busy = false
 		if r.err == nil {
-			c.last = r.offset
+			c.last, c.exact = r.offset, false
 		}
 	default:
 	}
@@ -257,7 +263,7 @@ func (c *checkpointer) stopSaver() {
 	select {
 	case r := <-c.done:
 		if r.err == nil {
-			c.last = r.offset
+			c.last, c.exact = r.offset, false
 		}
 	default:
 	}

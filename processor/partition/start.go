@@ -113,6 +113,9 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 	if committed < 0 {
 		w.cp.last = -1
 	}
+	// A kept pair was last checkpointed exactly at the offset it resumes
+	// at (the stop that kept it made sure).
+	w.cp.exact = source == SourceMemory
 	if d.Store != nil && source == checkpoint.SourceEmpty {
 		// Anchor the partition before the first record: a crash before the
 		// first periodic checkpoint then restores here and its replay scan
@@ -134,7 +137,7 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 			_ = w.reader.Close()
 			return nil, fmt.Errorf("write initial checkpoint of %s/%d: %w", topic, part, err)
 		}
-		w.cp.last = start
+		w.cp.last, w.cp.exact = start, anchor == nil
 	}
 	log.Info("partition assigned", "committed", committed, "start", start, "source", string(source),
 		"suppress", len(w.suppress))

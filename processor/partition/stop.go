@@ -17,7 +17,11 @@ func (w *Worker) stop() error {
 	w.cp.stopSaver()
 	w.publishCounts()
 	w.updateGauges()
-	if w.position != w.cp.last && w.acks.failed() == nil && !w.d.Crashed() {
+	// A last checkpoint at the position is rewritten unless its end
+	// offsets are exact: the next owner's restore then scans nothing of
+	// what this one wrote.
+	again := w.position != w.cp.last || (w.d.Store != nil && !w.cp.exact)
+	if again && w.acks.failed() == nil && !w.d.Crashed() {
 		// The worker has stopped, so no output of an input >= position will
 		// follow: end offsets read after the acknowledgements are complete.
 		err := w.acks.waitAcknowledged(ctx, w.position)
@@ -29,12 +33,13 @@ func (w *Worker) stop() error {
 			err = w.finishCheckpoint(ctx, w.position, ends, w.pair, began)
 		}
 		if err == nil {
-			w.cp.last = w.position
+			w.cp.last, w.cp.exact = w.position, true
 		}
 		errs = append(errs, err)
 	}
 	errs = append(errs, w.reader.Close())
-	kept := w.d.Keep != nil && w.position >= 0 && w.position == w.cp.last && w.acks.failed() == nil && !w.d.Crashed()
+	kept := w.d.Keep != nil && w.position >= 0 && w.position == w.cp.last && (w.cp.exact || w.d.Store == nil) &&
+		w.acks.failed() == nil && !w.d.Crashed()
 	if kept {
 		// Checkpointed and committed exactly here: the pair covers the
 		// inputs below the committed offset and nothing else. Should the
