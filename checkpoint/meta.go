@@ -14,12 +14,20 @@ type Meta struct {
 	Partition   int           `json:"partition"` // input partition
 	Offset      int64         `json:"offset"`    // next input offset to read: the state covers exactly the inputs below Offset
 	OutputTopic string        `json:"output_topic"`
-	OutputEnds  map[int]int64 `json:"output_ends"` // output partition -> end offset read before the state was copied
+	OutputEnds  map[int]int64 `json:"output_ends"` // output partition -> end offset read before the state was copied, of every output partition
 	Created     time.Time     `json:"created"`
 	Seq         uint64        `json:"seq"`          // monotonically increasing per partition (set by the store on Save)
 	RawBytes    int64         `json:"raw_bytes"`    // uncompressed state size (set by Save)
 	StoredBytes int64         `json:"stored_bytes"` // compressed size as stored (set by Save)
 	Checksum    uint32        `json:"checksum"`     // CRC-32C of the stored bytes (set by Save)
+
+	// The partition counts of the input and output topics that routed the
+	// outputs when the snapshot was taken. Counts only grow, so a restore
+	// that sees the same counts knows the routing has not changed since
+	// and scans only the output partitions the input partition reaches.
+	// Zero in snapshots that predate them.
+	InputPartitions  int `json:"input_partitions,omitempty"`
+	OutputPartitions int `json:"output_partitions,omitempty"`
 }
 
 // Store keeps snapshots of partition state. Implemented by *FileStore and

@@ -18,9 +18,13 @@ type ScanOptions struct {
 	Transport   kafka.RoundTripper // nil = a transport built from Dialer
 	OutputTopic string
 	// From is Meta.OutputEnds: where to start in each output partition.
-	// Partitions of the output topic missing from From (added after the
-	// snapshot) are read from their first offset.
-	From            map[int]int64
+	// A partition missing from From did not exist when the snapshot was
+	// taken (it was added since): it is read from its first offset.
+	From map[int]int64
+	// Partitions are the output partitions to read: those the source
+	// partition's outputs can have reached since the snapshot. Empty: every
+	// partition of the output topic.
+	Partitions      []int
 	SourceTopic     string
 	SourcePartition int
 	MinOffset       int64 // Meta.Offset
@@ -29,31 +33,42 @@ type ScanOptions struct {
 	HeaderTopic, HeaderPartition, HeaderOffset string
 }
 
-// ScanOutput reads each output partition from From[p] to its end as of the
-// call and returns the source offsets >= MinOffset of records whose source
-// headers name (SourceTopic, SourcePartition). Records without or with
-// malformed source headers are not counted.
+// Scan is what ScanOutput found.
+type Scan struct {
+	// Forwarded holds the source offsets >= MinOffset of the records
+	// whose source headers name (SourceTopic, SourcePartition).
+	Forwarded map[int64]struct{}
+	Records   int64 // output records read
+}
+
+// ScanOutput reads each output partition of Partitions from From[p] to
+// its end as of the call and returns the source offsets >= MinOffset of
+// records whose source headers name (SourceTopic, SourcePartition).
+// Records without or with malformed source headers are not counted.
 //
 // Offsets already deleted by retention cannot be read and are skipped.
-func ScanOutput(ctx context.Context, o ScanOptions) (map[int64]struct{}, error) {
+func ScanOutput(ctx context.Context, o ScanOptions) (Scan, error) {
 	if len(o.Brokers) == 0 || o.OutputTopic == "" || o.HeaderTopic == "" || o.HeaderPartition == "" || o.HeaderOffset == "" {
-		return nil, errors.New("scan output: brokers, output topic and header names are required")
+		return Scan{}, errors.New("scan output: brokers, output topic and header names are required")
 	}
 	rt, own := transportFor(o.Transport, o.Dialer)
 	if own != nil {
 		defer own.CloseIdleConnections()
 	}
 	c := &kafka.Client{Addr: kafka.TCP(o.Brokers...), Transport: rt}
-	parts, err := partitionIDs(ctx, c, o.OutputTopic)
-	if err != nil {
-		return nil, fmt.Errorf("scan output: %w", err)
+	parts := o.Partitions
+	if len(parts) == 0 {
+		var err error
+		if parts, err = partitionIDs(ctx, c, o.OutputTopic); err != nil {
+			return Scan{}, fmt.Errorf("scan output: %w", err)
+		}
 	}
 	ends, err := offsets.List(ctx, c, o.OutputTopic, parts)
 	if err != nil {
-		return nil, fmt.Errorf("scan output: %w", err)
+		return Scan{}, fmt.Errorf("scan output: %w", err)
 	}
 	sourcePartition := strconv.Itoa(o.SourcePartition)
-	seen := map[int64]struct{}{}
+	s := Scan{Forwarded: map[int64]struct{}{}}
 	for _, p := range parts {
 		r := ends[p]
 		from, ok := o.From[p]
@@ -61,6 +76,7 @@ func ScanOutput(ctx context.Context, o ScanOptions) (map[int64]struct{}, error) 
 			from = r.First
 		}
 		err := readRange(ctx, c, o.OutputTopic, p, from, r.End, func(rec *kafka.Record) error {
+			s.Records++
 			var topic, partition, offset string
 			var hasTopic, hasPartition bool
 			for _, h := range rec.Headers {
@@ -80,12 +96,12 @@ func ScanOutput(ctx context.Context, o ScanOptions) (map[int64]struct{}, error) 
 			if err != nil || off < o.MinOffset {
 				return nil
 			}
-			seen[off] = struct{}{}
+			s.Forwarded[off] = struct{}{}
 			return nil
 		})
 		if err != nil {
-			return nil, fmt.Errorf("scan output: %w", err)
+			return Scan{}, fmt.Errorf("scan output: %w", err)
 		}
 	}
-	return seen, nil
+	return s, nil
 }

@@ -101,8 +101,36 @@ func TestScanOutput(t *testing.T) {
 	if err != nil {
 		t.Fatalf("scan: %v", err)
 	}
-	if !maps.Equal(got, want) {
-		t.Errorf("scan found %v, want %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
+	if !maps.Equal(got.Forwarded, want) {
+		t.Errorf("scan found %v, want %v", slices.Sorted(maps.Keys(got.Forwarded)), slices.Sorted(maps.Keys(want)))
+	}
+	if got.Records != int64(len(after)) {
+		t.Errorf("scan read %d records, want %d (only those after From)", got.Records, len(after))
+	}
+
+	// Only the partitions named are read.
+	got, err = ScanOutput(testContext(t), ScanOptions{
+		Brokers: brokers, OutputTopic: "out", From: from, Partitions: []int{1},
+		SourceTopic: "in", SourcePartition: 0, MinOffset: 12,
+		HeaderTopic: hTopic, HeaderPartition: hPartition, HeaderOffset: hOffset,
+	})
+	if err != nil {
+		t.Fatalf("scan: %v", err)
+	}
+	wantRecords := 0
+	for _, r := range after {
+		if r.partition == 1 {
+			wantRecords++
+		}
+	}
+	for off := range want {
+		if off%2 == 0 && off != 50 { // forwarded to partition 0
+			delete(want, off)
+		}
+	}
+	if !maps.Equal(got.Forwarded, want) || got.Records != int64(wantRecords) {
+		t.Errorf("scan of partition 1 found %v in %d records, want %v in %d", slices.Sorted(maps.Keys(got.Forwarded)), got.Records,
+			slices.Sorted(maps.Keys(want)), wantRecords)
 	}
 
 	// A partition missing from From is read from its start.
@@ -122,7 +150,10 @@ func TestScanOutput(t *testing.T) {
 			want[off] = struct{}{}
 		}
 	}
-	if !maps.Equal(got, want) {
-		t.Errorf("scan found %v, want %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
+	if !maps.Equal(got.Forwarded, want) {
+		t.Errorf("scan found %v, want %v", slices.Sorted(maps.Keys(got.Forwarded)), slices.Sorted(maps.Keys(want)))
+	}
+	if n := int64(len(before)/2 + len(after)); got.Records != n {
+		t.Errorf("scan read %d records, want %d", got.Records, n)
 	}
 }

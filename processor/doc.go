@@ -48,9 +48,13 @@
 // one spare pair a periodic checkpoint copies into: partitions take turns
 // with it (a partition whose saver waits for the spare keeps consuming and
 // checkpoints when its turn comes). Without a Store there is no spare.
+// Pairs kept across a rebalance (warm.go) are the previous generation's
+// partitions' own; those not resumed are released before the next
+// generation allocates any.
 //
 // Files: processor.go (Options, New, Run, health), generation.go
-// (generations and the partitions' Deps), recovery.go (produce failures),
+// (generations and the partitions' Deps), warm.go (pairs kept across a
+// rebalance), recovery.go (produce failures),
 // completion.go (the writer's callback), commit.go, admin.go (metadata and
 // offsets), writer.go, keysource.go, deadline.go, metrics.go.
 //

@@ -11,6 +11,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"dedup/processor/partition"
+	"dedup/rotation"
 )
 
 // generation is what the partitions of one consumer-group generation share.
@@ -45,6 +46,9 @@ func (p *Processor) superviseGeneration(ctx context.Context, gen *kafka.Generati
 	log.Info("generation joined", "member", gen.MemberID, "partitions", ids)
 	p.forgetUnassigned(assigned)
 	p.forgetSeries(ids)
+	// Before any partition allocates or restores a pair: kept pairs that
+	// do not resume here are released first.
+	warm := p.takeKept(gen.ID, assigned, log)
 
 	mctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	in, out, err := p.partitionCounts(mctx)
@@ -71,7 +75,7 @@ func (p *Processor) superviseGeneration(ctx context.Context, gen *kafka.Generati
 		wg.Add(1)
 		gen.Start(func(ctx context.Context) {
 			defer wg.Done()
-			p.runPartition(ctx, g, a)
+			p.runPartition(ctx, g, a, warm[a.ID])
 		})
 	}
 	<-ctx.Done()
@@ -83,8 +87,10 @@ func (p *Processor) superviseGeneration(ctx context.Context, gen *kafka.Generati
 // partition's pipeline. Returning ends the generation (the group rejoins
 // and the partition restarts from its last checkpoint or commit); a
 // produce failure also has Run replace the writer first.
-func (p *Processor) runPartition(ctx context.Context, g *generation, a kafka.PartitionAssignment) {
-	w, err := partition.Start(ctx, p.partitionDeps(g, a))
+func (p *Processor) runPartition(ctx context.Context, g *generation, a kafka.PartitionAssignment, warm *rotation.Pair) {
+	d := p.partitionDeps(g, a)
+	d.Warm = warm
+	w, err := partition.Start(ctx, d)
 	if err != nil {
 		if ctx.Err() == nil {
 			p.log.Error("start partition", "topic", p.o.InputTopic, "partition", a.ID, "err", err)
@@ -155,7 +161,7 @@ func (p *Processor) partitionDeps(g *generation, a kafka.PartitionAssignment) pa
 
 		Commit: func(offset int64) error { return p.commit(g, topic, part, offset) },
 		OutputEnds: func(ctx context.Context) (map[int]int64, error) {
-			return p.outputEnds(ctx, g.route.Outputs(part))
+			return p.outputEnds(ctx, g.route.AllOutputs())
 		},
 		Resolve: func(ctx context.Context, logical int64) (int64, error) {
 			return p.logicalOffset(ctx, topic, part, logical)
@@ -163,6 +169,9 @@ func (p *Processor) partitionDeps(g *generation, a kafka.PartitionAssignment) pa
 		RecoverAt: p.failedOffset(part),
 		Delivered: func(offset int64) { p.delivered(part, offset) },
 		Crashed:   p.crashed.Load,
+		Keep: func(pair *rotation.Pair, offset int64) {
+			p.keep(part, keptPair{pair: pair, offset: offset, gen: g.gen.ID})
+		},
 
 		Metrics: p.partitionMetrics(part),
 		Totals:  &p.progress,

@@ -54,6 +54,7 @@ type Metrics struct {
 	checkpoints       *prometheus.CounterVec
 	checkpointFails   *prometheus.CounterVec
 	restores          *prometheus.CounterVec
+	restoreScanned    prometheus.Counter
 	buildInfo         *prometheus.GaugeVec
 }
 
@@ -174,8 +175,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, pt),
 		restores: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "dedup_restores_total",
-			Help: "Partition assignments by where the filter state came from: latest, fallback or empty.",
+			Help: "Partition assignments by where the filter state came from: memory (kept from the previous generation), latest, fallback (snapshots of the store) or empty.",
 		}, []string{"source"}),
+		restoreScanned: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "dedup_restore_scanned_records_total",
+			Help: "Output records read by the replay scans of restores from the store.",
+		}),
 		buildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "dedup_build_info",
 			Help: "Always 1; labels name the version and the filter mode.",
@@ -186,9 +191,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.fpTarget, m.expectedKeys, m.windowSeconds, m.windowElapsed, m.filterBytes,
 		m.rotations, m.lag, m.assigned, m.produceErrors, m.outputErrors, m.stalled, m.latency, m.checkpointSeconds,
 		m.checkpointPause, m.checkpointSize, m.checkpointLast, m.checkpoints, m.checkpointFails, m.restores,
-		m.buildInfo,
+		m.restoreScanned, m.buildInfo,
 	)
-	for _, s := range []string{"latest", "fallback", "empty"} {
+	for _, s := range []string{string(partition.SourceMemory), "latest", "fallback", "empty"} {
 		m.restores.WithLabelValues(s)
 	}
 	for _, k := range []string{OutputRetriable, OutputAmbiguous, OutputRefused} {
@@ -237,6 +242,7 @@ func (m *Metrics) partition(topic string, part int, storeKind string) *partition
 		FutureTimestamps:    m.tsAnomalies.WithLabelValues(topic, p, AnomalyFuture),
 		MissingTimestamps:   m.tsAnomalies.WithLabelValues(topic, p, AnomalyMissing),
 		RewrittenTimestamps: m.tsRewritten.WithLabelValues(topic, p),
+		RestoreScanned:   m.restoreScanned,
 	}
 	if storeKind != "" { // without a store there are no checkpoints to time
 		pm.CheckpointSeconds = m.checkpointSeconds.WithLabelValues(storeKind)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"golang.org/x/sync/errgroup"
 
+	"dedup/processor/assignment"
 	"dedup/processor/partition"
 	"dedup/rotation"
 )
@@ -48,6 +50,13 @@ type Options struct {
 	SessionTimeout    time.Duration // group session timeout (default 30s)
 	RebalanceTimeout  time.Duration // default: SessionTimeout
 	HeartbeatInterval time.Duration // default: SessionTimeout/10, at most 3s
+	// GroupBalancer names how the group assigns input partitions, in any
+	// case: "sticky" (default), "range" or "roundrobin" (assignment.Balancers).
+	GroupBalancer string
+	// PartitionWatchInterval is how often the member checks the input
+	// topic's partition count; partitions added to it start a rebalance
+	// that assigns them (default 5s).
+	PartitionWatchInterval time.Duration
 
 	Key           KeySource // required
 	RetractHeader string    // header whose presence marks a retraction (empty = no retractions)
@@ -155,8 +164,11 @@ type Processor struct {
 	// checkpoint, no final commit. Tests of restore and replay set it.
 	crashed atomic.Bool
 
-	mu       sync.Mutex
-	series   map[int]struct{} // input partitions whose per-partition series exist
+	mu     sync.Mutex
+	series map[int]struct{} // input partitions whose per-partition series exist
+	// kept holds, between two generations, the pairs of the partitions
+	// this member gave up cleanly (warm.go).
+	kept     map[int]keptPair
 	fatal    error
 	cancel   context.CancelFunc
 	inGen    bool
@@ -194,6 +206,13 @@ func New(o Options) (*Processor, error) {
 	if o.StartOffset == 0 {
 		o.StartOffset = kafka.FirstOffset
 	}
+	if o.GroupBalancer == "" {
+		o.GroupBalancer = assignment.DefaultName
+	}
+	o.GroupBalancer = strings.ToLower(o.GroupBalancer)
+	if _, _, err := assignment.Balancers(o.GroupBalancer, nil); err != nil {
+		errs = append(errs, err)
+	}
 	if o.StartOffset != kafka.FirstOffset && o.StartOffset != kafka.LastOffset {
 		errs = append(errs, fmt.Errorf("start offset %d: want kafka.FirstOffset or kafka.LastOffset", o.StartOffset))
 	}
@@ -205,6 +224,7 @@ func New(o Options) (*Processor, error) {
 		{"heartbeat interval", o.HeartbeatInterval}, {"batch timeout", o.BatchTimeout},
 		{"fetch max wait", o.FetchMaxWait}, {"checkpoint interval", o.CheckpointInterval},
 		{"recovery timeout", o.RecoveryTimeout}, {"max clock skew", o.MaxClockSkew},
+		{"partition watch interval", o.PartitionWatchInterval},
 	} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("%s %v: want >= 0", d.name, d.v))
@@ -241,6 +261,7 @@ func New(o Options) (*Processor, error) {
 	p.client = &kafka.Client{Addr: kafka.TCP(o.Brokers...), Timeout: 10 * time.Second, Transport: p.admin}
 	p.stuck.failedAt = map[int]int64{}
 	p.series = map[int]struct{}{}
+	p.kept = map[int]keptPair{}
 	p.metrics.fpTarget.Set(o.Filter.FPRate)
 	p.metrics.expectedKeys.Set(float64(o.Filter.ExpectedKeys))
 	p.metrics.windowSeconds.Set(o.Filter.Window.Seconds())
@@ -267,6 +288,9 @@ func withDefaults(o Options) Options {
 	}
 	if o.HeartbeatInterval == 0 {
 		o.HeartbeatInterval = min(3*time.Second, max(10*time.Millisecond, o.SessionTimeout/10))
+	}
+	if o.PartitionWatchInterval == 0 {
+		o.PartitionWatchInterval = 5 * time.Second
 	}
 	if o.BatchSize == 0 {
 		o.BatchSize = 1000
@@ -356,6 +380,10 @@ func (p *Processor) Run(ctx context.Context) (err error) {
 		p.admin.CloseIdleConnections()
 	}()
 
+	balancers, sticky, err := assignment.Balancers(p.o.GroupBalancer, p.log.With("component", "group"))
+	if err != nil {
+		return err
+	}
 	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
 		ID:                p.o.GroupID,
 		Brokers:           p.o.Brokers,
@@ -366,7 +394,12 @@ func (p *Processor) Run(ctx context.Context) (err error) {
 		HeartbeatInterval: p.o.HeartbeatInterval,
 		JoinGroupBackoff:  time.Second,
 		StartOffset:       p.o.StartOffset,
-		ErrorLogger:       kafkaLogger{log: p.log.With("component", "group")},
+		GroupBalancers:    balancers,
+		// Partitions added to the input topic end the generation; the
+		// next one assigns them, and the routing follows the new counts.
+		WatchPartitionChanges:  true,
+		PartitionWatchInterval: p.o.PartitionWatchInterval,
+		ErrorLogger:            kafkaLogger{log: p.log.With("component", "group")},
 	})
 	if err != nil {
 		return fmt.Errorf("create consumer group: %w", err)
@@ -406,6 +439,11 @@ func (p *Processor) Run(ctx context.Context) (err error) {
 				p.log.Warn("join consumer group", "group", p.o.GroupID, "err", err)
 				continue // kafka-go backs off before the next attempt
 			}
+			if sticky != nil {
+				// What this member holds now is what it reports when it
+				// joins the next generation.
+				sticky.Record(gen)
+			}
 			p.runGeneration(gen)
 			if p.out.broken.Load() {
 				p.replaceOutput(egCtx)
@@ -416,6 +454,7 @@ func (p *Processor) Run(ctx context.Context) (err error) {
 	p.forgetSeries(nil) // the member owns no partition any more
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	clear(p.kept)
 	if p.fatal != nil {
 		return p.fatal
 	}

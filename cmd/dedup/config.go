@@ -14,6 +14,7 @@ import (
 	"github.com/caarlos0/env/v11"
 
 	"dedup/processor"
+	"dedup/processor/assignment"
 	"dedup/rotation"
 )
 
@@ -36,6 +37,7 @@ type Config struct {
 	GroupID            string        `env:"GROUP_ID" envDefault:"dedup" help:"consumer group; also names the state"`
 
 	SessionTimeout time.Duration `env:"KAFKA_SESSION_TIMEOUT" envDefault:"30s" help:"consumer-group session timeout (Go duration); a killed member's partitions move after this"`
+	GroupBalancer  string        `env:"KAFKA_GROUP_BALANCER" envDefault:"sticky" help:"how the group assigns input partitions: sticky (keeps partitions with their owner across rebalances, moving only what balance requires), range or roundrobin; any case"`
 
 	TLSEnabled            bool   `env:"KAFKA_TLS_ENABLED" envDefault:"false" help:"connect to the brokers with TLS"`
 	TLSCAFile             string `env:"KAFKA_TLS_CA_FILE" helpDefault:"empty" help:"PEM file of CAs to verify the brokers with; empty = system roots"`
@@ -367,6 +369,9 @@ func (c *Config) validate() []Problem {
 		bad("GROUP_ID", "%v", strings.Replace(err.Error(), "topic name", "group id", 1))
 	}
 	positive("KAFKA_SESSION_TIMEOUT", c.SessionTimeout)
+	if _, _, err := assignment.Balancers(strings.ToLower(c.GroupBalancer), nil); err != nil {
+		bad("KAFKA_GROUP_BALANCER", "must be sticky, range or roundrobin, got %q", c.GroupBalancer)
+	}
 
 	c.validateSecurity(bad)
 

@@ -51,6 +51,7 @@ func TestConfigDefaults(t *testing.T) {
 		{"CHECKPOINT_DIR", cfg.CheckpointDir, filepath.Join("data", "checkpoints")},
 		{"CHECKPOINT_INTERVAL", cfg.CheckpointInterval, 10 * time.Second},
 		{"KAFKA_SESSION_TIMEOUT", cfg.SessionTimeout, 30 * time.Second},
+		{"KAFKA_GROUP_BALANCER", cfg.GroupBalancer, "sticky"},
 		{"METRICS_ADDR", cfg.MetricsAddr, ":9464"},
 		{"DATA_DIR", cfg.DataDir, "./data"},
 		{"SHUTDOWN_TIMEOUT", cfg.ShutdownTimeout, 30 * time.Second},
@@ -72,6 +73,14 @@ func TestConfigDerivedDefaultsWithBrokers(t *testing.T) {
 	}
 	if cfg.CheckpointStore != "kafka" || cfg.CheckpointTopic != "g1-dedup-state" || cfg.CheckpointDir != "/var/lib/dedup/checkpoints" {
 		t.Errorf("derived defaults = %q %q %q", cfg.CheckpointStore, cfg.CheckpointTopic, cfg.CheckpointDir)
+	}
+}
+
+func TestConfigGroupBalancerAnyCase(t *testing.T) {
+	for _, v := range []string{"sticky", "STICKY", "Range", "roundRobin"} {
+		if _, err := LoadConfig(envMap{"KAFKA_GROUP_BALANCER": v}.lookup); err != nil {
+			t.Errorf("KAFKA_GROUP_BALANCER=%s: %v", v, err)
+		}
 	}
 }
 
@@ -106,6 +115,7 @@ func badValues(t *testing.T) []badValue {
 		{name: "OUTPUT_TOPIC", value: "events"}, // equals INPUT_TOPIC
 		{name: "GROUP_ID", value: "my group/1"},
 		{name: "KAFKA_SESSION_TIMEOUT", value: "0s"},
+		{name: "KAFKA_GROUP_BALANCER", value: "cooperative-sticky"},
 		{name: "KAFKA_TLS_ENABLED", value: "maybe"},
 		{name: "KAFKA_TLS_CA_FILE", value: missing, env: envMap{"KAFKA_BROKERS": "k:9092", "KAFKA_TLS_ENABLED": "true"}},
 		{name: "KAFKA_TLS_CERT_FILE", value: missing, env: envMap{"KAFKA_BROKERS": "k:9092", "KAFKA_TLS_ENABLED": "true", "KAFKA_TLS_KEY_FILE": file}},
@@ -188,6 +198,7 @@ func TestConfigReportsEveryProblemAtOnce(t *testing.T) {
 		"OUTPUT_TOPIC":         "events",     // same as input
 		"CHECKPOINT_STORE":     "filesystem", // unknown
 		"DEDUP_MAX_CLOCK_SKEW": "-5m",        // not positive
+		"KAFKA_GROUP_BALANCER": "random",     // unknown
 	}
 	_, err := LoadConfig(env.lookup)
 	var ce *ConfigError

@@ -97,6 +97,7 @@ func newStage(ctx context.Context, cfg *Config, cluster *Cluster, reg *prometheu
 		OutputTopic:        cfg.OutputTopic,
 		StartOffset:        start,
 		SessionTimeout:     cfg.SessionTimeout,
+		GroupBalancer:      cfg.GroupBalancer,
 		Key:                key,
 		RetractHeader:      cfg.RetractHeader,
 		Filter:             cfg.filterOptions(),

@@ -52,7 +52,13 @@ type checkpointer struct {
 	// worker-owned
 	busy bool
 	last int64 // position of the last committed checkpoint (-1: none)
-	next time.Time
+	// exact: the last checkpoint's end offsets were read once every
+	// output below its position was acknowledged (at a stop, or before the
+	// first record), so a restore from it scans only outputs of inputs at
+	// or after its position. A periodic checkpoint reads them earlier
+	// (step 2): outputs still in flight then land after them.
+	exact bool
+	next  time.Time
 }
 
 type cpResult struct {
@@ -103,11 +109,11 @@ func (c *checkpointer) checkpoint(w *Worker) (r cpResult, stopped bool) {
 		defer c.release()
 	}
 	began := time.Now()
-	var ends map[int]int64
+	var ends outputMark
 	if c.store != nil {
 		var err error
-		if ends, err = w.d.OutputEnds(context.Background()); err != nil {
-			return cpResult{err: w.checkpointFailed(fmt.Errorf("read output end offsets: %w", err))}, false
+		if ends, err = w.outputMark(context.Background()); err != nil {
+			return cpResult{err: w.checkpointFailed(err)}, false
 		}
 	}
 	c.wanted.Store(true)
@@ -140,7 +146,7 @@ func (c *checkpointer) maybeStart(w *Worker, now time.Time) {
 	case r := <-c.done:
 		c.busy = false
 		if r.err == nil {
-			c.last = r.offset
+			c.last, c.exact = r.offset, false
 		}
 	default:
 	}
@@ -171,9 +177,27 @@ func (w *Worker) handOff() error {
 	return nil
 }
 
+// outputMark is where the replay scan of a checkpoint starts: the end of
+// every output partition, and the partition counts that route the outputs
+// (checkpoint.Meta's OutputEnds, InputPartitions, OutputPartitions).
+type outputMark struct {
+	ends            map[int]int64
+	inputs, outputs int
+}
+
+// outputMark reads the output's end offsets now, under this generation's
+// routing.
+func (w *Worker) outputMark(ctx context.Context) (outputMark, error) {
+	ends, err := w.d.OutputEnds(ctx)
+	if err != nil {
+		return outputMark{}, fmt.Errorf("read output end offsets: %w", err)
+	}
+	return outputMark{ends: ends, inputs: w.d.Route.InputPartitions(), outputs: w.d.Route.OutputPartitions()}, nil
+}
+
 // finishCheckpoint is steps 4-6 for a pair nobody else writes to (the
 // stopped worker's own pair, the initial anchor).
-func (w *Worker) finishCheckpoint(ctx context.Context, pos int64, ends map[int]int64, state *rotation.Pair, began time.Time) error {
+func (w *Worker) finishCheckpoint(ctx context.Context, pos int64, ends outputMark, state *rotation.Pair, began time.Time) error {
 	if err := w.saveCheckpoint(ctx, pos, ends, state, began); err != nil {
 		return err
 	}
@@ -182,21 +206,25 @@ func (w *Worker) finishCheckpoint(ctx context.Context, pos int64, ends map[int]i
 
 // saveCheckpoint is steps 4-5: wait for acknowledgements below pos and save
 // state (when checkpointing).
-func (w *Worker) saveCheckpoint(ctx context.Context, pos int64, ends map[int]int64, state *rotation.Pair, began time.Time) error {
+func (w *Worker) saveCheckpoint(ctx context.Context, pos int64, ends outputMark, state *rotation.Pair, began time.Time) error {
 	if err := w.acks.waitAcknowledged(ctx, pos); err != nil {
 		return w.checkpointFailed(fmt.Errorf("wait for outputs below %d: %w", pos, err))
 	}
 	if w.cp.store == nil {
 		return nil
 	}
+	mark := w.scanStart(pos, ends)
 	m, err := w.cp.store.Save(ctx, checkpoint.Meta{
 		Group:       w.d.Group,
 		Topic:       w.d.Topic,
 		Partition:   w.d.Partition,
 		Offset:      pos,
 		OutputTopic: w.d.OutputTopic,
-		OutputEnds:  w.scanStart(pos, ends),
+		OutputEnds:  mark.ends,
 		Created:     time.Now(),
+
+		InputPartitions:  mark.inputs,
+		OutputPartitions: mark.outputs,
 	}, state)
 	if err != nil {
 		return w.checkpointFailed(fmt.Errorf("save checkpoint at %d: %w", pos, err))
@@ -236,7 +264,7 @@ func (c *checkpointer) stopSaver() {
 	select {
 	case r := <-c.done:
 		if r.err == nil {
-			c.last = r.offset
+			c.last, c.exact = r.offset, false
 		}
 	default:
 	}

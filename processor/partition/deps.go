@@ -75,8 +75,8 @@ type Deps struct {
 
 	// Commit commits offset (the next to read) of the partition.
 	Commit func(offset int64) error
-	// OutputEnds reads the end offsets of the output partitions the
-	// partition writes to.
+	// OutputEnds reads the end offsets of every output partition of the
+	// generation's routing (Route.AllOutputs).
 	OutputEnds func(ctx context.Context) (map[int]int64, error)
 	// Resolve turns kafka.FirstOffset or kafka.LastOffset into an offset.
 	Resolve func(ctx context.Context, logical int64) (int64, error)
@@ -85,6 +85,14 @@ type Deps struct {
 	// its output is acknowledged or found in the output.
 	RecoverAt int64
 	Delivered func(offset int64)
+	// Warm is the partition's pair kept in memory from the generation just
+	// before, covering exactly the inputs below Committed: the partition
+	// resumes with it, without a restore. nil: restore from the Store.
+	Warm *rotation.Pair
+	// Keep, when set, is given the pair at the stop when the final
+	// checkpoint (or commit) covers exactly the partition's position, with
+	// that position.
+	Keep func(pair *rotation.Pair, offset int64)
 	// Crashed, when it reports true at the stop, makes the partition stop
 	// like a killed process: no final checkpoint, no final commit.
 	Crashed func() bool

@@ -26,11 +26,18 @@
 //     past it is committed or checkpointed, and Run returns the
 //     *ProduceError.
 //   - With a Store, the partition checkpoints its filters with the input
-//     offset they cover and the output end offsets read before the copy;
+//     offset they cover, the end offsets of every output partition read
+//     before the copy and the partition counts that route the outputs;
 //     Start restores the newest valid snapshot, seeks to its offset, scans
-//     the output from those end offsets and does not forward again what
-//     already landed: after a crash, every first occurrence is in the
-//     output once. Without a Store, output is at-least-once.
+//     the output partitions its outputs can have reached since, each from
+//     its recorded end, and does not forward again what already landed:
+//     after a crash, every first occurrence is in the output once. Without
+//     a Store, output is at-least-once.
+//   - Given Deps.Warm (a pair its owner kept from the generation just
+//     before, covering exactly the inputs below Deps.Committed), Start
+//     resumes with it: no store read, no scan. At the stop, a partition
+//     checkpointed and committed exactly at its position hands its pair to
+//     Deps.Keep.
 //   - The hot path waits for nothing but the reader: the writer is
 //     asynchronous, and a periodic checkpoint costs the worker a flush and
 //     an in-memory copy of its pair into the instance's spare (the saver

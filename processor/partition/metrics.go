@@ -27,6 +27,7 @@ type Metrics struct {
 	FutureTimestamps, MissingTimestamps prometheus.Counter
 	// Forwarded records whose timestamp could not be written as read.
 	RewrittenTimestamps prometheus.Counter
+	RestoreScanned      prometheus.Counter // output records read by restores' replay scans
 }
 
 // Totals are cumulative counts of input records by outcome over every

@@ -1,6 +1,6 @@
 package partition
 
-// scanStart returns the output end offsets a checkpoint at input position
+// scanStart returns the output mark a checkpoint at input position
 // pos must record: where a restore's replay scan has to start to find
 // every output of an input at or after pos that is already in the output.
 //
@@ -10,9 +10,9 @@ package partition
 // between pos and suppressTo landed before ends were read, so a scan from
 // ends would miss them and the next replay would forward them again. They
 // all lie after the scan start of this worker's own restore, which then
-// stands in for ends. Read-only fields set before the saver starts: safe
+// stands in for ends, with the partition counts it was read under. Read-only fields set before the saver starts: safe
 // from the saver goroutine.
-func (w *Worker) scanStart(pos int64, ends map[int]int64) map[int]int64 {
+func (w *Worker) scanStart(pos int64, ends outputMark) outputMark {
 	if pos < w.suppressTo {
 		return w.replayFrom
 	}

@@ -14,6 +14,10 @@ import (
 	"dedup/rotation"
 )
 
+// SourceMemory is the dedup_restores_total{source} of a partition that
+// kept its pair from the previous generation (Deps.Warm).
+const SourceMemory checkpoint.Source = "memory"
+
 // Start prepares an assigned partition: restore the filter pair, find the
 // start offset, open a partition-bound reader there. The returned Worker is
 // consumed by Run.
@@ -40,8 +44,13 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 	committed := d.Committed // absolute, or kafka.FirstOffset/LastOffset when none
 	start := committed
 	source := checkpoint.SourceEmpty
-	var anchorEnds map[int]int64 // replay-scan start of the initial checkpoint, when known
-	if d.Store != nil {
+	var anchor *outputMark // replay-scan start of the initial checkpoint, when known
+	switch {
+	case d.Warm != nil:
+		// Kept from the previous generation at exactly the committed
+		// offset (the owner checked it): nothing to load, nothing to scan.
+		w.pair, source = d.Warm, SourceMemory
+	case d.Store != nil:
 		r, err := w.restore(ctx)
 		if err != nil {
 			return nil, err
@@ -49,12 +58,13 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 		if r.found {
 			start = r.meta.Offset
 			source = r.source
+			mark := outputMark{ends: r.meta.OutputEnds, inputs: r.meta.InputPartitions, outputs: r.meta.OutputPartitions}
 			if r.pair != nil {
 				w.pair = r.pair
 			} else {
-				anchorEnds = r.meta.OutputEnds // the scan from there covered everything since
+				anchor = &mark // the scan from there covered everything since
 			}
-			w.suppress, w.suppressTo, w.replayFrom = r.suppress, r.suppressTo, r.meta.OutputEnds
+			w.suppress, w.suppressTo, w.replayFrom = r.suppress, r.suppressTo, mark
 		}
 	}
 	if w.pair == nil {
@@ -79,6 +89,9 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 		}
 	}
 	d.Metrics.Restores.WithLabelValues(string(source)).Inc()
+	// A restored or kept pair counts its rotations since it was created:
+	// dedup_rotations_total grows only by this worker's.
+	w.rotations = w.pair.Stats().Rotations
 
 	rc := d.Reader
 	rc.Topic, rc.Partition = topic, part
@@ -100,14 +113,22 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 	if committed < 0 {
 		w.cp.last = -1
 	}
+	// A kept pair was last checkpointed exactly at the offset it resumes
+	// at (the stop that kept it made sure).
+	w.cp.exact = source == SourceMemory
 	if d.Store != nil && source == checkpoint.SourceEmpty {
 		// Anchor the partition before the first record: a crash before the
 		// first periodic checkpoint then restores here and its replay scan
 		// starts at today's output end, so even the first outputs are never
 		// forwarded twice.
-		ends, err := anchorEnds, error(nil)
-		if ends == nil {
-			ends, err = d.OutputEnds(ctx)
+		var (
+			ends outputMark
+			err  error
+		)
+		if anchor != nil {
+			ends = *anchor
+		} else {
+			ends, err = w.outputMark(ctx)
 		}
 		if err == nil {
 			err = w.finishCheckpoint(ctx, start, ends, w.pair, time.Now())
@@ -116,7 +137,7 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 			_ = w.reader.Close()
 			return nil, fmt.Errorf("write initial checkpoint of %s/%d: %w", topic, part, err)
 		}
-		w.cp.last = start
+		w.cp.last, w.cp.exact = start, anchor == nil
 	}
 	log.Info("partition assigned", "committed", committed, "start", start, "source", string(source),
 		"suppress", len(w.suppress))
@@ -188,10 +209,13 @@ func (w *Worker) restore(ctx context.Context) (restored, error) {
 	began := time.Now()
 	so := d.Scan
 	so.From, so.SourceTopic, so.SourcePartition, so.MinOffset = meta.OutputEnds, d.Topic, d.Partition, meta.Offset
-	suppress, err := checkpoint.ScanOutput(ctx, so)
+	so.Partitions = d.Route.ReachedSince(d.Partition, meta)
+	scan, err := checkpoint.ScanOutput(ctx, so)
 	if err != nil {
 		return restored{}, fmt.Errorf("scan output after checkpoint of %s/%d: %w", d.Topic, d.Partition, err)
 	}
+	d.Metrics.RestoreScanned.Add(float64(scan.Records))
+	suppress := scan.Forwarded
 	for off := range suppress {
 		r.suppressTo = max(r.suppressTo, off+1)
 	}
@@ -199,6 +223,6 @@ func (w *Worker) restore(ctx context.Context) (restored, error) {
 		r.suppress = suppress
 	}
 	log.Info("checkpoint restored", "source", string(r.source), "offset", meta.Offset, "seq", meta.Seq,
-		"created", meta.Created, "already_forwarded", len(suppress), "scan", time.Since(began))
+		"created", meta.Created, "already_forwarded", len(suppress), "scanned", scan.Records, "scan", time.Since(began))
 	return r, nil
 }

@@ -17,23 +17,35 @@ func (w *Worker) stop() error {
 	w.cp.stopSaver()
 	w.publishCounts()
 	w.updateGauges()
-	if w.position != w.cp.last && w.acks.failed() == nil && !w.d.Crashed() {
+	// A last checkpoint at the position is rewritten unless its end
+	// offsets are exact: the next owner's restore then scans nothing of
+	// what this one wrote.
+	again := w.position != w.cp.last || (w.d.Store != nil && !w.cp.exact)
+	if again && w.acks.failed() == nil && !w.d.Crashed() {
 		// The worker has stopped, so no output of an input >= position will
 		// follow: end offsets read after the acknowledgements are complete.
 		err := w.acks.waitAcknowledged(ctx, w.position)
-		var ends map[int]int64
+		var ends outputMark
 		if err == nil && w.d.Store != nil {
-			ends, err = w.d.OutputEnds(ctx)
+			ends, err = w.outputMark(ctx)
 		}
 		if err == nil {
 			err = w.finishCheckpoint(ctx, w.position, ends, w.pair, began)
 		}
 		if err == nil {
-			w.cp.last = w.position
+			w.cp.last, w.cp.exact = w.position, true
 		}
 		errs = append(errs, err)
 	}
 	errs = append(errs, w.reader.Close())
-	w.log.Info("partition revoked", "position", w.position, "committed", w.cp.last)
+	kept := w.d.Keep != nil && w.position >= 0 && w.position == w.cp.last && (w.cp.exact || w.d.Store == nil) &&
+		w.acks.failed() == nil && !w.d.Crashed()
+	if kept {
+		// Checkpointed and committed exactly here: the pair covers the
+		// inputs below the committed offset and nothing else. Should the
+		// partition come straight back, the owner resumes it from memory.
+		w.d.Keep(w.pair, w.position)
+	}
+	w.log.Info("partition revoked", "position", w.position, "committed", w.cp.last, "kept", kept)
 	return errors.Join(errs...)
 }
