@@ -45,7 +45,6 @@ type Metrics struct {
 	checkpoints       *prometheus.CounterVec
 	checkpointFails   *prometheus.CounterVec
 	restores          *prometheus.CounterVec
-	buildInfo         *prometheus.GaugeVec
 }
 
 // NewMetrics creates the dedup_ families and registers them on reg. It
@@ -159,17 +158,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "dedup_restores_total",
 			Help: "Partition assignments by where the filter state came from: latest, fallback or empty.",
 		}, []string{"source"}),
-		buildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "dedup_build_info",
-			Help: "Always 1; labels name the version and the filter mode.",
-		}, []string{"version", "mode"}),
 	}
 	reg.MustRegister(
 		m.messages, m.replaySuppressed, m.fill, m.estimatedKeys, m.fpRate, m.saturated,
 		m.fpTarget, m.expectedKeys, m.windowSeconds, m.windowElapsed, m.filterBytes,
 		m.rotations, m.lag, m.assigned, m.produceErrors, m.outputErrors, m.stalled, m.latency, m.checkpointSeconds,
 		m.checkpointPause, m.checkpointSize, m.checkpointLast, m.checkpoints, m.checkpointFails, m.restores,
-		m.buildInfo,
 	)
 	for _, s := range []string{"latest", "fallback", "empty"} {
 		m.restores.WithLabelValues(s)

@@ -125,8 +125,10 @@ func TestEmbeddedDefault(t *testing.T) {
 	if n, err := metricSum(metrics, "dedup_embedded_broker"); err != nil || n != 1 {
 		t.Errorf("dedup_embedded_broker = %v (%v), want 1", n, err)
 	}
-	if n, err := metricSum(metrics, "dedup_build_info", `version="`+readBuildInfo().Version+`"`); err != nil || n != 1 {
-		t.Errorf("dedup_build_info{version=%q} = %v (%v), want 1", readBuildInfo().Version, n, err)
+	b := readBuildInfo()
+	build := []string{`version="` + b.Version + `"`, `commit="` + b.Commit + `"`, `goversion="` + b.GoVersion + `"`, `mode="counting"`}
+	if n, err := metricSum(metrics, "dedup_build_info", build...); err != nil || n != 1 {
+		t.Errorf("dedup_build_info%v = %v (%v), want 1", build, n, err)
 	}
 	if !strings.Contains(bin.stderr.String(), "KAFKA_BROKERS is empty: starting the embedded single-node broker") {
 		t.Errorf("no warning that the broker is the embedded one:\n%s", bin.stderr)
