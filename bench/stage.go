@@ -12,6 +12,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"golang.org/x/sync/errgroup"
 
+	"dedup/offsets"
 	"dedup/processor"
 	"dedup/rotation"
 )
@@ -107,20 +108,17 @@ func stageStateBytes(s Spec) (int64, error) {
 
 // outputEnds returns the sum of the end offsets of the topic's partitions.
 func outputEnds(ctx context.Context, c *kafka.Client, topic string, partitions int) (uint64, error) {
-	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
-	for p := range partitions {
-		req.Topics[topic] = append(req.Topics[topic], kafka.LastOffsetOf(p))
+	ps := make([]int, partitions)
+	for i := range ps {
+		ps[i] = i
 	}
-	resp, err := c.ListOffsets(ctx, req)
+	ranges, err := offsets.List(ctx, c, topic, ps)
 	if err != nil {
-		return 0, fmt.Errorf("list output offsets: %w", err)
+		return 0, err
 	}
 	var sum uint64
-	for _, po := range resp.Topics[topic] {
-		if po.Error != nil {
-			return 0, fmt.Errorf("list output offsets of partition %d: %w", po.Partition, po.Error)
-		}
-		sum += uint64(po.LastOffset)
+	for _, r := range ranges {
+		sum += uint64(r.End)
 	}
 	return sum, nil
 }

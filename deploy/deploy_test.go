@@ -1242,6 +1242,9 @@ func TestDashboard(t *testing.T) {
 		"dedup_checkpoint_duration_seconds_bucket",
 		"dedup_checkpoint_size_bytes",
 		"sum by (source) (increase(dedup_restores_total",
+		"sum by (kind) (rate(dedup_output_errors_total",
+		"dedup_partitions_stalled",
+		"dedup_embedded_broker",
 		"sum by (topic, partition)", // per partition
 	} {
 		if !strings.Contains(all, want) {

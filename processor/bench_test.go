@@ -38,9 +38,8 @@ const benchParts = 4
 // The contenders alternate for benchRounds rounds (STAGE_ROUNDS overrides
 // it), the order rotating each round. Each round's ratios compare runs
 // made seconds apart, so the reported ratios are the medians of the
-// per-round ratios; the best round of each contender is reported too (the
-// figures of earlier sessions), but a ratio of two maxima favours the
-// contender whose rate scatters more. Every round is logged (-v).
+// per-round ratios; the best round of each contender is reported too, but
+// a ratio of two maxima favours the contender whose rate scatters more. Every round is logged (-v).
 //
 // Besides records per wall-clock second it reports records per CPU second
 // of this process (user + system, getrusage), the broker included: with an
@@ -54,7 +53,7 @@ const benchParts = 4
 // the larger records. Before each contender starts, the previous one's
 // garbage is collected and the log it wrote is synced to disk (settle), so
 // that neither is paid for in the next contender's window: without that, a
-// contender's median rate depended on which one ran before it, by up to 8 %.
+// contender's median rate depends on which one ran before it.
 //
 // Records have 16-byte keys and 100-byte values; STAGE_VALUE_BYTES sets
 // another value size.

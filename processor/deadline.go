@@ -12,11 +12,10 @@ import (
 // deadlineConn is a connection whose read deadline moves only when that
 // matters. kafka.Reader sets its connection's read deadline before every
 // record it decodes from a fetch (now + ReadBatchTimeout, 10 s by default),
-// and each set re-arms the runtime poller's timer for the socket: 0.20 to
-// 0.27 s of CPU per 2,000,000 records in the benchmark's profiles, 5 to 8 %
-// of the stage and about as much as its filter. Such a deadline is a few
-// microseconds later than the one already in force, which protects the
-// read just as well.
+// and each set re-arms the runtime poller's timer for the socket, a cost
+// that stands out in the stage's CPU profiles (docs/benchmarks.md). Such a
+// deadline is a few microseconds later than the one already in force,
+// which protects the read just as well.
 //
 // So a read deadline that is later than the one in force by at most slack
 // is not applied: the one in force, at most slack earlier, stands in for

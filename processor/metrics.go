@@ -55,7 +55,6 @@ type Metrics struct {
 	checkpointFails   *prometheus.CounterVec
 	restores          *prometheus.CounterVec
 	restoreScanned    prometheus.Counter
-	buildInfo         *prometheus.GaugeVec
 }
 
 // NewMetrics creates the dedup_ families and registers them on reg. It
@@ -181,17 +180,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "dedup_restore_scanned_records_total",
 			Help: "Output records read by the replay scans of restores from the store.",
 		}),
-		buildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "dedup_build_info",
-			Help: "Always 1; labels name the version and the filter mode.",
-		}, []string{"version", "mode"}),
 	}
 	reg.MustRegister(
 		m.messages, m.replaySuppressed, m.tsAnomalies, m.tsRewritten, m.fill, m.estimatedKeys, m.fpRate, m.saturated,
 		m.fpTarget, m.expectedKeys, m.windowSeconds, m.windowElapsed, m.filterBytes,
 		m.rotations, m.lag, m.assigned, m.produceErrors, m.outputErrors, m.stalled, m.latency, m.checkpointSeconds,
 		m.checkpointPause, m.checkpointSize, m.checkpointLast, m.checkpoints, m.checkpointFails, m.restores,
-		m.restoreScanned, m.buildInfo,
+		m.restoreScanned,
 	)
 	for _, s := range []string{string(partition.SourceMemory), "latest", "fallback", "empty"} {
 		m.restores.WithLabelValues(s)
@@ -242,7 +237,7 @@ func (m *Metrics) partition(topic string, part int, storeKind string) *partition
 		FutureTimestamps:    m.tsAnomalies.WithLabelValues(topic, p, AnomalyFuture),
 		MissingTimestamps:   m.tsAnomalies.WithLabelValues(topic, p, AnomalyMissing),
 		RewrittenTimestamps: m.tsRewritten.WithLabelValues(topic, p),
-		RestoreScanned:   m.restoreScanned,
+		RestoreScanned:      m.restoreScanned,
 	}
 	if storeKind != "" { // without a store there are no checkpoints to time
 		pm.CheckpointSeconds = m.checkpointSeconds.WithLabelValues(storeKind)

@@ -14,7 +14,7 @@ var (
 	eagerFamilies = []string{
 		"dedup_filter_false_positive_target", "dedup_filter_expected_keys", "dedup_filter_window_seconds",
 		"dedup_assigned_partitions", "dedup_produce_errors_total", "dedup_end_to_end_latency_seconds",
-		"dedup_checkpoint_duration_seconds", "dedup_checkpoint_pause_seconds", "dedup_restores_total", "dedup_build_info",
+		"dedup_checkpoint_duration_seconds", "dedup_checkpoint_pause_seconds", "dedup_restores_total",
 	}
 	partitionFamilies = []string{
 		"dedup_messages_total", "dedup_replay_suppressed_total", "dedup_timestamp_anomalies_total", "dedup_timestamp_rewritten_total",

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -94,7 +93,6 @@ type Options struct {
 
 	Metrics *Metrics     // nil = a private registry
 	Logger  *slog.Logger // nil = slog.Default()
-	Version string       // dedup_build_info{version}; empty = the module's build info
 }
 
 // Progress holds cumulative counts of input records by outcome, cheap to
@@ -265,11 +263,6 @@ func New(o Options) (*Processor, error) {
 	p.metrics.fpTarget.Set(o.Filter.FPRate)
 	p.metrics.expectedKeys.Set(float64(o.Filter.ExpectedKeys))
 	p.metrics.windowSeconds.Set(o.Filter.Window.Seconds())
-	mode := o.Filter.Mode
-	if mode == 0 {
-		mode = rotation.Counting
-	}
-	p.metrics.buildInfo.WithLabelValues(o.Version, mode.String()).Set(1)
 	if p.storeKind != "" {
 		p.metrics.checkpointSeconds.WithLabelValues(p.storeKind)
 	}
@@ -327,12 +320,6 @@ func withDefaults(o Options) Options {
 	}
 	if o.Metrics == nil {
 		o.Metrics = NewMetrics(prometheus.NewRegistry())
-	}
-	if o.Version == "" {
-		o.Version = "(devel)"
-		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-			o.Version = bi.Main.Version
-		}
 	}
 	return o
 }

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -117,25 +118,28 @@ func TestEventTimeWindow(t *testing.T) {
 // TestKeySources covers each DEDUP_KEY source end to end.
 func TestKeySources(t *testing.T) {
 	hdr := func(k, v string) kgo.RecordHeader { return kgo.RecordHeader{Key: k, Value: []byte(v)} }
+	// unkeyed counts the records of in forwarded as unkeyed; the sentinel
+	// each case ends with is keyed in every case but json (not JSON).
 	cases := []struct {
-		source string
-		in     []*kgo.Record
-		want   []string
+		source  string
+		in      []*kgo.Record
+		want    []string
+		unkeyed uint64
 	}{
 		{"key", []*kgo.Record{
 			rec(0, "k1", "v1", t0), rec(0, "k1", "v2", t0), rec(0, "k2", "v1", t0),
-		}, []string{"v1", "v1"}},
+		}, []string{"v1", "v1"}, 0},
 		{"value", []*kgo.Record{
 			rec(0, "k1", "same", t0), rec(0, "k2", "same", t0), rec(0, "k3", "other", t0), rec(0, "k4", "", t0), rec(0, "k5", "", t0),
-		}, []string{"same", "other", "", ""}},
+		}, []string{"same", "other", "", ""}, 2},
 		{"header:id", []*kgo.Record{
 			rec(0, "k1", "a", t0, hdr("id", "1")), rec(0, "k2", "b", t0, hdr("id", "1")),
 			rec(0, "k3", "c", t0, hdr("id", "2")), rec(0, "k4", "no-header", t0), rec(0, "k5", "no-header", t0),
-		}, []string{"a", "c", "no-header", "no-header"}},
+		}, []string{"a", "c", "no-header", "no-header"}, 2},
 		{"json:user.id", []*kgo.Record{
 			rec(0, "", `{"user":{"id":"u1","n":1}}`, t0),
 			rec(0, "", `{"x":[1,{"id":"u1"}],"user":{"name":"x","id":"u1"}}`, t0), // duplicate of u1
-			rec(0, "", `{"user":{"id":"u2"}} trailing garbage is never read`, t0),
+			rec(0, "", `{"user":{"id":"u2"}} trailing garbage`, t0),               // not one JSON document: unkeyed
 			rec(0, "", `{"user":{"id":42}}`, t0),
 			rec(0, "", `{"user":{"id":42.0}}`, t0),      // raw text differs from 42
 			rec(0, "", `{"user":{"id":"u\u0031"}}`, t0), // escaped u1: duplicate
@@ -145,10 +149,10 @@ func TestKeySources(t *testing.T) {
 			rec(0, "", `{"user":{"id":null}}`, t0),      // null: unkeyed
 		}, []string{
 			`{"user":{"id":"u1","n":1}}`,
-			`{"user":{"id":"u2"}} trailing garbage is never read`,
+			`{"user":{"id":"u2"}} trailing garbage`,
 			`{"user":{"id":42}}`, `{"user":{"id":42.0}}`,
 			`{"user":`, `not json`, `{"user":{"name":"no id"}}`, `{"user":{"id":null}}`,
-		}},
+		}, 5},
 	}
 	e := newTestEnv(t, 1, 1)
 	out := e.collect()
@@ -173,6 +177,15 @@ func TestKeySources(t *testing.T) {
 			got = got[:len(got)-1]
 			if !slices.Equal(values(got), c.want) {
 				t.Fatalf("DEDUP_KEY=%s\n got %q\nwant %q", c.source, values(got), c.want)
+			}
+			unkeyed := c.unkeyed
+			if strings.HasPrefix(c.source, "json:") {
+				unkeyed++ // the sentinel
+			}
+			// Progress is published per tick: wait until it holds every record.
+			eventually(t, 10*time.Second, "every record counted", func() bool { return r.p.Progress().In == uint64(len(c.in)+1) })
+			if n := r.p.Progress().Unkeyed; n != unkeyed {
+				t.Errorf("DEDUP_KEY=%s: %d records counted unkeyed, want %d", c.source, n, unkeyed)
 			}
 			if err := r.stop(t); err != nil {
 				t.Fatal(err)

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"net/http"
 	"os"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"dedup/offsets"
 	"dedup/processor"
 )
 
@@ -29,22 +29,24 @@ func endOffsets(t *testing.T, addr, topic string, partitions int) int64 {
 
 func sumEndOffsets(addr, topic string, partitions int) (int64, error) {
 	client := &kafka.Client{Addr: kafka.TCP(addr), Timeout: 10 * time.Second}
-	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
-	for p := range partitions {
-		req.Topics[topic] = append(req.Topics[topic], kafka.LastOffsetOf(p))
-	}
-	resp, err := client.ListOffsets(context.Background(), req)
+	ranges, err := offsets.List(context.Background(), client, topic, seq(partitions))
 	if err != nil {
-		return 0, fmt.Errorf("list offsets of %s: %w", topic, err)
+		return 0, err
 	}
 	var sum int64
-	for _, po := range resp.Topics[topic] {
-		if po.Error != nil {
-			return 0, fmt.Errorf("list offsets of %s/%d: %w", topic, po.Partition, po.Error)
-		}
-		sum += po.LastOffset
+	for _, r := range ranges {
+		sum += r.End
 	}
 	return sum, nil
+}
+
+// seq is the partitions 0..n-1.
+func seq(n int) []int {
+	ps := make([]int, n)
+	for i := range ps {
+		ps[i] = i
+	}
+	return ps
 }
 
 // checkForwarded asserts the output holds exactly one record per key,
@@ -125,8 +127,10 @@ func TestEmbeddedDefault(t *testing.T) {
 	if n, err := metricSum(metrics, "dedup_embedded_broker"); err != nil || n != 1 {
 		t.Errorf("dedup_embedded_broker = %v (%v), want 1", n, err)
 	}
-	if n, err := metricSum(metrics, "dedup_build_info", `version="`+readBuildInfo().Version+`"`); err != nil || n != 1 {
-		t.Errorf("dedup_build_info{version=%q} = %v (%v), want 1", readBuildInfo().Version, n, err)
+	b := readBuildInfo()
+	build := []string{`version="` + b.Version + `"`, `commit="` + b.Commit + `"`, `goversion="` + b.GoVersion + `"`, `mode="counting"`}
+	if n, err := metricSum(metrics, "dedup_build_info", build...); err != nil || n != 1 {
+		t.Errorf("dedup_build_info%v = %v (%v), want 1", build, n, err)
 	}
 	if !strings.Contains(bin.stderr.String(), "KAFKA_BROKERS is empty: starting the embedded single-node broker") {
 		t.Errorf("no warning that the broker is the embedded one:\n%s", bin.stderr)

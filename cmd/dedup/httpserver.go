@@ -21,10 +21,16 @@ type Probe interface {
 }
 
 // newRegistry is the binary's own registry: the processor's families plus
-// the process and Go runtime collectors, whether the broker is the embedded
-// one, and nothing from the global default.
+// the process and Go runtime collectors, the build, whether the broker is
+// the embedded one, and nothing from the global default.
 func newRegistry(cfg *Config) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
+	b := readBuildInfo()
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "dedup_build_info",
+		Help: "Always 1; labels name the build (as 'dedup version' reports it) and the filter mode.",
+	}, []string{"version", "commit", "goversion", "mode"})
+	build.WithLabelValues(b.Version, b.Commit, b.GoVersion, cfg.filterOptions().Mode.String()).Set(1)
 	embedded := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "dedup_embedded_broker",
 		Help: "1 when the process runs its own embedded single-node broker (KAFKA_BROKERS empty), which is not for production; 0 with KAFKA_BROKERS set.",
@@ -35,6 +41,7 @@ func newRegistry(cfg *Config) *prometheus.Registry {
 	reg.MustRegister(
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewGoCollector(),
+		build,
 		embedded,
 	)
 	return reg

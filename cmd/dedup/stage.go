@@ -111,7 +111,6 @@ func newStage(ctx context.Context, cfg *Config, cluster *Cluster, reg *prometheu
 		CheckpointInterval: cfg.CheckpointInterval,
 		Store:              store,
 		Metrics:            processor.NewMetrics(reg),
-		Version:            readBuildInfo().Version,
 		Logger:             log,
 	})
 	if err != nil {

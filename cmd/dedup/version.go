@@ -11,8 +11,8 @@ import (
 // empty, the module version recorded by the Go toolchain is used.
 var version string
 
-// buildInfo is what `dedup version` reports; its Version is also the
-// version label of dedup_build_info (the processor's gauge).
+// buildInfo is what `dedup version` reports, and the labels of
+// dedup_build_info (newRegistry).
 type buildInfo struct {
 	Version   string // module version, "(devel)" for a build from a work tree
 	Commit    string // VCS revision, with "+dirty" when the tree had changes; "unknown" without VCS data
