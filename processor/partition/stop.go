@@ -38,14 +38,26 @@ func (w *Worker) stop() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, w.reader.Close())
-	kept := w.d.Keep != nil && w.position >= 0 && w.position == w.cp.last && (w.cp.exact || w.d.Store == nil) &&
-		w.acks.failed() == nil && !w.d.Crashed()
+	kept := w.keepable()
 	if kept {
 		// Checkpointed and committed exactly here: the pair covers the
-		// inputs below the committed offset and nothing else. Should the
-		// partition come straight back, the owner resumes it from memory.
+		// inputs below the committed offset and nothing else, and no output
+		// of a later input exists. Should the partition come straight back,
+		// the owner resumes it from memory.
 		w.d.Keep(w.pair, w.position)
 	}
 	w.log.Info("partition revoked", "position", w.position, "committed", w.cp.last, "kept", kept)
 	return errors.Join(errs...)
+}
+
+// keepable reports whether the stopped worker's pair may be kept in memory
+// for the next generation: checkpointed and committed exactly at its
+// position, every output acknowledged, and not still replaying. A partition
+// still replaying (position below suppressTo) is not kept: outputs of
+// inputs at or past its position are already in the output, and only a
+// restore's scan finds them again.
+func (w *Worker) keepable() bool {
+	return w.d.Keep != nil && w.position >= 0 && w.position == w.cp.last &&
+		(w.cp.exact || w.d.Store == nil) && w.position >= w.suppressTo &&
+		w.acks.failed() == nil && !w.d.Crashed()
 }
