@@ -68,3 +68,20 @@ func (e *LoadError) Unwrap() []error {
 	}
 	return errs
 }
+
+// ReadError is returned when a read of a partition that must reach an
+// offset (the replay scan, the Kafka store's index and chunks) cannot: the
+// restore that needs it fails instead of going on with part of the data.
+type ReadError struct {
+	Topic     string
+	Partition int
+	Reached   int64 // next offset the read would have read
+	Target    int64 // the end offset it had to reach, read before the read began
+	Err       error
+}
+
+func (e *ReadError) Error() string {
+	return fmt.Sprintf("read %s/%d: stopped at offset %d of %d: %v", e.Topic, e.Partition, e.Reached, e.Target, e.Err)
+}
+
+func (e *ReadError) Unwrap() error { return e.Err }

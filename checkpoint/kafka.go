@@ -39,7 +39,10 @@ type KafkaOptions struct {
 	// lowered to fit the topic's max.message.bytes when that is smaller.
 	ChunkBytes int
 	Partitions int // partitions of the checkpoint topic when the store creates it (default 1)
-	Logger     *slog.Logger
+	// Patience bounds how long a read of the checkpoint topic may bring
+	// nothing before Load or Save fails with a *ReadError (default 30s).
+	Patience time.Duration
+	Logger   *slog.Logger
 }
 
 // KafkaStore keeps snapshots in a compacted Kafka topic. Any instance can
@@ -55,6 +58,7 @@ type KafkaStore struct {
 	keep   int
 	chunk  int
 	nparts int
+	wait   time.Duration // KafkaOptions.Patience
 	log    *slog.Logger
 
 	mu      sync.Mutex
@@ -83,6 +87,7 @@ func NewKafkaStore(ctx context.Context, opts KafkaOptions) (*KafkaStore, error) 
 		prefix:  url.PathEscape(opts.Group) + "/",
 		keep:    orDefault(opts.Keep, defaultKeep),
 		chunk:   orDefault(opts.ChunkBytes, defaultChunkBytes),
+		wait:    opts.Patience,
 		log:     opts.Logger,
 		indexes: map[int]*partIndex{},
 	}

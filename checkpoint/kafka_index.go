@@ -75,7 +75,7 @@ func (s *KafkaStore) refresh(ctx context.Context, pi *partIndex, cp int) error {
 	if pi.next < r.First {
 		pi.next = r.First
 	}
-	err = readRange(ctx, s.client, s.topic, cp, pi.next, r.End, func(rec *kafka.Record) error {
+	err = readRange(ctx, s.client, s.topic, cp, pi.next, r.End, s.wait, func(rec *kafka.Record) error {
 		key, err := kafka.ReadAll(rec.Key)
 		if err != nil {
 			return fmt.Errorf("read key at %d: %w", rec.Offset, err)
@@ -198,7 +198,7 @@ func (s *KafkaStore) fetchChunks(ctx context.Context, cp int, p chunkPlan) ([][]
 			want[off] = n
 		}
 		from, to := slices.Min(p.offsets), slices.Max(p.offsets)+1
-		err := readRange(ctx, s.client, s.topic, cp, from, to, func(rec *kafka.Record) error {
+		err := readRange(ctx, s.client, s.topic, cp, from, to, s.wait, func(rec *kafka.Record) error {
 			n, ok := want[rec.Offset]
 			if !ok {
 				return nil
