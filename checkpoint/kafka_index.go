@@ -131,14 +131,29 @@ func (s *KafkaStore) apply(pi *partIndex, key string, value []byte, tombstone bo
 	ms[k.seq] = loc
 }
 
-// newest returns the manifests of id, newest first.
+// newest returns the manifests of id, best first by (Epoch, Generation,
+// Seq); undecodable manifests rank by Seq alone.
 func (pi *partIndex) newest(id snapID) []*manifestLoc {
 	var out []*manifestLoc
 	for _, loc := range pi.manifests[id] {
 		out = append(out, loc)
 	}
-	slices.SortFunc(out, func(a, b *manifestLoc) int { return -cmp.Compare(a.m.Meta.Seq, b.m.Meta.Seq) })
+	slices.SortFunc(out, func(a, b *manifestLoc) int {
+		if c := compareRank(a.rank(), b.rank()); c != 0 {
+			return -c
+		}
+		return -cmp.Compare(a.m.Meta.Seq, b.m.Meta.Seq)
+	})
 	return out
+}
+
+// rank is what the manifest is ranked by: its Meta, or only its Seq when
+// it could not be decoded.
+func (loc *manifestLoc) rank() Meta {
+	if loc.err != nil {
+		return Meta{Seq: loc.m.Meta.Seq}
+	}
+	return loc.m.Meta
 }
 
 // verifyIndexed checks a manifest against the chunks the index has seen.

@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"cmp"
 	"context"
 	"io"
 	"time"
@@ -20,6 +21,31 @@ type Meta struct {
 	RawBytes    int64         `json:"raw_bytes"`    // uncompressed state size (set by Save)
 	StoredBytes int64         `json:"stored_bytes"` // compressed size as stored (set by Save)
 	Checksum    uint32        `json:"checksum"`     // CRC-32C of the stored bytes (set by Save)
+	// Generation is the consumer-group generation of the member that took
+	// the snapshot, Epoch counts restarts of the group's generation
+	// numbering (a group deleted and created again starts over at 1): a
+	// snapshot ranks by (Epoch, Generation, Seq), so a member that kept
+	// writing after it lost the partition never outranks the new owner.
+	// Zero for snapshots taken without a group.
+	Generation int32  `json:"generation,omitempty"`
+	Epoch      uint32 `json:"epoch,omitempty"`
+}
+
+// compareRank orders snapshots of one partition: by Epoch, then
+// Generation, then Seq.
+func compareRank(a, b Meta) int {
+	if c := cmp.Compare(a.Epoch, b.Epoch); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Generation, b.Generation); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Seq, b.Seq)
+}
+
+// compareFence orders by (Epoch, Generation) only: who may write.
+func compareFence(a, b Meta) int {
+	return compareRank(Meta{Epoch: a.Epoch, Generation: a.Generation}, Meta{Epoch: b.Epoch, Generation: b.Generation})
 }
 
 // Store keeps snapshots of partition state. Implemented by *FileStore and
@@ -28,9 +54,11 @@ type Store interface {
 	// Save compresses and stores state as the newest snapshot of
 	// (m.Topic, m.Partition) and returns m with Seq, RawBytes, StoredBytes
 	// and Checksum filled in. When Save returns nil the snapshot is durable.
+	// Save refuses with a *StaleError when the store already holds a
+	// snapshot of the partition with a greater (Epoch, Generation).
 	Save(ctx context.Context, m Meta, state io.WriterTo) (Meta, error)
 	// Load tries the newest snapshot of (topic, partition) first, then older
-	// ones; decode is called with the decompressed, checksum-verified state;
+	// ones, ranked by (Epoch, Generation, Seq); decode is called with the decompressed, checksum-verified state;
 	// if decode fails the next older snapshot is tried. Returns ErrNotFound
 	// when none exists, or a *LoadError listing what was rejected when every
 	// one failed.
