@@ -124,6 +124,13 @@ type Processor struct {
 
 	commitMu sync.Mutex // one offset commit at a time on the generation's connection
 
+	// lease is the current generation's proof of membership, nil between
+	// generations: the writer sends nothing without a valid one
+	// (fenceProduce). clock is the lease's monotonic clock (nil: the
+	// real one; tests move it).
+	lease atomic.Pointer[lease]
+	clock func() time.Duration
+
 	settle partition.Completion // how the writer's acknowledgements settle
 
 	// crashed makes partitions stop like a killed process: no final

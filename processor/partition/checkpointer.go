@@ -2,6 +2,7 @@ package partition
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -48,6 +49,11 @@ type checkpointer struct {
 	done   chan cpResult // saver → worker
 	stop   chan struct{}
 	exited chan struct{}
+
+	// epoch is the Meta.Epoch this partition's snapshots carry: the
+	// restored snapshot's, raised when the group's generation numbering is
+	// found to have started over (saveCheckpoint).
+	epoch atomic.Uint32
 
 	// worker-owned
 	busy bool
@@ -189,7 +195,14 @@ func (w *Worker) saveCheckpoint(ctx context.Context, pos int64, ends map[int]int
 	if w.cp.store == nil {
 		return nil
 	}
-	m, err := w.cp.store.Save(ctx, checkpoint.Meta{
+	if w.d.Fence != nil {
+		// A member whose membership is not confirmed may have lost the
+		// partition: its snapshot could outrank the new owner's.
+		if err := w.d.Fence(); err != nil {
+			return w.checkpointFailed(fmt.Errorf("save checkpoint at %d: %w", pos, err))
+		}
+	}
+	meta := checkpoint.Meta{
 		Group:       w.d.Group,
 		Topic:       w.d.Topic,
 		Partition:   w.d.Partition,
@@ -197,7 +210,24 @@ func (w *Worker) saveCheckpoint(ctx context.Context, pos int64, ends map[int]int
 		OutputTopic: w.d.OutputTopic,
 		OutputEnds:  ends,
 		Created:     time.Now(),
-	}, state)
+		Generation:  w.d.Generation,
+		Epoch:       w.cp.epoch.Load(),
+	}
+	m, err := w.cp.store.Save(ctx, meta, state)
+	var stale *checkpoint.StaleError
+	if errors.As(err, &stale) && w.d.Confirm != nil && w.d.Confirm(ctx) == nil {
+		// The store holds a newer generation's snapshot, yet the
+		// coordinator confirms this generation after it was written: a
+		// live group's generations only increase, so that snapshot is of
+		// an earlier life of the group (deleted and created again, or a
+		// broker that lost its state). Start a new epoch above it.
+		meta.Epoch = stale.HeldEpoch + 1
+		w.log.Warn("checkpoint of an earlier life of the group: starting a new epoch",
+			"held_generation", stale.HeldGeneration, "held_epoch", stale.HeldEpoch,
+			"generation", w.d.Generation, "epoch", meta.Epoch)
+		w.cp.epoch.Store(meta.Epoch)
+		m, err = w.cp.store.Save(ctx, meta, state)
+	}
 	if err != nil {
 		return w.checkpointFailed(fmt.Errorf("save checkpoint at %d: %w", pos, err))
 	}

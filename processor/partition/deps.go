@@ -40,6 +40,7 @@ type Store interface {
 // per assignment; the partition reaches nothing else.
 type Deps struct {
 	Group       string
+	Generation  int32  // the consumer-group generation: snapshots carry it
 	Topic       string // input topic
 	Partition   int
 	Committed   int64 // the group's committed offset, or kafka.FirstOffset/LastOffset when none
@@ -64,6 +65,12 @@ type Deps struct {
 	// Scan is the replay scan's configuration without the source and
 	// range (brokers, transport, output topic, headers).
 	Scan checkpoint.ScanOptions
+
+	// Fence returns nil while the member's membership is confirmed
+	// (its lease holds), else an error: no checkpoint is saved without it.
+	// Confirm confirms the membership now. Nil: no fencing (tests).
+	Fence   func() error
+	Confirm func(ctx context.Context) error
 
 	// Commit commits offset (the next to read) of the partition.
 	Commit func(offset int64) error

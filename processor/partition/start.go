@@ -47,6 +47,7 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 			return nil, err
 		}
 		if r.found {
+			w.cp.epoch.Store(r.meta.Epoch)
 			start = r.meta.Offset
 			source = r.source
 			if r.pair != nil {
