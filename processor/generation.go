@@ -158,7 +158,12 @@ func (p *Processor) partitionDeps(g *generation, a kafka.PartitionAssignment) pa
 
 		Fence:   g.lease.valid,
 		Confirm: g.lease.confirm,
-		Commit:  func(offset int64) error { return p.commit(g, topic, part, offset) },
+		Commit: func(ctx context.Context, offset int64, ends map[int]int64) error {
+			return p.commit(ctx, g, topic, part, offset, ends)
+		},
+		CommittedEnds: func(ctx context.Context) (int64, map[int]int64, error) {
+			return p.committed(ctx, topic, part)
+		},
 		OutputEnds: func(ctx context.Context) (map[int]int64, error) {
 			return p.outputEnds(ctx, g.route.Outputs(part))
 		},

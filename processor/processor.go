@@ -122,7 +122,8 @@ type Processor struct {
 
 	replaced atomic.Uint64 // writers replaced after produce failures (tests observe recoveries)
 
-	commitMu sync.Mutex // one offset commit at a time on the generation's connection
+	commitMu       sync.Mutex  // one offset commit at a time
+	metadataWarned atomic.Bool // a commit went without its output ends (logged once)
 
 	// lease is the current generation's proof of membership, nil between
 	// generations: the writer sends nothing without a valid one

@@ -128,7 +128,7 @@ func (c *checkpointer) checkpoint(w *Worker) (r cpResult, stopped bool) {
 		return cpResult{offset: pos, err: err}, false
 	}
 	c.release() // the copy is saved: the next partition may take the spare now
-	return cpResult{offset: pos, err: w.commitCheckpoint(pos)}, false
+	return cpResult{offset: pos, err: w.commitCheckpoint(context.Background(), pos, ends)}, false
 }
 
 // release gives the spare back, once.
@@ -183,7 +183,7 @@ func (w *Worker) finishCheckpoint(ctx context.Context, pos int64, ends map[int]i
 	if err := w.saveCheckpoint(ctx, pos, ends, state, began); err != nil {
 		return err
 	}
-	return w.commitCheckpoint(pos)
+	return w.commitCheckpoint(ctx, pos, ends)
 }
 
 // saveCheckpoint is steps 4-5: wait for acknowledgements below pos and save
@@ -241,8 +241,8 @@ func (w *Worker) saveCheckpoint(ctx context.Context, pos int64, ends map[int]int
 }
 
 // commitCheckpoint is step 6.
-func (w *Worker) commitCheckpoint(pos int64) error {
-	if err := w.d.Commit(pos); err != nil {
+func (w *Worker) commitCheckpoint(ctx context.Context, pos int64, ends map[int]int64) error {
+	if err := w.d.Commit(ctx, pos, ends); err != nil {
 		// The snapshot stands; the next checkpoint or a restore (which
 		// prefers the snapshot's offset) makes up for the missing commit.
 		return w.checkpointFailed(fmt.Errorf("commit %d: %w", pos, err))

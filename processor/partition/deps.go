@@ -72,8 +72,13 @@ type Deps struct {
 	Fence   func() error
 	Confirm func(ctx context.Context) error
 
-	// Commit commits offset (the next to read) of the partition.
-	Commit func(offset int64) error
+	// Commit commits offset (the next to read) of the partition, with the
+	// output end offsets of the checkpoint at offset (nil without a Store).
+	Commit func(ctx context.Context, offset int64, ends map[int]int64) error
+	// CommittedEnds reads the committed offset (< 0: none) and the output
+	// end offsets recorded with it (nil: none): the replay scan's start
+	// when every snapshot is rejected.
+	CommittedEnds func(ctx context.Context) (offset int64, ends map[int]int64, err error)
 	// OutputEnds reads the end offsets of the output partitions the
 	// partition writes to.
 	OutputEnds func(ctx context.Context) (map[int]int64, error)
