@@ -56,7 +56,7 @@ func (p *Processor) superviseGeneration(ctx context.Context, gen *kafka.Generati
 	}
 	// Nothing is produced or saved before the membership is confirmed.
 	l := newLease(p.client, gen, p.o.SessionTimeout, p.o.RebalanceTimeout, p.clock, log)
-	cctx, cancel := context.WithTimeout(ctx, l.period)
+	cctx, cancel := context.WithTimeout(ctx, l.window)
 	err = l.confirm(cctx)
 	cancel()
 	if err != nil {

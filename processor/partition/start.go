@@ -56,6 +56,9 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 				anchorEnds = r.meta.OutputEnds // the scan from there covered everything since
 			}
 			w.suppress, w.suppressTo = r.suppress, r.suppressTo
+			if r.suppress != nil {
+				w.cp.replayEnds = r.meta.OutputEnds
+			}
 		}
 	}
 	if w.pair == nil {
