@@ -55,10 +55,6 @@ type checkpointer struct {
 	// found to have started over (saveCheckpoint).
 	epoch atomic.Uint32
 
-	// replayEnds is the restored snapshot's scan start while its replay
-	// is not passed (set by Start, read-only after): see scanFrom.
-	replayEnds map[int]int64
-
 	// worker-owned
 	busy bool
 	last int64 // position of the last committed checkpoint (-1: none)
@@ -128,12 +124,11 @@ func (c *checkpointer) checkpoint(w *Worker) (r cpResult, stopped bool) {
 		c.wanted.Store(false)
 		return cpResult{}, true
 	}
-	ends = w.scanFrom(pos, ends)
 	if err := w.saveCheckpoint(context.Background(), pos, ends, c.held, began); err != nil {
 		return cpResult{offset: pos, err: err}, false
 	}
 	c.release() // the copy is saved: the next partition may take the spare now
-	return cpResult{offset: pos, err: w.commitCheckpoint(context.Background(), pos, ends)}, false
+	return cpResult{offset: pos, err: w.commitCheckpoint(context.Background(), pos, w.scanStart(pos, ends))}, false
 }
 
 // release gives the spare back, once.
@@ -185,25 +180,10 @@ func (w *Worker) handOff() error {
 // finishCheckpoint is steps 4-6 for a pair nobody else writes to (the
 // stopped worker's own pair, the initial anchor).
 func (w *Worker) finishCheckpoint(ctx context.Context, pos int64, ends map[int]int64, state *rotation.Pair, began time.Time) error {
-	ends = w.scanFrom(pos, ends)
 	if err := w.saveCheckpoint(ctx, pos, ends, state, began); err != nil {
 		return err
 	}
-	return w.commitCheckpoint(ctx, pos, ends)
-}
-
-// scanFrom is the scan start a checkpoint at pos records. Ends read now
-// are right only when no output of an input >= pos exists yet; while the
-// replay after a restore has not passed the inputs whose outputs the
-// restore's scan found (suppressTo), those outputs precede ends read now,
-// and a restore from ends would forward them again. The restored
-// snapshot's scan start precedes them all, so it stays the scan start
-// until the replay has passed them.
-func (w *Worker) scanFrom(pos int64, ends map[int]int64) map[int]int64 {
-	if pos < w.suppressTo && w.cp.replayEnds != nil {
-		return w.cp.replayEnds
-	}
-	return ends
+	return w.commitCheckpoint(ctx, pos, w.scanStart(pos, ends))
 }
 
 // saveCheckpoint is steps 4-5: wait for acknowledgements below pos and save
@@ -228,7 +208,7 @@ func (w *Worker) saveCheckpoint(ctx context.Context, pos int64, ends map[int]int
 		Partition:   w.d.Partition,
 		Offset:      pos,
 		OutputTopic: w.d.OutputTopic,
-		OutputEnds:  ends,
+		OutputEnds:  w.scanStart(pos, ends),
 		Created:     time.Now(),
 		Generation:  w.d.Generation,
 		Epoch:       w.cp.epoch.Load(),
@@ -260,7 +240,8 @@ func (w *Worker) saveCheckpoint(ctx context.Context, pos int64, ends map[int]int
 	return nil
 }
 
-// commitCheckpoint is step 6.
+// commitCheckpoint is step 6; ends (the checkpoint's scan start) go
+// with the commit, for a restore whose snapshots are all rejected.
 func (w *Worker) commitCheckpoint(ctx context.Context, pos int64, ends map[int]int64) error {
 	if err := w.d.Commit(ctx, pos, ends); err != nil {
 		// The snapshot stands; the next checkpoint or a restore (which

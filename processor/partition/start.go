@@ -55,10 +55,7 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 			} else {
 				anchorEnds = r.meta.OutputEnds // the scan from there covered everything since
 			}
-			w.suppress, w.suppressTo = r.suppress, r.suppressTo
-			if r.suppress != nil {
-				w.cp.replayEnds = r.meta.OutputEnds
-			}
+			w.suppress, w.suppressTo, w.replayFrom = r.suppress, r.suppressTo, r.meta.OutputEnds
 		}
 	}
 	if w.pair == nil {

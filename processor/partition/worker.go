@@ -36,6 +36,7 @@ type Worker struct {
 	// already in the output topic. nil once the replay passed them all.
 	suppress   map[int64]struct{}
 	suppressTo int64
+	replayFrom map[int]int64 // where the restore's scan started (scanStart)
 
 	batch   []record        // records read ahead, not yet decided (reused)
 	buf     []kafka.Message // outputs not yet handed to the writer
