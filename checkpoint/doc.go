@@ -31,8 +31,13 @@
 //   - Concurrent Saves of one partition (goroutines, or processes sharing a
 //     directory or topic) never corrupt each other's snapshots; the newest
 //     one Load finds is complete.
-//   - Save keeps the newest Keep snapshots per partition and removes
-//     (tombstones, for Kafka) older ones.
+//   - Snapshots rank by (Epoch, Generation, Seq): a snapshot of an older
+//     consumer-group generation never wins Load over a newer one, whatever
+//     its Seq, and Save refuses with a *StaleError when the partition
+//     already holds a snapshot of a newer generation (checked again just
+//     before publishing). See docs/fencing.md.
+//   - Save keeps the best Keep snapshots per partition by that rank and
+//     removes (tombstones, for Kafka) the others.
 //
 // FileStore and KafkaStore are safe for concurrent use and report their
 // Kind ("file", "kafka") for metrics labels. ScanOutput is a plain function

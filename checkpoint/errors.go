@@ -68,3 +68,49 @@ func (e *LoadError) Unwrap() []error {
 	}
 	return errs
 }
+
+// ReadError is returned when a read of a partition that must reach an
+// offset (the replay scan, the Kafka store's index and chunks) cannot: the
+// restore that needs it fails instead of going on with part of the data.
+type ReadError struct {
+	Topic     string
+	Partition int
+	Reached   int64 // next offset the read would have read
+	Target    int64 // the end offset it had to reach, read before the read began
+	Err       error
+}
+
+func (e *ReadError) Error() string {
+	return fmt.Sprintf("read %s/%d: stopped at offset %d of %d: %v", e.Topic, e.Partition, e.Reached, e.Target, e.Err)
+}
+
+func (e *ReadError) Unwrap() error { return e.Err }
+
+// ErrStale is wrapped by *StaleError.
+var ErrStale = errors.New("a snapshot of a newer group generation exists")
+
+// StaleError is Save's refusal: the store holds a snapshot of the
+// partition taken in a newer (Epoch, Generation) than the one offered, so
+// the saving member has lost the partition (or the group's generation
+// numbering started over: see Meta.Epoch).
+type StaleError struct {
+	Topic          string
+	Partition      int
+	Epoch          uint32 // of the refused snapshot
+	Generation     int32
+	HeldEpoch      uint32 // of the newest held snapshot
+	HeldGeneration int32
+	Where          string // the held snapshot: file path or Kafka manifest key
+}
+
+func (e *StaleError) Error() string {
+	return fmt.Sprintf("save checkpoint %s/%d of generation %d (epoch %d): %s is of generation %d (epoch %d): %v",
+		e.Topic, e.Partition, e.Generation, e.Epoch, e.Where, e.HeldGeneration, e.HeldEpoch, ErrStale)
+}
+
+func (e *StaleError) Unwrap() error { return ErrStale }
+
+func staleError(m, held Meta, where string) *StaleError {
+	return &StaleError{Topic: m.Topic, Partition: m.Partition, Epoch: m.Epoch, Generation: m.Generation,
+		HeldEpoch: held.Epoch, HeldGeneration: held.Generation, Where: where}
+}

@@ -185,6 +185,9 @@ func (s *FileStore) Save(ctx context.Context, m Meta, state io.WriterTo) (Meta, 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return Meta{}, fmt.Errorf("save checkpoint: %w", err)
 	}
+	if err := checkFence(dir, m); err != nil {
+		return Meta{}, err
+	}
 	tmp, err := os.CreateTemp(dir, tempPrefix+"*"+fileExt)
 	if err != nil {
 		return Meta{}, fmt.Errorf("save checkpoint: %w", err)
@@ -201,6 +204,11 @@ func (s *FileStore) Save(ctx context.Context, m Meta, state io.WriterTo) (Meta, 
 	}
 	if err := ctx.Err(); err != nil {
 		return Meta{}, fmt.Errorf("save checkpoint %s/%d: %w", m.Topic, m.Partition, err)
+	}
+	// Again after the write, which may have taken long: a newer
+	// generation's snapshot published meanwhile wins.
+	if err := checkFence(dir, m); err != nil {
+		return Meta{}, err
 	}
 	seq, err := publish(tmpName, dir)
 	if err != nil {
@@ -333,14 +341,17 @@ func claim(tmp, dir string, seq uint64) error {
 	return errSuperseded
 }
 
+// prune removes all but the best Keep snapshots by rank: a stale
+// generation's snapshot with a higher Seq never pushes out a newer
+// generation's.
 func (s *FileStore) prune(dir string) error {
-	seqs, err := snapshots(dir)
+	snaps, err := ranked(dir)
 	if err != nil {
 		return err
 	}
 	var errs []error
-	for _, seq := range seqs[min(s.keep, len(seqs)):] {
-		if err := os.Remove(filepath.Join(dir, fileName(seq))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	for _, sn := range snaps[min(s.keep, len(snaps)):] {
+		if err := os.Remove(filepath.Join(dir, fileName(sn.meta.Seq))); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}
@@ -374,12 +385,13 @@ func (s *FileStore) Load(ctx context.Context, topic string, partition int, decod
 	// pruning only happens after something newer was published, so a vanished
 	// file sends Load back to the listing.
 	for relist := 0; ; relist++ {
-		seqs, err := snapshots(dir)
+		snaps, err := ranked(dir)
 		if err != nil {
 			return Meta{}, "", fmt.Errorf("load checkpoint %s/%d: %w", topic, partition, err)
 		}
 		vanished := false
-		for _, seq := range seqs {
+		for _, sn := range snaps {
+			seq := sn.meta.Seq
 			if slices.ContainsFunc(lerr.Rejected, func(r Rejection) bool { return r.Seq == seq }) {
 				continue
 			}
@@ -452,6 +464,22 @@ func openFile(path string, seq uint64) (io.ReadCloser, Meta, error) {
 
 // verifyFile reads the footer and checksums the whole payload.
 func verifyFile(f *os.File, path string) (Meta, error) {
+	m, err := readFooter(f, path)
+	if err != nil {
+		return Meta{}, err
+	}
+	crc := newCRC()
+	if _, err := io.Copy(crc, bufio.NewReaderSize(io.NewSectionReader(f, 0, m.StoredBytes), fileBufferSize)); err != nil {
+		return Meta{}, &CorruptError{Path: path, What: "payload", Err: err}
+	}
+	if got := crc.Sum32(); got != m.Checksum {
+		return Meta{}, &CorruptError{Path: path, What: "payload", Err: fmt.Errorf("%w: crc %08x, want %08x", ErrChecksum, got, m.Checksum)}
+	}
+	return m, nil
+}
+
+// readFooter reads and checks the footer's meta (not the payload).
+func readFooter(f *os.File, path string) (Meta, error) {
 	corrupt := func(what string, err error) error {
 		return &CorruptError{Path: path, What: what, Err: err}
 	}
@@ -489,14 +517,57 @@ func verifyFile(f *os.File, path string) (Meta, error) {
 	if m.StoredBytes != metaAt {
 		return Meta{}, corrupt("payload", fmt.Errorf("%w: %d bytes, meta says %d", ErrTruncated, metaAt, m.StoredBytes))
 	}
-	crc := newCRC()
-	if _, err := io.Copy(crc, bufio.NewReaderSize(io.NewSectionReader(f, 0, metaAt), fileBufferSize)); err != nil {
-		return Meta{}, corrupt("payload", err)
-	}
-	if got := crc.Sum32(); got != m.Checksum {
-		return Meta{}, corrupt("payload", fmt.Errorf("%w: crc %08x, want %08x", ErrChecksum, got, m.Checksum))
-	}
 	return m, nil
+}
+
+// fileSnap is a published snapshot file with its footer's meta (zero but
+// Seq when the footer is unreadable: err says why).
+type fileSnap struct {
+	meta Meta
+	err  error
+}
+
+// ranked returns the published snapshots of dir, best first by
+// (Epoch, Generation, Seq); only footers are read.
+func ranked(dir string) ([]fileSnap, error) {
+	seqs, err := snapshots(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]fileSnap, len(seqs))
+	for i, seq := range seqs {
+		out[i].meta, out[i].err = footerOf(filepath.Join(dir, fileName(seq)))
+		if out[i].err != nil {
+			out[i].meta = Meta{}
+		}
+		out[i].meta.Seq = seq
+	}
+	slices.SortStableFunc(out, func(a, b fileSnap) int { return -compareRank(a.meta, b.meta) })
+	return out, nil
+}
+
+func footerOf(path string) (Meta, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Meta{}, err
+	}
+	defer f.Close()
+	return readFooter(f, path)
+}
+
+// checkFence refuses m when dir holds a readable snapshot of a greater
+// (Epoch, Generation).
+func checkFence(dir string, m Meta) error {
+	snaps, err := ranked(dir)
+	if err != nil {
+		return fmt.Errorf("list snapshots: %w", err)
+	}
+	for _, sn := range snaps {
+		if sn.err == nil && compareFence(sn.meta, m) > 0 {
+			return staleError(m, sn.meta, filepath.Join(dir, fileName(sn.meta.Seq)))
+		}
+	}
+	return nil
 }
 
 // List implements Store. Every file is checksummed, so List reads all data.

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"dedup/offsets"
 )
 
 const (
@@ -39,7 +41,10 @@ type KafkaOptions struct {
 	// lowered to fit the topic's max.message.bytes when that is smaller.
 	ChunkBytes int
 	Partitions int // partitions of the checkpoint topic when the store creates it (default 1)
-	Logger     *slog.Logger
+	// Patience bounds how long a read of the checkpoint topic may bring
+	// nothing before Load or Save fails with a *ReadError (default 30s).
+	Patience time.Duration
+	Logger   *slog.Logger
 }
 
 // KafkaStore keeps snapshots in a compacted Kafka topic. Any instance can
@@ -55,6 +60,7 @@ type KafkaStore struct {
 	keep   int
 	chunk  int
 	nparts int
+	wait   time.Duration // KafkaOptions.Patience
 	log    *slog.Logger
 
 	mu      sync.Mutex
@@ -83,6 +89,7 @@ func NewKafkaStore(ctx context.Context, opts KafkaOptions) (*KafkaStore, error) 
 		prefix:  url.PathEscape(opts.Group) + "/",
 		keep:    orDefault(opts.Keep, defaultKeep),
 		chunk:   orDefault(opts.ChunkBytes, defaultChunkBytes),
+		wait:    opts.Patience,
 		log:     opts.Logger,
 		indexes: map[int]*partIndex{},
 	}
@@ -201,6 +208,9 @@ func (s *KafkaStore) save(ctx context.Context, pi *partIndex, cp int, id snapID,
 	if err := s.refresh(ctx, pi, cp); err != nil {
 		return m, err
 	}
+	if err := s.checkFence(pi, id, m); err != nil {
+		return m, err
+	}
 	m.Seq = 1
 	for seq := range pi.manifests[id] {
 		m.Seq = max(m.Seq, seq+1)
@@ -244,11 +254,14 @@ func (s *KafkaStore) save(ctx context.Context, pi *partIndex, cp int, id snapID,
 		return m, fmt.Errorf("encode manifest: %w", err)
 	}
 	mkey := s.manifestKey(id, m.Seq)
+	if err := s.recheckFence(ctx, pi, cp, id, m, trace, len(written)); err != nil {
+		return m, err
+	}
 	if err := s.write(ctx, kafka.Message{Key: []byte(mkey), Value: value, Headers: headers}); err != nil {
 		return m, fmt.Errorf("write manifest: %w", err)
 	}
 	// The snapshot is durable from here on; failing to tidy up is only logged.
-	tombs := s.superseded(pi, id, m.Seq)
+	tombs := s.superseded(pi, id, m)
 	for i := range tombs {
 		tombs[i].Headers = headers
 	}
@@ -271,21 +284,58 @@ func (s *KafkaStore) write(ctx context.Context, msgs ...kafka.Message) error {
 	return err
 }
 
-// superseded lists tombstones for the manifests of id beyond the newest Keep
-// (counting the one just written) and for chunks no kept manifest refers to
-// (older partial writes, or the chunks of a manifest another writer replaced).
-func (s *KafkaStore) superseded(pi *partIndex, id snapID, newSeq uint64) []kafka.Message {
-	var tombs []kafka.Message
-	keepFrom := uint64(0)
-	if newSeq+1 > uint64(s.keep) {
-		keepFrom = newSeq + 1 - uint64(s.keep)
+// checkFence refuses m when the index holds a decodable manifest of id
+// with a greater (Epoch, Generation). Called with pi.mu held.
+func (s *KafkaStore) checkFence(pi *partIndex, id snapID, m Meta) error {
+	for _, loc := range pi.manifests[id] {
+		if loc.err == nil && compareFence(loc.m.Meta, m) > 0 {
+			return staleError(m, loc.m.Meta, loc.key)
+		}
 	}
+	return nil
+}
+
+// recheckFence is checkFence again before the manifest is written, when
+// anything but this Save's own chunks landed in the checkpoint partition
+// since the index was read: a newer generation's snapshot written
+// meanwhile wins. Called with pi.mu held.
+func (s *KafkaStore) recheckFence(ctx context.Context, pi *partIndex, cp int, id snapID, m Meta, t *saveTrace, chunks int) error {
+	offs, err := offsets.List(ctx, s.client, s.topic, []int{cp})
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	alone := t.count == chunks && (chunks == 0 || t.min == pi.next) && offs[cp].End == pi.next+int64(chunks)
+	t.mu.Unlock()
+	if alone {
+		return nil
+	}
+	if err := s.refresh(ctx, pi, cp); err != nil {
+		return err
+	}
+	return s.checkFence(pi, id, m)
+}
+
+// superseded lists tombstones for the manifests of id beyond the best Keep
+// by rank (counting m, the one just written) and for chunks no kept
+// manifest refers to (older partial writes, or the chunks of a manifest
+// another writer replaced).
+func (s *KafkaStore) superseded(pi *partIndex, id snapID, m Meta) []kafka.Message {
+	newSeq := m.Seq
+	var tombs []kafka.Message
+	ranked := pi.newest(id) // without m: the index learns it afterwards
+	kept := 1               // m
 	referenced := map[string]bool{}
-	for seq, loc := range pi.manifests[id] {
-		if seq < keepFrom {
+	for _, loc := range ranked {
+		seq := loc.m.Meta.Seq
+		if seq == newSeq {
+			continue // replaced by m (same key)
+		}
+		if kept >= s.keep {
 			tombs = append(tombs, kafka.Message{Key: []byte(loc.key)})
 			continue
 		}
+		kept++
 		referenced[fmt.Sprintf("%d/%s", seq, loc.m.Nonce)] = true
 	}
 	var chunkKeys []string

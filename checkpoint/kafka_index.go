@@ -75,7 +75,7 @@ func (s *KafkaStore) refresh(ctx context.Context, pi *partIndex, cp int) error {
 	if pi.next < r.First {
 		pi.next = r.First
 	}
-	err = readRange(ctx, s.client, s.topic, cp, pi.next, r.End, func(rec *kafka.Record) error {
+	err = readRange(ctx, s.client, s.topic, cp, pi.next, r.End, s.wait, func(rec *kafka.Record) error {
 		key, err := kafka.ReadAll(rec.Key)
 		if err != nil {
 			return fmt.Errorf("read key at %d: %w", rec.Offset, err)
@@ -131,14 +131,29 @@ func (s *KafkaStore) apply(pi *partIndex, key string, value []byte, tombstone bo
 	ms[k.seq] = loc
 }
 
-// newest returns the manifests of id, newest first.
+// newest returns the manifests of id, best first by (Epoch, Generation,
+// Seq); undecodable manifests rank by Seq alone.
 func (pi *partIndex) newest(id snapID) []*manifestLoc {
 	var out []*manifestLoc
 	for _, loc := range pi.manifests[id] {
 		out = append(out, loc)
 	}
-	slices.SortFunc(out, func(a, b *manifestLoc) int { return -cmp.Compare(a.m.Meta.Seq, b.m.Meta.Seq) })
+	slices.SortFunc(out, func(a, b *manifestLoc) int {
+		if c := compareRank(a.rank(), b.rank()); c != 0 {
+			return -c
+		}
+		return -cmp.Compare(a.m.Meta.Seq, b.m.Meta.Seq)
+	})
 	return out
+}
+
+// rank is what the manifest is ranked by: its Meta, or only its Seq when
+// it could not be decoded.
+func (loc *manifestLoc) rank() Meta {
+	if loc.err != nil {
+		return Meta{Seq: loc.m.Meta.Seq}
+	}
+	return loc.m.Meta
 }
 
 // verifyIndexed checks a manifest against the chunks the index has seen.
@@ -198,7 +213,7 @@ func (s *KafkaStore) fetchChunks(ctx context.Context, cp int, p chunkPlan) ([][]
 			want[off] = n
 		}
 		from, to := slices.Min(p.offsets), slices.Max(p.offsets)+1
-		err := readRange(ctx, s.client, s.topic, cp, from, to, func(rec *kafka.Record) error {
+		err := readRange(ctx, s.client, s.topic, cp, from, to, s.wait, func(rec *kafka.Record) error {
 			n, ok := want[rec.Offset]
 			if !ok {
 				return nil

@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"cmp"
 	"context"
 	"io"
 	"time"
@@ -28,6 +29,32 @@ type Meta struct {
 	// Zero in snapshots that predate them.
 	InputPartitions  int `json:"input_partitions,omitempty"`
 	OutputPartitions int `json:"output_partitions,omitempty"`
+
+	// Generation is the consumer-group generation of the member that took
+	// the snapshot, Epoch counts restarts of the group's generation
+	// numbering (a group deleted and created again starts over at 1): a
+	// snapshot ranks by (Epoch, Generation, Seq), so a member that kept
+	// writing after it lost the partition never outranks the new owner.
+	// Zero for snapshots taken without a group.
+	Generation int32  `json:"generation,omitempty"`
+	Epoch      uint32 `json:"epoch,omitempty"`
+}
+
+// compareRank orders snapshots of one partition: by Epoch, then
+// Generation, then Seq.
+func compareRank(a, b Meta) int {
+	if c := cmp.Compare(a.Epoch, b.Epoch); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Generation, b.Generation); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Seq, b.Seq)
+}
+
+// compareFence orders by (Epoch, Generation) only: who may write.
+func compareFence(a, b Meta) int {
+	return compareRank(Meta{Epoch: a.Epoch, Generation: a.Generation}, Meta{Epoch: b.Epoch, Generation: b.Generation})
 }
 
 // Store keeps snapshots of partition state. Implemented by *FileStore and
@@ -36,9 +63,11 @@ type Store interface {
 	// Save compresses and stores state as the newest snapshot of
 	// (m.Topic, m.Partition) and returns m with Seq, RawBytes, StoredBytes
 	// and Checksum filled in. When Save returns nil the snapshot is durable.
+	// Save refuses with a *StaleError when the store already holds a
+	// snapshot of the partition with a greater (Epoch, Generation).
 	Save(ctx context.Context, m Meta, state io.WriterTo) (Meta, error)
 	// Load tries the newest snapshot of (topic, partition) first, then older
-	// ones; decode is called with the decompressed, checksum-verified state;
+	// ones, ranked by (Epoch, Generation, Seq); decode is called with the decompressed, checksum-verified state;
 	// if decode fails the next older snapshot is tried. Returns ErrNotFound
 	// when none exists, or a *LoadError listing what was rejected when every
 	// one failed.

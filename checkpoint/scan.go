@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/segmentio/kafka-go"
 
@@ -31,6 +32,9 @@ type ScanOptions struct {
 	// Names of the headers that carry a record's source; partition and
 	// offset values are decimal strings.
 	HeaderTopic, HeaderPartition, HeaderOffset string
+	// Patience bounds how long a partition's read may bring nothing before
+	// the scan fails with a *ReadError (default 30s).
+	Patience time.Duration
 }
 
 // Scan is what ScanOutput found.
@@ -47,6 +51,9 @@ type Scan struct {
 // Records without or with malformed source headers are not counted.
 //
 // Offsets already deleted by retention cannot be read and are skipped.
+// Each partition is read up to its end offset as listed at the call: a
+// read that cannot get there fails the scan with a *ReadError, never
+// returns part of the set.
 func ScanOutput(ctx context.Context, o ScanOptions) (Scan, error) {
 	if len(o.Brokers) == 0 || o.OutputTopic == "" || o.HeaderTopic == "" || o.HeaderPartition == "" || o.HeaderOffset == "" {
 		return Scan{}, errors.New("scan output: brokers, output topic and header names are required")
@@ -75,7 +82,7 @@ func ScanOutput(ctx context.Context, o ScanOptions) (Scan, error) {
 		if !ok || from < r.First {
 			from = r.First
 		}
-		err := readRange(ctx, c, o.OutputTopic, p, from, r.End, func(rec *kafka.Record) error {
+		err := readRange(ctx, c, o.OutputTopic, p, from, r.End, o.Patience, func(rec *kafka.Record) error {
 			s.Records++
 			var topic, partition, offset string
 			var hasTopic, hasPartition bool

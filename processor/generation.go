@@ -19,6 +19,7 @@ type generation struct {
 	gen   *kafka.Generation
 	route partition.Router
 	out   *output // the writer of this generation
+	lease *lease  // the member's proof of membership: gates produces and saves
 }
 
 // runGeneration runs one generation to its end: a supervisor started with
@@ -59,7 +60,20 @@ func (p *Processor) superviseGeneration(ctx context.Context, gen *kafka.Generati
 		sleep(ctx, time.Second)
 		return
 	}
-	g := &generation{gen: gen, route: partition.NewRouter(in, out), out: p.out}
+	// Nothing is produced or saved before the membership is confirmed.
+	l := newLease(p.client, gen, p.o.SessionTimeout, p.o.RebalanceTimeout, p.clock, log)
+	cctx, cancel := context.WithTimeout(ctx, l.window)
+	err = l.confirm(cctx)
+	cancel()
+	if err != nil {
+		log.Warn("start generation: membership not confirmed", "err", err)
+		sleep(ctx, time.Second)
+		return
+	}
+	p.lease.Store(l)
+	defer p.lease.CompareAndSwap(l, nil)
+	go l.run(ctx)
+	g := &generation{gen: gen, route: partition.NewRouter(in, out), out: p.out, lease: l}
 
 	p.mu.Lock()
 	p.inGen, p.assigned, p.readyN = true, len(assigned), 0
@@ -129,6 +143,7 @@ func (p *Processor) partitionDeps(g *generation, a kafka.PartitionAssignment) pa
 	log := p.log.With("topic", topic, "partition", part, "generation", g.gen.ID)
 	return partition.Deps{
 		Group:       p.o.GroupID,
+		Generation:  g.gen.ID,
 		Topic:       topic,
 		Partition:   part,
 		Committed:   a.Offset,
@@ -159,7 +174,14 @@ func (p *Processor) partitionDeps(g *generation, a kafka.PartitionAssignment) pa
 		StopTimeout:        p.o.RebalanceTimeout,
 		Scan:               p.scanOptions(),
 
-		Commit: func(offset int64) error { return p.commit(g, topic, part, offset) },
+		Fence:   g.lease.valid,
+		Confirm: g.lease.confirm,
+		Commit: func(ctx context.Context, offset int64, ends map[int]int64) error {
+			return p.commit(ctx, g, topic, part, offset, ends)
+		},
+		CommittedEnds: func(ctx context.Context) (int64, map[int]int64, error) {
+			return p.committed(ctx, topic, part)
+		},
 		OutputEnds: func(ctx context.Context) (map[int]int64, error) {
 			return p.outputEnds(ctx, g.route.AllOutputs())
 		},

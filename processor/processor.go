@@ -154,7 +154,15 @@ type Processor struct {
 	// (its blind retries): the reference of the produce-path benchmark only.
 	blindRetries bool
 
-	commitMu sync.Mutex // one offset commit at a time on the generation's connection
+	commitMu       sync.Mutex  // one offset commit at a time
+	metadataWarned atomic.Bool // a commit went without its output ends (logged once)
+
+	// lease is the current generation's proof of membership, nil between
+	// generations: the writer sends nothing without a valid one
+	// (fenceProduce). clock is the lease's monotonic clock (nil: the
+	// real one; tests move it).
+	lease atomic.Pointer[lease]
+	clock func() time.Duration
 
 	settle partition.Completion // how the writer's acknowledgements settle
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	metadataAPI "github.com/segmentio/kafka-go/protocol/metadata"
+	produceAPI "github.com/segmentio/kafka-go/protocol/produce"
 )
 
 // metadataCache is the writer's transport. kafka.Writer.WriteMessages asks
@@ -32,6 +33,11 @@ type metadataCache struct {
 	ttl     time.Duration
 	last    atomic.Pointer[cachedMetadata]
 	aborted atomic.Bool
+	// fence, when set, is asked right before each produce request is
+	// sent (also for batches queued before the member stalled, which
+	// kafka-go's goroutines send on wake-up): an error fails the request
+	// unsent. See docs/fencing.md.
+	fence func() error
 }
 
 // errAborted fails the batches still queued in a writer that is being
@@ -59,6 +65,11 @@ func newMetadataCache(next kafka.RoundTripper) *metadataCache {
 func (c *metadataCache) RoundTrip(ctx context.Context, addr net.Addr, req kafka.Request) (kafka.Response, error) {
 	if c.aborted.Load() {
 		return nil, errAborted
+	}
+	if _, ok := req.(*produceAPI.Request); ok && c.fence != nil {
+		if err := c.fence(); err != nil {
+			return nil, fmt.Errorf("produce not sent: %w", err)
+		}
 	}
 	m, ok := req.(*metadataAPI.Request)
 	if !ok || len(m.TopicNames) != 1 {
@@ -100,9 +111,20 @@ func (p *Processor) newOutput() *output {
 	oc := newOutcomes(out.transport, p.metrics.outputErrors, out.abort)
 	oc.blind = p.blindRetries
 	out.rt = newMetadataCache(oc)
+	out.rt.fence = p.fenceProduce
 	out.w = newWriter(p.o, kafkaLogger{log: p.log.With("component", "writer")}, out.rt,
 		func(msgs []kafka.Message, err error) { p.completion(out, msgs, err) })
 	return out
+}
+
+// fenceProduce allows a produce request only under the current
+// generation's valid lease.
+func (p *Processor) fenceProduce() error {
+	l := p.lease.Load()
+	if l == nil {
+		return fmt.Errorf("%w: between generations", ErrFenced)
+	}
+	return l.valid()
 }
 
 // abort makes every request not yet sent fail at once, so that close does

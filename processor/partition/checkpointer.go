@@ -2,6 +2,7 @@ package partition
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -48,6 +49,11 @@ type checkpointer struct {
 	done   chan cpResult // saver → worker
 	stop   chan struct{}
 	exited chan struct{}
+
+	// epoch is the Meta.Epoch this partition's snapshots carry: the
+	// restored snapshot's, raised when the group's generation numbering is
+	// found to have started over (saveCheckpoint).
+	epoch atomic.Uint32
 
 	// worker-owned
 	busy bool
@@ -128,7 +134,7 @@ func (c *checkpointer) checkpoint(w *Worker) (r cpResult, stopped bool) {
 		return cpResult{offset: pos, err: err}, false
 	}
 	c.release() // the copy is saved: the next partition may take the spare now
-	return cpResult{offset: pos, err: w.commitCheckpoint(pos)}, false
+	return cpResult{offset: pos, err: w.commitCheckpoint(context.Background(), pos, w.scanStart(pos, ends).ends)}, false
 }
 
 // release gives the spare back, once.
@@ -201,7 +207,7 @@ func (w *Worker) finishCheckpoint(ctx context.Context, pos int64, ends outputMar
 	if err := w.saveCheckpoint(ctx, pos, ends, state, began); err != nil {
 		return err
 	}
-	return w.commitCheckpoint(pos)
+	return w.commitCheckpoint(ctx, pos, w.scanStart(pos, ends).ends)
 }
 
 // saveCheckpoint is steps 4-5: wait for acknowledgements below pos and save
@@ -213,19 +219,42 @@ func (w *Worker) saveCheckpoint(ctx context.Context, pos int64, ends outputMark,
 	if w.cp.store == nil {
 		return nil
 	}
+	if w.d.Fence != nil {
+		// A member whose membership is not confirmed may have lost the
+		// partition: its snapshot could outrank the new owner's.
+		if err := w.d.Fence(); err != nil {
+			return w.checkpointFailed(fmt.Errorf("save checkpoint at %d: %w", pos, err))
+		}
+	}
 	mark := w.scanStart(pos, ends)
-	m, err := w.cp.store.Save(ctx, checkpoint.Meta{
-		Group:       w.d.Group,
-		Topic:       w.d.Topic,
-		Partition:   w.d.Partition,
-		Offset:      pos,
-		OutputTopic: w.d.OutputTopic,
-		OutputEnds:  mark.ends,
-		Created:     time.Now(),
-
+	meta := checkpoint.Meta{
+		Group:            w.d.Group,
+		Topic:            w.d.Topic,
+		Partition:        w.d.Partition,
+		Offset:           pos,
+		OutputTopic:      w.d.OutputTopic,
+		OutputEnds:       mark.ends,
+		Created:          time.Now(),
 		InputPartitions:  mark.inputs,
 		OutputPartitions: mark.outputs,
-	}, state)
+		Generation:       w.d.Generation,
+		Epoch:            w.cp.epoch.Load(),
+	}
+	m, err := w.cp.store.Save(ctx, meta, state)
+	var stale *checkpoint.StaleError
+	if errors.As(err, &stale) && w.d.Confirm != nil && w.d.Confirm(ctx) == nil {
+		// The store holds a newer generation's snapshot, yet the
+		// coordinator confirms this generation after it was written: a
+		// live group's generations only increase, so that snapshot is of
+		// an earlier life of the group (deleted and created again, or a
+		// broker that lost its state). Start a new epoch above it.
+		meta.Epoch = stale.HeldEpoch + 1
+		w.log.Warn("checkpoint of an earlier life of the group: starting a new epoch",
+			"held_generation", stale.HeldGeneration, "held_epoch", stale.HeldEpoch,
+			"generation", w.d.Generation, "epoch", meta.Epoch)
+		w.cp.epoch.Store(meta.Epoch)
+		m, err = w.cp.store.Save(ctx, meta, state)
+	}
 	if err != nil {
 		return w.checkpointFailed(fmt.Errorf("save checkpoint at %d: %w", pos, err))
 	}
@@ -238,9 +267,10 @@ func (w *Worker) saveCheckpoint(ctx context.Context, pos int64, ends outputMark,
 	return nil
 }
 
-// commitCheckpoint is step 6.
-func (w *Worker) commitCheckpoint(pos int64) error {
-	if err := w.d.Commit(pos); err != nil {
+// commitCheckpoint is step 6; ends (the checkpoint's scan start) go
+// with the commit, for a restore whose snapshots are all rejected.
+func (w *Worker) commitCheckpoint(ctx context.Context, pos int64, ends map[int]int64) error {
+	if err := w.d.Commit(ctx, pos, ends); err != nil {
 		// The snapshot stands; the next checkpoint or a restore (which
 		// prefers the snapshot's offset) makes up for the missing commit.
 		return w.checkpointFailed(fmt.Errorf("commit %d: %w", pos, err))

@@ -40,6 +40,7 @@ type Store interface {
 // per assignment; the partition reaches nothing else.
 type Deps struct {
 	Group       string
+	Generation  int32  // the consumer-group generation: snapshots carry it
 	Topic       string // input topic
 	Partition   int
 	Committed   int64 // the group's committed offset, or kafka.FirstOffset/LastOffset when none
@@ -73,8 +74,19 @@ type Deps struct {
 	// range (brokers, transport, output topic, headers).
 	Scan checkpoint.ScanOptions
 
-	// Commit commits offset (the next to read) of the partition.
-	Commit func(offset int64) error
+	// Fence returns nil while the member's membership is confirmed
+	// (its lease holds), else an error: no checkpoint is saved without it.
+	// Confirm confirms the membership now. Nil: no fencing (tests).
+	Fence   func() error
+	Confirm func(ctx context.Context) error
+
+	// Commit commits offset (the next to read) of the partition, with the
+	// output end offsets of the checkpoint at offset (nil without a Store).
+	Commit func(ctx context.Context, offset int64, ends map[int]int64) error
+	// CommittedEnds reads the committed offset (< 0: none) and the output
+	// end offsets recorded with it (nil: none): the replay scan's start
+	// when every snapshot is rejected.
+	CommittedEnds func(ctx context.Context) (offset int64, ends map[int]int64, err error)
 	// OutputEnds reads the end offsets of every output partition of the
 	// generation's routing (Route.AllOutputs).
 	OutputEnds func(ctx context.Context) (map[int]int64, error)

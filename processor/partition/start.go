@@ -56,6 +56,7 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 			return nil, err
 		}
 		if r.found {
+			w.cp.epoch.Store(r.meta.Epoch)
 			start = r.meta.Offset
 			source = r.source
 			mark := outputMark{ends: r.meta.OutputEnds, inputs: r.meta.InputPartitions, outputs: r.meta.OutputPartitions}
@@ -193,9 +194,21 @@ func (w *Worker) restore(ctx context.Context) (restored, error) {
 		return restored{}, nil
 	case errors.As(err, &loadErr):
 		// Every snapshot was rejected. Crash-looping would not make one
-		// valid: start empty at the committed offset, loudly.
-		log.Error("every checkpoint rejected: starting with empty filters at the committed offset", "err", err)
-		return restored{}, nil
+		// valid: start empty at the committed offset, loudly, with the
+		// replay scan from the output end offsets the commit recorded
+		// (those of the checkpoint at that offset).
+		off, ends, cerr := d.CommittedEnds(ctx)
+		if cerr != nil {
+			return restored{}, fmt.Errorf("every checkpoint of %s/%d rejected (%w), and %w", d.Topic, d.Partition, err, cerr)
+		}
+		if off < 0 || ends == nil {
+			log.Error("every checkpoint rejected and the commit records no output end offsets: "+
+				"starting with empty filters at the committed offset, without a replay scan", "err", err, "committed", off)
+			return restored{}, nil
+		}
+		log.Error("every checkpoint rejected: starting with empty filters at the committed offset, "+
+			"replay scan from the output end offsets recorded with it", "err", err, "committed", off)
+		meta, source, got, mismatch = checkpoint.Meta{Offset: off, OutputEnds: ends}, checkpoint.SourceEmpty, nil, false
 	default:
 		return restored{}, fmt.Errorf("load checkpoint of %s/%d: %w", d.Topic, d.Partition, err)
 	}

@@ -1,0 +1,96 @@
+package processor
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"dedup/checkpoint"
+)
+
+// TestAllSnapshotsRejected: a member forwards records and dies without a
+// final checkpoint or commit; then every snapshot is damaged. Its
+// successor rejects them all, starts with empty filters at the committed
+// offset and scans the output from the end offsets recorded in the commit's
+// metadata: no input is forwarded twice. Both stores.
+func TestAllSnapshotsRejected(t *testing.T) {
+	t.Run("file", func(t *testing.T) {
+		e := newTestEnv(t, 2, 2)
+		st := fileStore(t, "rejected")
+		checkAllRejected(t, e, st, func(entries []checkpoint.Entry) {
+			for _, en := range entries {
+				if err := os.WriteFile(en.Where, []byte("not a checkpoint"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	})
+	t.Run("kafka", func(t *testing.T) {
+		e := newTestEnv(t, 2, 2)
+		st := kafkaStore(t, e, "rejected")
+		checkAllRejected(t, e, st, func(entries []checkpoint.Entry) {
+			for _, en := range entries {
+				e.produce(&kgo.Record{Topic: "rejected-state", Partition: 0, Key: []byte(en.Where), Value: []byte("not a manifest")})
+			}
+		})
+	})
+}
+
+func checkAllRejected(t *testing.T, e *testEnv, st interface {
+	Store
+	List(context.Context) ([]checkpoint.Entry, error)
+}, damage func([]checkpoint.Entry)) {
+	const parts = 2
+	o := e.options("rejected")
+	o.Store = st
+	o.CheckpointInterval = time.Hour // only the anchor checkpoint and its commit
+	out := e.collect()
+
+	first := newWorkload(parts, 300, 2, 5)
+	e.produce(first.recs...)
+	a := start(t, o)
+	eventually(t, 20*time.Second, "first batch read", func() bool { return a.p.Progress().In == uint64(len(first.recs)) })
+	forwarded := a.p.Progress().Forwarded
+	if forwarded == 0 {
+		t.Fatal("nothing forwarded: the test would prove nothing")
+	}
+	out.until("first member's outputs", func(rs []outRec) bool { return uint64(len(rs)) >= forwarded })
+	a.p.crashed.Store(true) // no final checkpoint, no final commit
+	if err := a.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := st.List(context.Background())
+	if err != nil || len(entries) < parts {
+		t.Fatalf("list: %d entries, %v", len(entries), err)
+	}
+	damage(entries)
+
+	second := newWorkload(parts, 300, 2, 6)
+	e.produce(second.recs...)
+	o.Metrics = NewMetrics(newRegistry())
+	b := start(t, o)
+	e.produce(sentinels(parts, t0.Add(time.Hour/2))...)
+	got := out.untilSentinels(parts)
+	// Empty filters forget the keys seen before the committed offset, so a
+	// key may be forwarded again; an input record never is.
+	all := &workload{parts: parts, keys: map[string]int32{}}
+	for k, p := range first.keys {
+		all.keys[k] = p
+	}
+	for k, p := range second.keys {
+		all.keys[k] = p
+	}
+	checkNothingLost(t, all, got)
+	if err := b.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if s := b.p.Progress().Suppressed; s != forwarded {
+		t.Errorf("successor suppressed %d replayed records, want %d (what the crashed member forwarded)", s, forwarded)
+	}
+	if n := metricValue(b.p.metrics.restores.WithLabelValues("empty")); n != parts {
+		t.Errorf("dedup_restores_total{source=empty} = %v, want %d", n, parts)
+	}
+}
