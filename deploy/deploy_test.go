@@ -1253,6 +1253,38 @@ func TestDashboard(t *testing.T) {
 	}
 }
 
+// TestDashboardLostRecords: the dashboard states the filters' false
+// positives as records lost a day, and shows the fingerprint overload.
+func TestDashboardLostRecords(t *testing.T) {
+	var drops []string
+	var all []string
+	for _, p := range allPanels(loadDashboard(t).Panels) {
+		for _, tg := range p.Targets {
+			all = append(all, tg.Expr)
+			if p.Title == "Expected false drops per day" {
+				drops = append(drops, tg.Expr)
+			}
+		}
+	}
+	if len(drops) == 0 {
+		t.Fatal(`no panel "Expected false drops per day"`)
+	}
+	for _, e := range drops {
+		for _, want := range []string{`outcome="forwarded"`, "dedup_filter_false_positive_rate", "86400"} {
+			if !strings.Contains(e, want) {
+				t.Errorf("expected false drops query lacks %s: %s", want, e)
+			}
+		}
+	}
+	joined := strings.Join(all, "\n")
+	for _, want := range []string{"dedup_filter_overflow_total", "dedup_filter_early_rotations_total",
+		"dedup_filter_forgotten_keys_total", "dedup_filter_stashed"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("no dashboard query uses %s", want)
+		}
+	}
+}
+
 // TestComposeConfig asks Compose itself to validate docker-compose.yml, where
 // a Compose client is installed (it needs no Docker engine for this).
 func TestComposeConfig(t *testing.T) {

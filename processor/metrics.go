@@ -41,6 +41,10 @@ type Metrics struct {
 	windowElapsed     *prometheus.GaugeVec
 	filterBytes       *prometheus.GaugeVec
 	rotations         *prometheus.CounterVec
+	overflows         *prometheus.CounterVec
+	earlyRotations    *prometheus.CounterVec
+	forgottenKeys     *prometheus.CounterVec
+	stashed           *prometheus.GaugeVec
 	lag               *prometheus.GaugeVec
 	assigned          prometheus.Gauge
 	produceErrors     *prometheus.CounterVec
@@ -82,7 +86,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, pt),
 		fill: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "dedup_filter_fill_ratio",
-			Help: "Fraction of non-zero counters (counting) or set bits (plain) per filter generation.",
+			Help: "Fraction of non-zero counters (counting), set bits (plain) or occupied slots (fingerprint) per filter generation.",
 		}, ptg),
 		estimatedKeys: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "dedup_filter_estimated_keys",
@@ -120,6 +124,22 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "dedup_rotations_total",
 			Help: "Filter rotations (window boundaries crossed by event time).",
 		}, pt),
+		overflows: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dedup_filter_overflow_total",
+			Help: "Keys the fingerprint filter's buckets refused, kept in the generation's exact stash instead (fingerprint mode; nothing is lost).",
+		}, pt),
+		earlyRotations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dedup_filter_early_rotations_total",
+			Help: "Rotations forced by a full stash before the window ended (fingerprint mode): far more distinct keys than DEDUP_EXPECTED_KEYS.",
+		}, pt),
+		forgottenKeys: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dedup_filter_forgotten_keys_total",
+			Help: "Keys dropped from the filters by early rotations before their window ended: a later duplicate of one is forwarded again (no new record is dropped).",
+		}, pt),
+		stashed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "dedup_filter_stashed",
+			Help: "Fingerprints held in each generation's exact stash (fingerprint mode); the pair rotates early when a stash is full.",
+		}, ptg),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "dedup_consumer_lag",
 			Help: "Records between the last record read and the partition's high-water mark.",
@@ -184,7 +204,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(
 		m.messages, m.replaySuppressed, m.tsAnomalies, m.tsRewritten, m.fill, m.estimatedKeys, m.fpRate, m.saturated,
 		m.fpTarget, m.expectedKeys, m.windowSeconds, m.windowElapsed, m.filterBytes,
-		m.rotations, m.lag, m.assigned, m.produceErrors, m.outputErrors, m.stalled, m.latency, m.checkpointSeconds,
+		m.rotations, m.overflows, m.earlyRotations, m.forgottenKeys, m.stashed, m.lag, m.assigned, m.produceErrors, m.outputErrors, m.stalled, m.latency, m.checkpointSeconds,
 		m.checkpointPause, m.checkpointSize, m.checkpointLast, m.checkpoints, m.checkpointFails, m.restores,
 		m.restoreScanned,
 	)
@@ -205,7 +225,8 @@ func (m *Metrics) forget(topic string, part int) {
 		DeletePartialMatch(prometheus.Labels) int
 	}{
 		m.messages, m.replaySuppressed, m.tsAnomalies, m.tsRewritten, m.fill, m.estimatedKeys, m.fpRate,
-		m.saturated, m.windowElapsed, m.filterBytes, m.rotations, m.lag, m.checkpointSize,
+		m.saturated, m.windowElapsed, m.filterBytes, m.rotations, m.overflows, m.earlyRotations,
+		m.forgottenKeys, m.stashed, m.lag, m.checkpointSize,
 		m.checkpointLast, m.checkpoints, m.checkpointFails,
 	} {
 		v.DeletePartialMatch(l)
@@ -226,6 +247,9 @@ func (m *Metrics) partition(topic string, part int, storeKind string) *partition
 		Bytes:            m.filterBytes.WithLabelValues(topic, p),
 		Lag:              m.lag.WithLabelValues(topic, p),
 		Rotations:        m.rotations.WithLabelValues(topic, p),
+		Overflows:        m.overflows.WithLabelValues(topic, p),
+		EarlyRotations:   m.earlyRotations.WithLabelValues(topic, p),
+		ForgottenKeys:    m.forgottenKeys.WithLabelValues(topic, p),
 		CheckpointRaw:    m.checkpointSize.WithLabelValues(topic, p, "raw"),
 		CheckpointStored: m.checkpointSize.WithLabelValues(topic, p, "stored"),
 		CheckpointLast:   m.checkpointLast.WithLabelValues(topic, p),
@@ -247,6 +271,7 @@ func (m *Metrics) partition(topic string, part int, storeKind string) *partition
 		pm.EstKeys[i] = m.estimatedKeys.WithLabelValues(topic, p, g)
 		pm.FPRate[i] = m.fpRate.WithLabelValues(topic, p, g)
 		pm.Saturated[i] = m.saturated.WithLabelValues(topic, p, g)
+		pm.Stashed[i] = m.stashed.WithLabelValues(topic, p, g)
 	}
 	return pm
 }

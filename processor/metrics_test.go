@@ -20,7 +20,8 @@ var (
 		"dedup_messages_total", "dedup_replay_suppressed_total", "dedup_timestamp_anomalies_total", "dedup_timestamp_rewritten_total",
 		"dedup_filter_fill_ratio", "dedup_filter_estimated_keys", "dedup_filter_false_positive_rate",
 		"dedup_filter_saturated_counters", "dedup_filter_window_elapsed_ratio", "dedup_filter_bytes",
-		"dedup_rotations_total", "dedup_consumer_lag", "dedup_checkpoint_size_bytes",
+		"dedup_rotations_total", "dedup_filter_overflow_total", "dedup_filter_early_rotations_total",
+		"dedup_filter_forgotten_keys_total", "dedup_filter_stashed", "dedup_consumer_lag", "dedup_checkpoint_size_bytes",
 		"dedup_checkpoint_last_success_timestamp_seconds", "dedup_checkpoints_total", "dedup_checkpoint_failures_total",
 	}
 )

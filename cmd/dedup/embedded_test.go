@@ -128,7 +128,13 @@ func TestEmbeddedDefault(t *testing.T) {
 		t.Errorf("dedup_embedded_broker = %v (%v), want 1", n, err)
 	}
 	b := readBuildInfo()
-	build := []string{`version="` + b.Version + `"`, `commit="` + b.Commit + `"`, `goversion="` + b.GoVersion + `"`, `mode="counting"`}
+	mode := ""
+	for _, d := range configDocs() {
+		if d.Name == "DEDUP_MODE" {
+			mode = d.Default // the stage runs on the default mode here
+		}
+	}
+	build := []string{`version="` + b.Version + `"`, `commit="` + b.Commit + `"`, `goversion="` + b.GoVersion + `"`, `mode="` + mode + `"`}
 	if n, err := metricSum(metrics, "dedup_build_info", build...); err != nil || n != 1 {
 		t.Errorf("dedup_build_info%v = %v (%v), want 1", build, n, err)
 	}

@@ -29,12 +29,13 @@ partition) against the information-theoretic bound n·log2(1/ε).
 
 Keys are distinct keys (a repeat of a key already in the window costs no
 memory). Every figure of a filter comes from rotation itself: the memory of
-a pair it builds, the false-positive rate its own model gives as a sample
-pair fills over a window, and the size of a compressed snapshot of that pair
-written by the checkpoint store. Partitions of more than 1M keys are
-estimated on a pair sized for 1M keys at the same rate (the same counters or
-bits per key and k). With --measure (the default) the sample pair is also
-probed with keys never added: the measured false-positive rate.
+a pair it builds, the false-positive rates and false drops per day of its
+model (rotation.PairRate, rotation.FalseDropsPerDay), and the size of a
+compressed snapshot of a sample pair written by the checkpoint store.
+Partitions of more than 1M keys are sampled on a pair sized for 1M keys at
+the same rate (the same counters or bits per key and k). With --measure
+(the default) the full sample pair is also probed with keys never added:
+the measured false-positive rate, next to the model's.
 
 Flags:
 `
@@ -80,15 +81,22 @@ func runSize(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// allModes lists every filter mode rotation knows, in its own order, so a
-// mode added there is sized here without a change.
+// allModes lists every filter mode rotation knows, the default
+// (DEDUP_MODE) first and the others in rotation's order, so a mode added
+// there is sized here without a change.
 func allModes() []rotation.Mode {
 	var modes []rotation.Mode
+	def, err := rotation.ParseMode(configDefault("DEDUP_MODE"))
+	if err == nil {
+		modes = append(modes, def)
+	}
 	for m := rotation.Mode(1); m != 0; m++ {
 		if got, err := rotation.ParseMode(m.String()); err != nil || got != m {
 			break
 		}
-		modes = append(modes, m)
+		if m != def {
+			modes = append(modes, m)
+		}
 	}
 	return modes
 }
@@ -223,13 +231,17 @@ type sizeRow struct {
 	k              uint32
 	partitionBytes int64 // both generations
 	sampled        uint64
-	// False-positive rates from rotation's model (Pair.Stats) as the
-	// sample pair fills: one generation holding n keys, and a record's
-	// rate averaged over a steady-state window (previous generation full,
-	// current filling).
+	// False-positive rates from rotation's model (rotation.PairRate,
+	// rotation.FalseDropsPerDay), the one model behind the sizing: one
+	// generation holding n keys, a record's rate averaged over a
+	// steady-state window (previous generation full, current filling), and
+	// both generations full.
 	oneGenFP, meanFP, endFP float64
-	measuredFP              float64 // both generations full, measured
-	measured                bool
+	dropsPerDay             float64 // new records dropped a day, all partitions
+	// The sample pair with both generations full, probed with keys never
+	// added, next to the model's rate for that pair.
+	measuredFP, sampleFP float64
+	measured             bool
 	// Compressed snapshot size over raw, at the start of a window (previous
 	// generation full, current empty), and at its end (both full).
 	ratioStart, ratioEnd float64
@@ -244,6 +256,12 @@ func sampleKey(buf *[16]byte, id uint64) []byte {
 	return buf[:]
 }
 
+// newKeysPerDay is the distinct keys one partition sees a day at the
+// workload's rate.
+func (in sizeInput) newKeysPerDay() float64 {
+	return float64(in.KeysPerWindow) / float64(in.Partitions) * float64(24*time.Hour) / float64(in.Window)
+}
+
 func sizeFor(in sizeInput, mode rotation.Mode) (sizeRow, error) {
 	o := in.options(mode)
 	p, err := rotation.New(o)
@@ -254,11 +272,27 @@ func sizeFor(in sizeInput, mode rotation.Mode) (sizeRow, error) {
 	r := sizeRow{mode: mode, m: st.Current.M, k: st.Current.K, partitionBytes: int64(p.SizeBytes())}
 	p = nil // the sample below stands for it; let the memory go
 
+	if r.endFP, err = rotation.PairRate(o, float64(o.ExpectedKeys)); err != nil {
+		return sizeRow{}, err
+	}
+	r.oneGenFP = -math.Expm1(0.5 * math.Log1p(-r.endFP)) // 1-(1-g)² = endFP
+	perPartition, err := rotation.FalseDropsPerDay(o, in.newKeysPerDay())
+	if err != nil {
+		return sizeRow{}, err
+	}
+	r.dropsPerDay = perPartition * float64(in.Partitions)
+	if keys := in.newKeysPerDay(); keys > 0 {
+		r.meanFP = perPartition / keys
+	}
+
 	so := o
 	so.ExpectedKeys = min(o.ExpectedKeys, sampleKeys)
 	r.sampled = so.ExpectedKeys
 	sp, err := rotation.New(so)
 	if err != nil {
+		return sizeRow{}, err
+	}
+	if r.sampleFP, err = rotation.PairRate(so, float64(so.ExpectedKeys)); err != nil {
 		return sizeRow{}, err
 	}
 	dir, err := os.MkdirTemp("", "dedup-size-")
@@ -285,36 +319,21 @@ func sizeFor(in sizeInput, mode rotation.Mode) (sizeRow, error) {
 	for id := range n {
 		sp.TestAndAdd(sampleKey(&buf, id), t0)
 	}
-	r.oneGenFP = sp.Stats().Current.FPRate
 	t1 := t0.Add(o.Window)
 	sp.TestAndAdd(sampleKey(&buf, n), t1) // rotates; one key of the new window
 	if r.ratioStart, err = ratio(); err != nil {
 		return sizeRow{}, err
 	}
-	// The current window fills in steps; the rate a record meets is read at
-	// the middle of each step.
-	next := n + 1
-	for step := range fillSteps {
-		mid := n * (2*uint64(step) + 1) / (2 * fillSteps)
-		end := n * uint64(step+1) / fillSteps
-		for ; next < n+mid; next++ {
-			sp.TestAndAdd(sampleKey(&buf, next), t1)
-		}
-		s := sp.Stats()
-		r.meanFP += (1 - (1-s.Current.FPRate)*(1-s.Previous.FPRate)) / fillSteps
-		for ; next < n+end; next++ {
-			sp.TestAndAdd(sampleKey(&buf, next), t1)
-		}
+	for id := n + 1; id < 2*n; id++ {
+		sp.TestAndAdd(sampleKey(&buf, id), t1)
 	}
-	s := sp.Stats()
-	r.endFP = 1 - (1-s.Current.FPRate)*(1-s.Previous.FPRate)
 	if r.ratioEnd, err = ratio(); err != nil {
 		return sizeRow{}, err
 	}
 	if in.Measure {
 		var fp uint64
 		for id := range uint64(measureProbes) {
-			if sp.Test(sampleKey(&buf, 2*n+1+id)) {
+			if sp.Test(sampleKey(&buf, 2*n+id)) {
 				fp++
 			}
 		}
@@ -328,13 +347,6 @@ func sizeFor(in sizeInput, mode rotation.Mode) (sizeRow, error) {
 func (in sizeInput) deployment(pairBytes int64) sizing.Deployment {
 	return sizing.Deployment{PairBytes: pairBytes, Partitions: in.Partitions, Replicas: in.Instances,
 		FetchMaxBytes: in.FetchMaxBytes, ProduceBatchBytes: in.ProduceBatchBytes}
-}
-
-// falseDropsPerDay is the first occurrences a day that meet a false
-// positive, at the window's mean rate.
-func (in sizeInput) falseDropsPerDay(r sizeRow) float64 {
-	perSecond := float64(in.KeysPerWindow) / in.Window.Seconds()
-	return perSecond * 86400 * r.meanFP
 }
 
 func writeSize(w io.Writer, in sizeInput) error {
@@ -364,8 +376,8 @@ func writeSize(w io.Writer, in sizeInput) error {
 		raw := float64(r.partitionBytes) * float64(in.Partitions) / in.CheckpointInterval.Seconds()
 		fmt.Fprintf(w, "  checkpoint bandwidth, all partitions every %v: raw %s/s; compressed %s/s at a window's start to %s/s at its end\n",
 			in.CheckpointInterval, bytesIEC(raw), bytesIEC(raw*r.ratioStart), bytesIEC(raw*r.ratioEnd))
-		fmt.Fprintf(w, "  expected false drops: %.3g per day (%.3g%% of first occurrences, mean over a window)\n",
-			in.falseDropsPerDay(r), 100*r.meanFP)
+		fmt.Fprintf(w, "  expected false drops: %.3g new records a day, all partitions (%.3g%% of first occurrences, mean over a window)\n",
+			r.dropsPerDay, 100*r.meanFP)
 	}
 
 	fmt.Fprintln(w, "\nFilters:")
@@ -380,8 +392,8 @@ func writeSize(w io.Writer, in sizeInput) error {
 	bits := math.Log2(1 / in.FPRate)
 	bound := float64(n) * bits / 8
 	line("", func(r sizeRow) string { return r.mode.String() })
-	line("m per generation (counters or bits)", func(r sizeRow) string { return fmt.Sprint(r.m) })
-	line("k (hash functions)", func(r sizeRow) string { return fmt.Sprint(r.k) })
+	line("m per generation (counters, bits or slots)", func(r sizeRow) string { return fmt.Sprint(r.m) })
+	line("k (hash functions, or fingerprint bits)", func(r sizeRow) string { return fmt.Sprint(r.k) })
 	line("memory per partition (2 generations)", func(r sizeRow) string { return bytesIEC(float64(r.partitionBytes)) })
 	line(fmt.Sprintf("filters per instance (%d partitions + 1 checkpoint spare)", res.PartitionsPerInstance), func(r sizeRow) string {
 		return bytesIEC(float64(r.partitionBytes) * float64(res.PartitionsPerInstance+1))
@@ -398,12 +410,12 @@ func writeSize(w io.Writer, in sizeInput) error {
 	line("memory / bound", func(r sizeRow) string {
 		return fmt.Sprintf("%.2f×", float64(r.partitionBytes)*8/2/float64(n)/bits)
 	})
-	line("FP rate, one generation holding n keys", func(r sizeRow) string { return fmt.Sprintf("%.4f%%", 100*r.oneGenFP) })
-	line("FP rate, mean over a window (steady state)", func(r sizeRow) string { return fmt.Sprintf("%.4f%%", 100*r.meanFP) })
-	line("FP rate, end of a window (both generations full)", func(r sizeRow) string { return fmt.Sprintf("%.4f%%", 100*r.endFP) })
+	line("FP rate, one generation holding n keys", func(r sizeRow) string { return fmt.Sprintf("%.3g%%", 100*r.oneGenFP) })
+	line("FP rate, mean over a window (steady state)", func(r sizeRow) string { return fmt.Sprintf("%.3g%%", 100*r.meanFP) })
+	line("FP rate, end of a window (both generations full)", func(r sizeRow) string { return fmt.Sprintf("%.3g%%", 100*r.endFP) })
 	if in.Measure {
-		line(fmt.Sprintf("  measured, %d absent keys", measureProbes), func(r sizeRow) string {
-			return fmt.Sprintf("%.4f%%", 100*r.measuredFP)
+		line(fmt.Sprintf("  measured on the sample, %d absent keys (model)", measureProbes), func(r sizeRow) string {
+			return fmt.Sprintf("%.3g%% (%.3g%%)", 100*r.measuredFP, 100*r.sampleFP)
 		})
 	}
 	line("compressed snapshot / raw, window start .. end", func(r sizeRow) string {
@@ -414,9 +426,10 @@ func writeSize(w io.Writer, in sizeInput) error {
 	}
 	fmt.Fprintln(w)
 	if n > sampleKeys {
-		fmt.Fprintf(w, "Rates and compression are read on a sample pair sized for %d keys at the same rate (same counters or bits per key, same k).\n", uint64(sampleKeys))
+		fmt.Fprintf(w, "The measured rate and the compression are read on a sample pair sized for %d keys at the same rate (same counters or bits per key, same k).\n", uint64(sampleKeys))
 	}
-	fmt.Fprintln(w, "A record is tested against both generations, each sized for p with 1-(1-p)^2 = ε: in steady state the previous one holds a full window while the current one fills, so a record meets about ε/2 at a window's start and ε at its end; false drops use the mean.")
+	fmt.Fprintln(w, "A record is tested against both generations, sized so that with both full (n keys each) the pair's modelled rate is at most ε (each generation at about ε/2; fingerprint widths are even, so that mode lands at or below ε):")
+	fmt.Fprintln(w, "in steady state the previous generation holds a full window while the current one fills, so a record meets about half the end-of-window rate at a window's start and all of it at its end; false drops are rotation's model over the window.")
 	fmt.Fprintf(w, "Memory: request = filters of %d partitions + 1 spare + a FETCH_MAX_BYTES fetch per partition + a PRODUCE_BATCH_BYTES batch per output partition + %d MiB runtime;\n",
 		res.PartitionsPerInstance, sizing.RuntimeBase>>20)
 	fmt.Fprintf(w, "limit = the same with one instance down (%d partitions) ×5/4 for the collector; GOMEMLIMIT = 90%% of the limit.\n", res.PartitionsPerInstanceOneDown)

@@ -25,8 +25,16 @@ func TestSizePrintsWhatToDeploy(t *testing.T) {
 	if err := writeSize(&out, in); err != nil {
 		t.Fatal(err)
 	}
-	if len(in.Modes) != len(allModes()) || len(allModes()) < 2 {
+	if len(in.Modes) != len(allModes()) || len(allModes()) != 3 {
 		t.Fatalf("modes %v, want every mode rotation knows (%v)", in.Modes, allModes())
+	}
+	// The default mode is listed first, and its block comes first.
+	def, err := rotation.ParseMode(configDefault("DEDUP_MODE"))
+	if err != nil || in.Modes[0] != def || def != rotation.Fingerprint {
+		t.Errorf("modes %v (default %v, %v): want the default, fingerprint, first", in.Modes, def, err)
+	}
+	if i := strings.Index(out.String(), "Deploy, mode "); i < 0 || !strings.HasPrefix(out.String()[i:], "Deploy, mode fingerprint") {
+		t.Errorf("first mode block is not fingerprint:\n%s", out.String())
 	}
 	for _, mode := range in.Modes {
 		p, err := rotation.New(rotation.Options{ExpectedKeys: 20000, FPRate: 0.01, Window: time.Minute, Mode: mode})
@@ -53,38 +61,65 @@ func TestSizePrintsWhatToDeploy(t *testing.T) {
 }
 
 func TestSizeFiguresFromRotation(t *testing.T) {
-	const eps = 0.01
-	in, code := parseSize([]string{"--keys-per-window", "50k", "--partitions", "1", "--fp-rate", fmt.Sprint(eps)}, &bytes.Buffer{})
-	if code != -1 {
-		t.Fatalf("parse: code %d", code)
-	}
-	for _, mode := range in.Modes {
-		r, err := sizeFor(in, mode)
-		if err != nil {
-			t.Fatal(err)
+	for _, tc := range []struct {
+		eps     float64
+		measure bool // enough false positives to count in 1M probes
+	}{{0.01, true}, {0.001, true}, {1e-6, false}} {
+		in, code := parseSize([]string{"--keys-per-window", "50k", "--partitions", "2", "--fp-rate", fmt.Sprint(tc.eps),
+			"--measure=" + fmt.Sprint(tc.measure)}, &bytes.Buffer{})
+		if code != -1 {
+			t.Fatalf("parse: code %d", code)
 		}
-		// Each generation is sized for about ε/2, so a record meets about
-		// ε/2 at a window's start and ε at its end (both generations full);
-		// the measurement (1M probes, thousands of hits) agrees with the
-		// model to a few percent.
-		if r.endFP <= 0 || r.endFP > 1.1*eps {
-			t.Errorf("%v: rate at the end of a window %g, want in (0, %g]", mode, r.endFP, 1.1*eps)
-		}
-		if !(r.oneGenFP < r.meanFP && r.meanFP < r.endFP) {
-			t.Errorf("%v: one generation %g, mean %g, end %g: want increasing", mode, r.oneGenFP, r.meanFP, r.endFP)
-		}
-		if !r.measured || r.measuredFP < 0.8*r.endFP || r.measuredFP > 1.2*r.endFP {
-			t.Errorf("%v: measured rate %g (measured=%v), model %g", mode, r.measuredFP, r.measured, r.endFP)
-		}
-		// A snapshot with one generation empty compresses better than one
-		// with both full, and none is larger than raw by more than framing.
-		if !(r.ratioStart > 0 && r.ratioStart < r.ratioEnd && r.ratioEnd <= 1.01) {
-			t.Errorf("%v: compressed/raw %g at a window's start, %g at its end", mode, r.ratioStart, r.ratioEnd)
-		}
-		perDay := in.falseDropsPerDay(r)
-		firsts := float64(in.KeysPerWindow) / in.Window.Seconds() * 86400
-		if perDay < firsts*eps/2*0.9 || perDay > firsts*eps*1.1 {
-			t.Errorf("%v: %g false drops per day for %g first occurrences a day, want between ε/2 and ε of them", mode, perDay, firsts)
+		for _, mode := range in.Modes {
+			r, err := sizeFor(in, mode)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Every rate and the false drops are rotation's model, the one
+			// the docs and the deploy test use.
+			o := rotation.Options{ExpectedKeys: 25000, FPRate: tc.eps, Window: in.Window, Mode: mode}
+			end, err := rotation.PairRate(o, 25000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			firsts := 50000 / in.Window.Seconds() * 86400 // a day, all partitions
+			perPartition, err := rotation.FalseDropsPerDay(o, firsts/2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.endFP != end || r.dropsPerDay != 2*perPartition || r.sampleFP != end {
+				t.Errorf("%v ε=%g: end rate %g, sample %g, drops %g a day; rotation's model: %g, %g a day",
+					mode, tc.eps, r.endFP, r.sampleFP, r.dropsPerDay, end, 2*perPartition)
+			}
+			// Each generation is sized for about ε/2, so with both full the
+			// pair's rate is at most ε. A fingerprint generation's width is
+			// even: the next narrower width costs more memory, so its rate
+			// lands at or below ε, but above ε/4 (two bits fewer would be
+			// 4× the rate at the same load).
+			if r.endFP <= tc.eps/4 || r.endFP > 1.1*tc.eps {
+				t.Errorf("%v ε=%g: rate at the end of a window %g, want in (ε/4, 1.1ε]", mode, tc.eps, r.endFP)
+			}
+			if !(r.oneGenFP < r.meanFP && r.meanFP < r.endFP) {
+				t.Errorf("%v ε=%g: one generation %g, mean %g, end %g: want increasing", mode, tc.eps, r.oneGenFP, r.meanFP, r.endFP)
+			}
+			// A record meets about half the end rate at a window's start
+			// (previous generation full, current empty) and all of it at the
+			// end, so between half and all of the first occurrences times
+			// the end rate are dropped.
+			if r.dropsPerDay < firsts*r.endFP/2*0.9 || r.dropsPerDay > firsts*r.endFP {
+				t.Errorf("%v ε=%g: %g false drops per day for %g first occurrences a day at end rate %g, want between half and all",
+					mode, tc.eps, r.dropsPerDay, firsts, r.endFP)
+			}
+			// The measurement (1M probes, hundreds to thousands of hits)
+			// agrees with the model within 20 % (several standard deviations).
+			if r.measured != tc.measure || tc.measure && (r.measuredFP < 0.8*r.sampleFP || r.measuredFP > 1.2*r.sampleFP) {
+				t.Errorf("%v ε=%g: measured rate %g (measured=%v), model %g", mode, tc.eps, r.measuredFP, r.measured, r.sampleFP)
+			}
+			// A snapshot with one generation empty compresses better than one
+			// with both full, and none is larger than raw by more than framing.
+			if !(r.ratioStart > 0 && r.ratioStart < r.ratioEnd && r.ratioEnd <= 1.01) {
+				t.Errorf("%v ε=%g: compressed/raw %g at a window's start, %g at its end", mode, tc.eps, r.ratioStart, r.ratioEnd)
+			}
 		}
 	}
 }

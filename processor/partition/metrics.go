@@ -16,12 +16,17 @@ type Metrics struct {
 	Fill, EstKeys, FPRate, Saturated          [2]prometheus.Gauge // current, previous
 	WindowElapsed, Bytes, Lag                 prometheus.Gauge
 	Rotations                                 prometheus.Counter
-	CheckpointRaw, CheckpointStored           prometheus.Gauge
-	CheckpointLast                            prometheus.Gauge
-	Checkpoints, CheckpointFails              prometheus.Counter
-	CheckpointSeconds                         prometheus.Observer // this store's series
-	CheckpointPause                           prometheus.Observer
-	Restores                                  *prometheus.CounterVec // {source}
+	// Fingerprint mode's overload (rotation.Stats): inserts kept in a
+	// generation's exact stash, early rotations forced by a full stash,
+	// the keys those dropped; stash entries per generation.
+	Overflows, EarlyRotations, ForgottenKeys prometheus.Counter
+	Stashed                                  [2]prometheus.Gauge // current, previous
+	CheckpointRaw, CheckpointStored          prometheus.Gauge
+	CheckpointLast                           prometheus.Gauge
+	Checkpoints, CheckpointFails             prometheus.Counter
+	CheckpointSeconds                        prometheus.Observer // this store's series
+	CheckpointPause                          prometheus.Observer
+	Restores                                 *prometheus.CounterVec // {source}
 	// Records decided without moving event time: stamped further ahead of
 	// the wall clock than the allowed skew, or without a timestamp.
 	FutureTimestamps, MissingTimestamps prometheus.Counter
@@ -75,7 +80,34 @@ func publish(n uint64, m prometheus.Counter, total *atomic.Uint64) {
 	}
 }
 
-// updateGauges refreshes the filter and lag gauges; Stats is O(1).
+// filterCounts are a pair's cumulative counts (rotation.Stats) that the
+// worker exports as counter increments.
+type filterCounts struct {
+	rotations, overflows, early, forgotten uint64
+}
+
+func filterCountsOf(s rotation.Stats) filterCounts {
+	return filterCounts{rotations: s.Rotations, overflows: s.Overflows, early: s.EarlyRotations, forgotten: s.ForgottenKeys}
+}
+
+// baseline takes the pair's cumulative counts as already published. A
+// restored pair carries the counts of the partition's earlier owners, which
+// the counters of this assignment (created at 0) must not jump by: an
+// increase() would show them as happening now, and alert on them.
+func (w *Worker) baseline() {
+	w.published = filterCountsOf(w.pair.Stats())
+}
+
+// addSince adds now-before to c. Cumulative counts only grow while the
+// worker holds the pair; a smaller value is a new baseline, not a decrease.
+func addSince(c prometheus.Counter, now, before uint64) {
+	if now > before {
+		c.Add(float64(now - before))
+	}
+}
+
+// updateGauges refreshes the filter and lag gauges and adds the pair's new
+// rotations and overload counts to their counters; Stats is O(1).
 func (w *Worker) updateGauges() {
 	s := w.pair.Stats()
 	pm := w.d.Metrics
@@ -84,12 +116,15 @@ func (w *Worker) updateGauges() {
 		pm.EstKeys[i].Set(f.EstimatedKeys)
 		pm.FPRate[i].Set(f.FPRate)
 		pm.Saturated[i].Set(float64(f.Saturated))
+		pm.Stashed[i].Set(float64(f.Stashed))
 	}
 	pm.Bytes.Set(float64(s.Bytes))
-	if s.Rotations > w.rotations {
-		pm.Rotations.Add(float64(s.Rotations - w.rotations))
-		w.rotations = s.Rotations
-	}
+	now, was := filterCountsOf(s), w.published
+	addSince(pm.Rotations, now.rotations, was.rotations)
+	addSince(pm.Overflows, now.overflows, was.overflows)
+	addSince(pm.EarlyRotations, now.early, was.early)
+	addSince(pm.ForgottenKeys, now.forgotten, was.forgotten)
+	w.published = now
 	if !s.WindowStart.IsZero() && s.Window > 0 {
 		// Event time of the window's progress: how far the last record's
 		// timestamp is into the current window.

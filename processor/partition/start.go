@@ -90,9 +90,6 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 		}
 	}
 	d.Metrics.Restores.WithLabelValues(string(source)).Inc()
-	// A restored or kept pair counts its rotations since it was created:
-	// dedup_rotations_total grows only by this worker's.
-	w.rotations = w.pair.Stats().Rotations
 
 	rc := d.Reader
 	rc.Topic, rc.Partition = topic, part

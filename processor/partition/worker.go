@@ -50,7 +50,7 @@ type Worker struct {
 
 	counts       counts // not yet added to metrics and Totals
 	nextGauges   time.Time
-	rotations    uint64
+	published    filterCounts // the pair's cumulative counts already in the counters
 	removeWarned time.Time
 
 	cp checkpointer
@@ -66,6 +66,7 @@ type Worker struct {
 // an output was not delivered: nothing at or past it was committed.
 func (w *Worker) Run(ctx context.Context) (err error) {
 	w.cp.startSaver(w)
+	w.baseline()
 	defer func() { err = errors.Join(err, w.stop()) }()
 	w.futureAfter = w.d.Now().Add(w.d.MaxClockSkew)
 	for {
