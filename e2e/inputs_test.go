@@ -342,6 +342,7 @@ func TestPartitionSeriesFollowOwner(t *testing.T) {
 	_, brokers := newCluster(t)
 	obs := startObserver(t, brokers)
 	env := stageEnv(t, brokers, "file")
+	env["LOG_FORMAT"] = "json" // waitOwners reads the assignment from the log
 	var keys []string
 	var parts []int32
 	for i := 0; i < 30; i++ {
