@@ -304,6 +304,22 @@ func TestOutputRefusedForGood(t *testing.T) {
 	if n := metric(t, a, "dedup_output_errors_total", map[string]string{"kind": "refused"}); n < 1 {
 		t.Errorf(`dedup_output_errors_total{kind="refused"} = %v, want at least 1`, n)
 	}
+	// The other partitions keep committing: a restart resumes them where
+	// they are, not where partition 0 stopped.
+	ends, err := endOffsets(brokers, inputTopic)
+	if err != nil {
+		t.Fatalf("list input end offsets: %v", err)
+	}
+	waitFor(t, 30*time.Second, "partitions 1 and 2 committed up to their ends", func() error {
+		if err := alive(a); err != nil {
+			return err
+		}
+		c := committed(t, brokers, env["GROUP_ID"])
+		if c[1] != ends[1] || c[2] != ends[2] {
+			return fmt.Errorf("%w: committed %v, input ends %v", errNotYet, c, ends)
+		}
+		return nil
+	})
 	if off := committed(t, brokers, env["GROUP_ID"])[0]; off > bigOffset {
 		t.Errorf("partition 0 committed at %d, past the refused record at %d", off, bigOffset)
 	}
