@@ -103,7 +103,7 @@ func (l *lease) confirm(ctx context.Context) error {
 		Addr: l.coord, GroupID: l.group, GenerationID: l.gen, MemberID: l.member,
 	})
 	if err == nil {
-		err = res.Error
+		err = heartbeatError(res)
 	}
 	switch {
 	case err == nil:
@@ -128,6 +128,29 @@ func (l *lease) confirm(ctx context.Context) error {
 		}
 	}
 	return fmt.Errorf("confirm generation %d of %s: %w", l.gen, l.group, err)
+}
+
+// heartbeatError is the error a Heartbeat response carries.
+//
+// kafka-go's Heartbeat response type declares ErrorCode before
+// ThrottleTimeMs, but from version 1 on the broker writes the throttle
+// time first. Decoded that way, ErrorCode is the throttle's upper half
+// (0) and the error code ends up in the low 16 bits of the throttle
+// milliseconds, so res.Error alone reads ILLEGAL_GENERATION or
+// UNKNOWN_MEMBER_ID as a confirmation: a member that wakes up after
+// being evicted would renew its lease with its first heartbeat and
+// produce behind the new owner. A response confirms only when both
+// places are clear. Should the decoding ever be right, a throttled
+// answer is then not taken as a confirmation: that costs a renewal,
+// never a duplicate.
+func heartbeatError(res *kafka.HeartbeatResponse) error {
+	if res.Error != nil {
+		return res.Error
+	}
+	if code := int16(uint16(res.Throttle / time.Millisecond)); code != 0 {
+		return kafka.Error(code)
+	}
+	return nil
 }
 
 // run confirms the lease every period until ctx ends.
