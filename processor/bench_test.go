@@ -60,14 +60,10 @@ const benchParts = 4
 //
 //	go test ./processor -run '^$' -bench StageVsCopyLoop -benchtime 2000000x -count 3 -v
 func BenchmarkStageVsCopyLoop(b *testing.B) {
-	n := b.N
-	b.StopTimer()
-	if n < 1000 {
-		return // the framework's b.N = 1 probe: nothing to measure
+	e, n, rounds := seededBench(b)
+	if e == nil {
+		return
 	}
-	rounds := envPositive(b, "STAGE_ROUNDS", benchRounds)
-	e := newBenchEnv(b)
-	seed(b, e, n, benchParts)
 	contenders := []contender{
 		{"copy", int64(n), runCopyLoop(plainCopy)},
 		{"copy+headers", int64(n), runCopyLoop(stageCopy())},
@@ -97,6 +93,22 @@ func BenchmarkStageVsCopyLoop(b *testing.B) {
 }
 
 const benchRounds = 5
+
+// seededBench sets up a round-based throughput benchmark: b.N records of
+// distinct keys seeded on newBenchEnv's broker, and the round count
+// (STAGE_ROUNDS). The env is nil for the framework's b.N = 1 probe, which
+// has nothing to measure.
+func seededBench(b *testing.B) (e *testEnv, n, rounds int) {
+	n = b.N
+	b.StopTimer()
+	if n < 1000 {
+		return nil, n, 0
+	}
+	rounds = envPositive(b, "STAGE_ROUNDS", benchRounds)
+	e = newBenchEnv(b)
+	seed(b, e, n, benchParts)
+	return e, n, rounds
+}
 
 // envPositive is the positive integer (a round count, a size) the
 // environment variable name gives, or def when it is unset.

@@ -17,14 +17,10 @@ import (
 //
 //	go test ./processor -run '^$' -bench ProducePath -benchtime 1000000x -v
 func BenchmarkProducePath(b *testing.B) {
-	n := b.N
-	b.StopTimer()
-	if n < 1000 {
-		return // the framework's b.N = 1 probe: nothing to measure
+	e, n, rounds := seededBench(b)
+	if e == nil {
+		return
 	}
-	rounds := envPositive(b, "STAGE_ROUNDS", benchRounds)
-	e := newBenchEnv(b)
-	seed(b, e, n, benchParts)
 	outputs := stageOutputs(b, n)
 	contenders := []contender{
 		{"classified", outputs, runStageWith(func(*Processor) {})},
