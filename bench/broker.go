@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"dedup/bench/workload"
+	"dedup/offsets"
 )
 
 // input is what the harness remembers of the generated input.
@@ -102,10 +103,11 @@ func preload(ctx context.Context, brokers []string, w workload.Workload, window 
 
 // verify reads the whole output topic and compares it with the input.
 func verify(ctx context.Context, brokers []string, topic string, partitions int, in input) (Verification, error) {
-	total, err := outputEnds(ctx, &kafka.Client{Addr: kafka.TCP(brokers...)}, topic, partitions)
+	sum, err := offsets.EndSum(ctx, &kafka.Client{Addr: kafka.TCP(brokers...)}, topic, partitions)
 	if err != nil {
 		return Verification{}, err
 	}
+	total := uint64(sum)
 	start := map[int32]kgo.Offset{}
 	for p := range partitions {
 		start[int32(p)] = kgo.NewOffset().AtStart()

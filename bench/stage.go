@@ -106,23 +106,6 @@ func stageStateBytes(s Spec) (int64, error) {
 	return int64(pair.SizeBytes()) * int64(len(s.Ends)), nil
 }
 
-// outputEnds returns the sum of the end offsets of the topic's partitions.
-func outputEnds(ctx context.Context, c *kafka.Client, topic string, partitions int) (uint64, error) {
-	ps := make([]int, partitions)
-	for i := range ps {
-		ps[i] = i
-	}
-	ranges, err := offsets.List(ctx, c, topic, ps)
-	if err != nil {
-		return 0, err
-	}
-	var sum uint64
-	for _, r := range ranges {
-		sum += uint64(r.End)
-	}
-	return sum, nil
-}
-
 // watchStage times the processor from outside, since it counts progress only
 // every tick (100ms): the clock starts when the processor reports every
 // assigned partition consuming (Ready; the input is already there, so this
@@ -157,11 +140,11 @@ func watchStage(ctx context.Context, p *processor.Processor, s Spec, in *atomic.
 			return fmt.Errorf("stage stopped after %d of %d records: %w", in.Load(), total, context.Cause(ctx))
 		case <-t.C:
 		}
-		e, err := outputEnds(ctx, client, s.OutputTopic, len(s.Ends))
+		sum, err := offsets.EndSum(ctx, client, s.OutputTopic, len(s.Ends))
 		if err != nil {
 			return err
 		}
-		if e != ends || lastChange.IsZero() {
+		if e := uint64(sum); e != ends || lastChange.IsZero() {
 			ends, lastChange = e, time.Now()
 		}
 		pr := p.Progress()

@@ -36,3 +36,22 @@ func List(ctx context.Context, c *kafka.Client, topic string, partitions []int) 
 	}
 	return out, nil
 }
+
+// EndSum is the sum of the end offsets of topic's partitions 0 to
+// partitions-1: how many records the topic has been given, whatever
+// retention has removed since.
+func EndSum(ctx context.Context, c *kafka.Client, topic string, partitions int) (int64, error) {
+	ps := make([]int, partitions)
+	for i := range ps {
+		ps[i] = i
+	}
+	ranges, err := List(ctx, c, topic, ps)
+	if err != nil {
+		return 0, err
+	}
+	var sum int64
+	for _, r := range ranges {
+		sum += r.End
+	}
+	return sum, nil
+}

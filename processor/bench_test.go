@@ -60,39 +60,20 @@ const benchParts = 4
 //
 //	go test ./processor -run '^$' -bench StageVsCopyLoop -benchtime 2000000x -count 3 -v
 func BenchmarkStageVsCopyLoop(b *testing.B) {
-	n := b.N
-	b.StopTimer()
-	if n < 1000 {
-		return // the framework's b.N = 1 probe: nothing to measure
+	e, n, rounds := seededBench(b)
+	if e == nil {
+		return
 	}
-	rounds := envPositive(b, "STAGE_ROUNDS", benchRounds)
-	e := newBenchEnv(b)
-	seed(b, e, n, benchParts)
 	contenders := []contender{
 		{"copy", int64(n), runCopyLoop(plainCopy)},
 		{"copy+headers", int64(n), runCopyLoop(stageCopy())},
 		{"stage", stageOutputs(b, n), runStage},
 	}
-	runs := map[string][]rates{}
-	for round := range rounds {
-		for i := range contenders {
-			c := contenders[(i+round)%len(contenders)]
-			group := fmt.Sprintf("%s-%d", c.group, round)
-			runs[c.group] = append(runs[c.group], measure(b, e, n, contender{group, c.outputs, c.run}))
-		}
+	runs := runRounds(b, e, n, rounds, contenders, func(round int, runs map[string][]rates) {
 		cp, hdr, st := runs["copy"][round], runs["copy+headers"][round], runs["stage"][round]
 		b.Logf("round %d: copy %8.0f rec/s %8.0f rec/cpu-s | copy+headers %8.0f %8.0f | stage %8.0f %8.0f | stage/copy %.3f wall %.3f cpu | stage/copy+headers %.3f wall %.3f cpu",
 			round, cp.wall, cp.cpu, hdr.wall, hdr.cpu, st.wall, st.cpu, st.wall/cp.wall, st.cpu/cp.cpu, st.wall/hdr.wall, st.cpu/hdr.cpu)
-	}
-	ratio := func(num, den string, f func(rates) float64) float64 {
-		var xs []float64
-		for round := range rounds {
-			xs = append(xs, f(runs[num][round])/f(runs[den][round]))
-		}
-		return medianOf(xs)
-	}
-	wall := func(r rates) float64 { return r.wall }
-	cpu := func(r rates) float64 { return r.cpu }
+	})
 	best := map[string]rates{}
 	for name, rs := range runs {
 		for _, r := range rs {
@@ -104,14 +85,30 @@ func BenchmarkStageVsCopyLoop(b *testing.B) {
 	b.ReportMetric(best["stage"].wall, "stage-rec/s")
 	b.ReportMetric(best["stage"].wall/best["copy"].wall, "stage/copy-best")
 	b.ReportMetric(best["stage"].cpu/best["copy"].cpu, "stage/copy-cpu-best")
-	b.ReportMetric(ratio("stage", "copy", wall), "stage/copy")
-	b.ReportMetric(ratio("stage", "copy", cpu), "stage/copy-cpu")
-	b.ReportMetric(ratio("stage", "copy+headers", wall), "stage/copy+headers")
-	b.ReportMetric(ratio("stage", "copy+headers", cpu), "stage/copy+headers-cpu")
+	b.ReportMetric(medianRatio(runs, "stage", "copy", wallRate), "stage/copy")
+	b.ReportMetric(medianRatio(runs, "stage", "copy", cpuRate), "stage/copy-cpu")
+	b.ReportMetric(medianRatio(runs, "stage", "copy+headers", wallRate), "stage/copy+headers")
+	b.ReportMetric(medianRatio(runs, "stage", "copy+headers", cpuRate), "stage/copy+headers-cpu")
 	b.ReportMetric(0, "ns/op") // the figures above are the result
 }
 
 const benchRounds = 5
+
+// seededBench sets up a round-based throughput benchmark: b.N records of
+// distinct keys seeded on newBenchEnv's broker, and the round count
+// (STAGE_ROUNDS). The env is nil for the framework's b.N = 1 probe, which
+// has nothing to measure.
+func seededBench(b *testing.B) (e *testEnv, n, rounds int) {
+	n = b.N
+	b.StopTimer()
+	if n < 1000 {
+		return nil, n, 0
+	}
+	rounds = envPositive(b, "STAGE_ROUNDS", benchRounds)
+	e = newBenchEnv(b)
+	seed(b, e, n, benchParts)
+	return e, n, rounds
+}
 
 // envPositive is the positive integer (a round count, a size) the
 // environment variable name gives, or def when it is unset.
@@ -147,6 +144,36 @@ func newBenchEnv(b *testing.B) *testEnv {
 type rates struct{ wall, cpu float64 }
 
 func (r rates) best(o rates) rates { return rates{wall: max(r.wall, o.wall), cpu: max(r.cpu, o.cpu)} }
+
+func wallRate(r rates) float64 { return r.wall }
+func cpuRate(r rates) float64  { return r.cpu }
+
+// runRounds measures the contenders over the n seeded records for rounds
+// rounds, the order rotating each round, each run under its own group
+// ("<name>-<round>"), and returns every contender's rates by round;
+// logRound is called after each round.
+func runRounds(b *testing.B, e *testEnv, n, rounds int, contenders []contender, logRound func(round int, runs map[string][]rates)) map[string][]rates {
+	runs := map[string][]rates{}
+	for round := range rounds {
+		for i := range contenders {
+			c := contenders[(i+round)%len(contenders)]
+			group := fmt.Sprintf("%s-%d", c.group, round)
+			runs[c.group] = append(runs[c.group], measure(b, e, n, contender{group, c.outputs, c.run}))
+		}
+		logRound(round, runs)
+	}
+	return runs
+}
+
+// medianRatio is the median over rounds of num's figure over den's: each
+// round's ratio compares runs made seconds apart.
+func medianRatio(runs map[string][]rates, num, den string, f func(rates) float64) float64 {
+	xs := make([]float64, len(runs[num]))
+	for round := range xs {
+		xs[round] = f(runs[num][round]) / f(runs[den][round])
+	}
+	return medianOf(xs)
+}
 
 // runFunc starts one contender consuming the n seeded records under group
 // and closes consuming once it does; stop ends it.
@@ -254,18 +281,9 @@ func seed(b *testing.B, e *testEnv, n, parts int) {
 
 // outputEnd returns the sum of the output partitions' end offsets.
 func outputEnd(b *testing.B, e *testEnv, parts int) int64 {
-	cl := &kafka.Client{Addr: kafka.TCP(e.brokers...)}
-	ids := make([]int, parts)
-	for p := range ids {
-		ids[p] = p
-	}
-	r, err := offsets.List(context.Background(), cl, outTopic, ids)
+	sum, err := offsets.EndSum(context.Background(), &kafka.Client{Addr: kafka.TCP(e.brokers...)}, outTopic, parts)
 	if err != nil {
 		b.Fatal(err)
-	}
-	var sum int64
-	for _, o := range r {
-		sum += o.End
 	}
 	return sum
 }
@@ -314,20 +332,9 @@ func benchOptions(e *testEnv, group string) Options {
 	return o
 }
 
-func runStage(b *testing.B, e *testEnv, group string, _ int, consuming chan<- struct{}) func() {
-	r := start(b, benchOptions(e, group))
-	go func() {
-		for !r.p.Ready() {
-			time.Sleep(time.Millisecond)
-		}
-		close(consuming)
-	}()
-	return func() {
-		if err := r.stop(b); err != nil {
-			b.Error(err)
-		}
-	}
-}
+// runStage starts the whole stage with benchOptions: runStageWith
+// (produce_bench_test.go) changing nothing.
+var runStage = runStageWith(func(*Processor) {})
 
 // runCopyLoop is the reference: copyloop, the plain kafka-go copy loop
 // dedup-bench's loop contenders also run, with the stage's reader and

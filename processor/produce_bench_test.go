@@ -2,7 +2,6 @@ package processor
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 )
@@ -18,39 +17,22 @@ import (
 //
 //	go test ./processor -run '^$' -bench ProducePath -benchtime 1000000x -v
 func BenchmarkProducePath(b *testing.B) {
-	n := b.N
-	b.StopTimer()
-	if n < 1000 {
-		return // the framework's b.N = 1 probe: nothing to measure
+	e, n, rounds := seededBench(b)
+	if e == nil {
+		return
 	}
-	rounds := envPositive(b, "STAGE_ROUNDS", benchRounds)
-	e := newBenchEnv(b)
-	seed(b, e, n, benchParts)
 	outputs := stageOutputs(b, n)
 	contenders := []contender{
 		{"classified", outputs, runStageWith(func(*Processor) {})},
 		{"blind", outputs, runStageWith(func(p *Processor) { p.blindRetries = true })},
 	}
-	runs := map[string][]rates{}
-	for round := range rounds {
-		for i := range contenders {
-			c := contenders[(i+round)%len(contenders)]
-			group := fmt.Sprintf("%s-%d", c.group, round)
-			runs[c.group] = append(runs[c.group], measure(b, e, n, contender{group, c.outputs, c.run}))
-		}
+	runs := runRounds(b, e, n, rounds, contenders, func(round int, runs map[string][]rates) {
 		cl, bl := runs["classified"][round], runs["blind"][round]
 		b.Logf("round %d: classified %8.0f rec/s %8.0f rec/cpu-s | blind %8.0f %8.0f | classified/blind %.3f wall %.3f cpu",
 			round, cl.wall, cl.cpu, bl.wall, bl.cpu, cl.wall/bl.wall, cl.cpu/bl.cpu)
-	}
-	ratio := func(f func(rates) float64) float64 {
-		var xs []float64
-		for round := range rounds {
-			xs = append(xs, f(runs["classified"][round])/f(runs["blind"][round]))
-		}
-		return medianOf(xs)
-	}
-	b.ReportMetric(ratio(func(r rates) float64 { return r.wall }), "classified/blind")
-	b.ReportMetric(ratio(func(r rates) float64 { return r.cpu }), "classified/blind-cpu")
+	})
+	b.ReportMetric(medianRatio(runs, "classified", "blind", wallRate), "classified/blind")
+	b.ReportMetric(medianRatio(runs, "classified", "blind", cpuRate), "classified/blind-cpu")
 	b.ReportMetric(0, "ns/op") // the figures above are the result
 }
 

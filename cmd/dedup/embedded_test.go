@@ -29,24 +29,7 @@ func endOffsets(t *testing.T, addr, topic string, partitions int) int64 {
 
 func sumEndOffsets(addr, topic string, partitions int) (int64, error) {
 	client := &kafka.Client{Addr: kafka.TCP(addr), Timeout: 10 * time.Second}
-	ranges, err := offsets.List(context.Background(), client, topic, seq(partitions))
-	if err != nil {
-		return 0, err
-	}
-	var sum int64
-	for _, r := range ranges {
-		sum += r.End
-	}
-	return sum, nil
-}
-
-// seq is the partitions 0..n-1.
-func seq(n int) []int {
-	ps := make([]int, n)
-	for i := range ps {
-		ps[i] = i
-	}
-	return ps
+	return offsets.EndSum(context.Background(), client, topic, partitions)
 }
 
 // checkForwarded asserts the output holds exactly one record per key,
