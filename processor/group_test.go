@@ -3,6 +3,7 @@ package processor
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -28,6 +29,16 @@ type workload struct {
 	parts int32
 	recs  []*kgo.Record
 	keys  map[string]int32 // key -> partition
+}
+
+// union returns a workload whose keys are those of ws (records are not
+// kept): what to check an output against when ws were produced in turn.
+func union(parts int32, ws ...*workload) *workload {
+	all := &workload{parts: parts, keys: map[string]int32{}}
+	for _, w := range ws {
+		maps.Copy(all.keys, w.keys)
+	}
+	return all
 }
 
 func newWorkload(parts int32, keys, dup int, seed uint64) *workload {
@@ -264,13 +275,7 @@ func TestCrashReplaySuppressed(t *testing.T) {
 	c := start(t, o)
 	e.produce(sentinels(parts, t0.Add(time.Hour/2))...)
 	got := out.untilSentinels(parts)
-	all := &workload{parts: parts, keys: map[string]int32{}}
-	for k, p := range first.keys {
-		all.keys[k] = p
-	}
-	for k, p := range second.keys {
-		all.keys[k] = p
-	}
+	all := union(parts, first, second)
 	checkExactlyOnce(t, all, got)
 	// Read while the partitions are assigned: their series are deleted
 	// when the member stops.

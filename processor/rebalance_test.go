@@ -289,12 +289,7 @@ func TestNewInputPartition(t *testing.T) {
 	c := start(t, o)
 	c.waitReady(t)
 	e.produce(sentinels(3, t0.Add(time.Hour/2))...)
-	all := &workload{parts: 3, keys: map[string]int32{}}
-	for _, w := range []*workload{before, after} {
-		for k, p := range w.keys {
-			all.keys[k] = p
-		}
-	}
+	all := union(3, before, after)
 	got := out.untilSentinels(3)
 	checkExactlyOnce(t, all, got)
 	if n := metricValue(c.p.metrics.restoreScanned); n == 0 {

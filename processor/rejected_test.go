@@ -76,13 +76,7 @@ func checkAllRejected(t *testing.T, e *testEnv, st interface {
 	got := out.untilSentinels(parts)
 	// Empty filters forget the keys seen before the committed offset, so a
 	// key may be forwarded again; an input record never is.
-	all := &workload{parts: parts, keys: map[string]int32{}}
-	for k, p := range first.keys {
-		all.keys[k] = p
-	}
-	for k, p := range second.keys {
-		all.keys[k] = p
-	}
+	all := union(parts, first, second)
 	checkNothingLost(t, all, got)
 	if err := b.stop(t); err != nil {
 		t.Fatal(err)
