@@ -6,27 +6,17 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sync/atomic"
-	"time"
 
 	"github.com/segmentio/kafka-go"
-	"golang.org/x/sync/errgroup"
 
-	"dedup/offsets"
+	"dedup/bench/stagerun"
 	"dedup/processor"
 	"dedup/rotation"
 )
 
-// How often the stage contender looks for the processor to start consuming,
-// and at the output's end offsets: they bound the error of the measured
-// elapsed time.
-const (
-	stageStartPoll = 250 * time.Microsecond
-	stageEndPoll   = 5 * time.Millisecond
-)
-
-// runStage runs this project's processor, without checkpoints, until it has
-// read every input record and the output holds every record it forwarded.
+// runStage runs this project's processor, without checkpoints, timed by
+// stagerun's rule until it has decided every input record and the output
+// holds every record it forwarded.
 func runStage(ctx context.Context, s Spec, rep *reporter) (Result, error) {
 	filter := stageFilter(s)
 	key, err := processor.ParseKeySource("key")
@@ -52,37 +42,30 @@ func runStage(ctx context.Context, s Spec, rep *reporter) (Result, error) {
 		return Result{}, err
 	}
 
-	var in atomic.Uint64
 	pctx, stopProgress := context.WithCancel(ctx)
 	defer stopProgress()
-	go rep.reportProgress(pctx, progressInterval, in.Load)
+	go rep.reportProgress(pctx, progressInterval, func() uint64 { return p.Progress().In })
 
-	runCtx, stopRun := context.WithCancel(ctx)
-	defer stopRun()
-	g, gctx := errgroup.WithContext(runCtx)
-	g.Go(func() error {
-		err := p.Run(gctx)
-		if err == nil && runCtx.Err() == nil {
-			err = errors.New("processor returned before the input was consumed")
-		}
-		return err
+	run, err := stagerun.Start(ctx, stagerun.Options{
+		Stage: p,
+		Counts: func() stagerun.Counts {
+			pr := p.Progress()
+			return stagerun.Counts{In: pr.In, Decided: pr.Decided(), Written: pr.Written()}
+		},
+		Output:  stagerun.Output{Client: &kafka.Client{Addr: kafka.TCP(s.Brokers...)}, Topic: s.OutputTopic, Partitions: len(s.Ends)},
+		Records: s.Records(),
 	})
-
-	var res Result
-	g.Go(func() error {
-		defer stopRun() // the processor's job is done: let Run flush and leave
-		return watchStage(gctx, p, s, &in, &res)
-	})
-	if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
+	if err != nil {
 		return Result{}, err
 	}
-	if res.In == 0 {
-		return Result{}, fmt.Errorf("stage stopped: %w", ctx.Err())
+	res, err := run.Finish(ctx)
+	err = errors.Join(err, run.Stop()) // the processor's job is done: let Run flush and leave
+	if err != nil {
+		return Result{}, fmt.Errorf("run stage: %w", err)
 	}
 	// The harness fills in StateBytes (stageStateBytes): sizing a pair here
 	// would allocate one and add it to this process's peak memory.
-	res.StateHow = "filter size"
-	return res, nil
+	return Result{In: res.In, Out: res.Written, Elapsed: res.Elapsed(), StateHow: "filter size"}, nil
 }
 
 func stageFilter(s Spec) rotation.Options {
@@ -104,55 +87,4 @@ func stageStateBytes(s Spec) (int64, error) {
 		return 0, fmt.Errorf("size filters: %w", err)
 	}
 	return int64(pair.SizeBytes()) * int64(len(s.Ends)), nil
-}
-
-// watchStage times the processor from outside, since it counts progress only
-// every tick (100ms): the clock starts when the processor reports every
-// assigned partition consuming (Ready; the input is already there, so this
-// is when reading starts, one fetch earlier than the loop contenders' first
-// record), and stops when the output's end offsets last moved, once the
-// processor has decided every input record and the output holds everything
-// it forwarded.
-func watchStage(ctx context.Context, p *processor.Processor, s Spec, in *atomic.Uint64, res *Result) error {
-	total := s.Records()
-	start := time.NewTicker(stageStartPoll)
-	defer start.Stop()
-	for !p.Ready() {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("stage never started consuming: %w", context.Cause(ctx))
-		case <-start.C:
-		}
-	}
-	first := time.Now()
-	start.Stop()
-
-	client := &kafka.Client{Addr: kafka.TCP(s.Brokers...)}
-	t := time.NewTicker(stageEndPoll)
-	defer t.Stop()
-	var (
-		ends       uint64
-		lastChange time.Time
-	)
-	for {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("stage stopped after %d of %d records: %w", in.Load(), total, context.Cause(ctx))
-		case <-t.C:
-		}
-		sum, err := offsets.EndSum(ctx, client, s.OutputTopic, len(s.Ends))
-		if err != nil {
-			return err
-		}
-		if e := uint64(sum); e != ends || lastChange.IsZero() {
-			ends, lastChange = e, time.Now()
-		}
-		pr := p.Progress()
-		in.Store(pr.In)
-		decided := pr.Forwarded + pr.Duplicates + pr.Unkeyed + pr.Retractions
-		if pr.In >= total && decided >= total && ends >= pr.Forwarded {
-			*res = Result{In: pr.In, Out: pr.Forwarded, Elapsed: lastChange.Sub(first)}
-			return nil
-		}
-	}
 }

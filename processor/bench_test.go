@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"dedup/bench/copyloop"
+	"dedup/bench/stagerun"
 	"dedup/offsets"
 	"dedup/rotation"
 )
@@ -65,9 +66,9 @@ func BenchmarkStageVsCopyLoop(b *testing.B) {
 		return
 	}
 	contenders := []contender{
-		{"copy", int64(n), runCopyLoop(plainCopy)},
-		{"copy+headers", int64(n), runCopyLoop(stageCopy())},
-		{"stage", stageOutputs(b, n), runStage},
+		{"copy", copyLoop(plainCopy)},
+		{"copy+headers", copyLoop(stageCopy())},
+		{"stage", stage(func(*Processor) {})},
 	}
 	runs := runRounds(b, e, n, rounds, contenders, func(round int, runs map[string][]rates) {
 		cp, hdr, st := runs["copy"][round], runs["copy+headers"][round], runs["stage"][round]
@@ -158,7 +159,7 @@ func runRounds(b *testing.B, e *testEnv, n, rounds int, contenders []contender, 
 		for i := range contenders {
 			c := contenders[(i+round)%len(contenders)]
 			group := fmt.Sprintf("%s-%d", c.group, round)
-			runs[c.group] = append(runs[c.group], measure(b, e, n, contender{group, c.outputs, c.run}))
+			runs[c.group] = append(runs[c.group], measure(b, e, n, contender{group, c.stage}))
 		}
 		logRound(round, runs)
 	}
@@ -175,36 +176,65 @@ func medianRatio(runs map[string][]rates, num, den string, f func(rates) float64
 	return medianOf(xs)
 }
 
-// runFunc starts one contender consuming the n seeded records under group
-// and closes consuming once it does; stop ends it.
-type runFunc func(b *testing.B, e *testEnv, group string, n int, consuming chan<- struct{}) (stop func())
-
-// contender is one side of the comparison: its consumer group, how many
-// output records it writes for the seeded input, and how to start it.
+// contender is one side of a comparison: its consumer group and how to
+// build its stage (and, for the processor, how to read its decisions) on
+// the benchmark's broker.
 type contender struct {
-	group   string
-	outputs int64
-	run     runFunc
+	group string
+	stage func(b *testing.B, e *testEnv, group string, n int) stagerun.Options
 }
 
-// measure returns c's rates over the n seeded records, timed from when it
-// reports it is consuming to when the output topic holds c.outputs more
-// acknowledged records.
+// benchTimeout bounds one contender's run.
+const benchTimeout = 10 * time.Minute
+
+// measure returns c's rates over the n seeded records, timed by stagerun's
+// rule: from when the stage is seen consuming to when the output's end
+// offsets last moved, once it has decided every record and written what
+// it forwarded. CPU time is taken over the same wait.
 func measure(b *testing.B, e *testEnv, n int, c contender) rates {
+	return timeRun(b, e, benchParts, n, c.group, c.stage(b, e, c.group, n)).rates
+}
+
+// timedRun is one contender's run as stagerun timed it.
+type timedRun struct {
+	rates
+	stagerun.Result
+}
+
+// timeRun runs the stage o describes (Output and Records filled in here)
+// over n input records, after settle, and stops it.
+func timeRun(b *testing.B, e *testEnv, parts, n int, group string, o stagerun.Options) timedRun {
 	settle()
-	base := outputEnd(b, e, benchParts)
-	consuming := make(chan struct{})
-	stop := c.run(b, e, c.group, n, consuming)
-	<-consuming
-	stopProfile := profileWindow(b, c.group)
+	o.Output = stagerun.Output{Client: &kafka.Client{Addr: kafka.TCP(e.brokers...)}, Topic: outTopic, Partitions: parts}
+	o.Records = uint64(n)
+	ctx, cancel := context.WithTimeout(context.Background(), benchTimeout)
+	defer cancel()
+	r, err := stagerun.Start(ctx, o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		if err := r.Stop(); err != nil {
+			b.Errorf("%s: %v", group, err)
+		}
+	}()
+	if _, err := r.Ready(ctx); err != nil {
+		b.Fatalf("%s: %v", group, err)
+	}
+	stopProfile := profileWindow(b, group)
 	b.StartTimer()
-	began, cpu := time.Now(), cpuTime(b)
-	waitOutput(b, e, benchParts, base+c.outputs)
-	elapsed, cpuUsed := time.Since(began), cpuTime(b)-cpu
+	cpu := cpuTime(b)
+	res, err := r.Finish(ctx)
+	cpuUsed := cpuTime(b) - cpu
 	b.StopTimer()
 	stopProfile()
-	stop()
-	return rates{wall: float64(n) / elapsed.Seconds(), cpu: float64(n) / cpuUsed.Seconds()}
+	if err != nil {
+		b.Fatalf("%s: %v", group, err)
+	}
+	return timedRun{
+		rates:  rates{wall: float64(n) / res.Elapsed().Seconds(), cpu: float64(n) / cpuUsed.Seconds()},
+		Result: res,
+	}
 }
 
 // settle leaves nothing of the previous contender to be paid for during the
@@ -288,36 +318,6 @@ func outputEnd(b *testing.B, e *testEnv, parts int) int64 {
 	return sum
 }
 
-// waitOutput polls the output topic's end offsets until they sum to n.
-func waitOutput(b *testing.B, e *testEnv, parts int, n int64) {
-	deadline := time.Now().Add(10 * time.Minute)
-	for {
-		sum := outputEnd(b, e, parts)
-		if sum >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("output holds %d of %d records", sum, n)
-		}
-		time.Sleep(2 * time.Millisecond) // polling interval
-	}
-}
-
-// copyOutputs is what a copy loop writes for n inputs: all of them.
-func copyOutputs(_ *testing.B, n int) int64 { return int64(n) }
-
-// stageOutputs is what the stage forwards of seed's n distinct keys: all
-// but the filters' false positives, which are decided exactly as the stage
-// decides them, on a new pair per partition. Waiting for n outputs instead
-// would never end once a false positive drops a record.
-func stageOutputs(b *testing.B, n int) int64 {
-	p, err := rotation.New(benchFilter)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return forwardedFrom(p, n, benchParts)
-}
-
 // benchFilter is the stage's pair in the throughput benchmarks: the
 // issue's 1,000,000 keys per partition.
 var benchFilter = rotation.Options{ExpectedKeys: 1_000_000, FPRate: 0.001, Window: time.Hour, Mode: rotation.Counting}
@@ -332,11 +332,28 @@ func benchOptions(e *testEnv, group string) Options {
 	return o
 }
 
-// runStage starts the whole stage with benchOptions: runStageWith
-// (produce_bench_test.go) changing nothing.
-var runStage = runStageWith(func(*Processor) {})
+// stage is the whole stage with benchOptions, after configure has set what
+// the contender changes.
+func stage(configure func(*Processor)) func(b *testing.B, e *testEnv, group string, n int) stagerun.Options {
+	return func(b *testing.B, e *testEnv, group string, _ int) stagerun.Options {
+		p, err := New(benchOptions(e, group))
+		if err != nil {
+			b.Fatalf("New: %v", err)
+		}
+		configure(p)
+		return stageRun(p)
+	}
+}
 
-// runCopyLoop is the reference: copyloop, the plain kafka-go copy loop
+// stageRun is p as a stagerun stage that counts its decisions.
+func stageRun(p *Processor) stagerun.Options {
+	return stagerun.Options{Stage: p, Counts: func() stagerun.Counts {
+		pr := p.Progress()
+		return stagerun.Counts{In: pr.In, Decided: pr.Decided(), Written: pr.Written()}
+	}}
+}
+
+// copyLoop is the reference: copyloop, the plain kafka-go copy loop
 // dedup-bench's loop contenders also run, with the stage's reader and
 // writer settings, keeping key, value, headers and timestamp. No keys, no
 // filters, no ack tracking.
@@ -344,9 +361,9 @@ var runStage = runStageWith(func(*Processor) {})
 // As plainCopy it is plain kafka-go. As stageCopy, with the stage's writer
 // transport (metadataCache), its readers' dialer (deadlineConn) and the
 // source headers, it is the stage without deduplication.
-func runCopyLoop(v copyVariant) runFunc {
-	return func(b *testing.B, e *testEnv, _ string, n int, consuming chan<- struct{}) func() {
-		return copyLoop(b, e, n, consuming, v)
+func copyLoop(v copyVariant) func(b *testing.B, e *testEnv, group string, n int) stagerun.Options {
+	return func(b *testing.B, e *testEnv, _ string, n int) stagerun.Options {
+		return stagerun.Options{Stage: stagerun.CopyLoop(copyOptions(e, n, v))}
 	}
 }
 
@@ -369,10 +386,9 @@ func stageCopy() copyVariant {
 	}
 }
 
-// copyLoop runs the loop over the n seeded records (seed spreads them
-// round-robin, which gives each partition's end) and returns a stop that
-// waits for it.
-func copyLoop(b *testing.B, e *testEnv, n int, consuming chan<- struct{}, v copyVariant) func() {
+// copyOptions is the loop over the n seeded records (seed spreads them
+// round-robin, which gives each partition's end).
+func copyOptions(e *testEnv, n int, v copyVariant) copyloop.Options {
 	o := benchOptions(e, "copy")
 	ends := make([]int64, benchParts)
 	for p := range ends {
@@ -391,35 +407,25 @@ func copyLoop(b *testing.B, e *testEnv, n int, consuming chan<- struct{}, v copy
 	if v.sourceHeaders {
 		lo.SourceHeaders = &copyloop.SourceHeaders{Topic: HeaderSourceTopic, Partition: HeaderSourcePartition, Offset: HeaderSourceOffset}
 	}
-	done := make(chan error, 1)
-	go func() {
-		_, err := copyloop.Run(context.Background(), lo)
-		done <- err
-	}()
-	close(consuming)
-	return func() {
-		if err := <-done; err != nil {
-			b.Error(err)
-		}
-	}
+	return lo
 }
 
 // BenchmarkStageAlone and BenchmarkCopyLoopAlone run one contender of
 // BenchmarkStageVsCopyLoop each, for CPU profiles of one side:
 //
 //	go test ./processor -run '^$' -bench StageAlone -benchtime 200000x -cpuprofile stage.prof
-func BenchmarkStageAlone(b *testing.B) { benchAlone(b, runStage, stageOutputs) }
+func BenchmarkStageAlone(b *testing.B) { benchAlone(b, stage(func(*Processor) {})) }
 
-func BenchmarkCopyLoopAlone(b *testing.B) { benchAlone(b, runCopyLoop(plainCopy), copyOutputs) }
+func BenchmarkCopyLoopAlone(b *testing.B) { benchAlone(b, copyLoop(plainCopy)) }
 
-func BenchmarkCopyHeadersAlone(b *testing.B) { benchAlone(b, runCopyLoop(stageCopy()), copyOutputs) }
+func BenchmarkCopyHeadersAlone(b *testing.B) { benchAlone(b, copyLoop(stageCopy())) }
 
-func benchAlone(b *testing.B, run runFunc, outputs func(b *testing.B, n int) int64) {
+func benchAlone(b *testing.B, stage func(b *testing.B, e *testEnv, group string, n int) stagerun.Options) {
 	n := b.N
 	b.StopTimer()
 	e := newBenchEnv(b)
 	seed(b, e, n, benchParts)
-	r := measure(b, e, n, contender{"alone", outputs(b, n), run})
+	r := measure(b, e, n, contender{"alone", stage})
 	b.ReportMetric(r.wall, "rec/s")
 	b.ReportMetric(r.cpu, "rec/cpu-s")
 	b.ReportMetric(0, "ns/op")

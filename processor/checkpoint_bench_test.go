@@ -104,9 +104,10 @@ func BenchmarkPairCopy(b *testing.B) {
 // probed and the state compressed at each checkpoint are those of a full
 // partition, not of a fresh one. "off" is the same stage with a checkpoint
 // interval longer than the run: no checkpoint while it is timed. Because a
-// full filter holds false positives, the run is timed until the output
-// holds exactly as many records as the stage forwards from that state,
-// computed beforehand on a clone of the pair.
+// full filter holds false positives, what the stage writes from that state
+// is computed beforehand on a clone of the pair, and each run must write
+// exactly that. Runs are timed by stagerun's rule, as the stage-versus-copy
+// benchmark's are.
 //
 // Pauses come from the dedup_checkpoint_pause_seconds observations (the
 // worker's flush and copy into the spare), recorded through the metric.
@@ -140,7 +141,7 @@ func stageCheckpoints(b *testing.B, parts int) {
 	for round := range rounds {
 		for i := range cpContenders {
 			c := cpContenders[(i+round)%len(cpContenders)]
-			runs[c.name] = append(runs[c.name], runCheckpointed(b, e, parts, tmpl, c, want, fmt.Sprintf("p%d-%s-%d", parts, c.name, round)))
+			runs[c.name] = append(runs[c.name], runCheckpointed(b, e, parts, n, tmpl, c, want, fmt.Sprintf("p%d-%s-%d", parts, c.name, round)))
 		}
 		off := runs["off"][round]
 		for _, c := range cpContenders {
@@ -302,9 +303,10 @@ func forwardedFrom(pair *rotation.Pair, n, parts int) int64 {
 }
 
 // runCheckpointed runs the stage restored from the template with
-// contender c's checkpoint interval, timed from Ready until the output
-// holds want more records, then stops it and empties the output.
-func runCheckpointed(b *testing.B, e *testEnv, parts int, tmpl snapshotTemplate, c cpContender, want int64, group string) cpRun {
+// contender c's checkpoint interval over the n seeded records, timed by
+// stagerun's rule, checks that it wrote exactly the want records the
+// restored pair forwards, and empties the output.
+func runCheckpointed(b *testing.B, e *testEnv, parts, n int, tmpl snapshotTemplate, c cpContender, want int64, group string) cpRun {
 	dir := filepath.Join(b.TempDir(), "store")
 	defer os.RemoveAll(dir)
 	tmpl.linkInto(b, dir)
@@ -325,22 +327,18 @@ func runCheckpointed(b *testing.B, e *testEnv, parts int, tmpl snapshotTemplate,
 	o.Metrics = m
 
 	base := outputEnd(b, e, parts)
-	r := start(b, o)
-	for !r.p.Ready() {
-		time.Sleep(time.Millisecond) // polling interval
+	p, err := New(o)
+	if err != nil {
+		b.Fatalf("New: %v", err)
 	}
-	b.StartTimer()
-	began, cpu := time.Now(), cpuTime(b)
-	waitOutput(b, e, parts, base+want)
-	elapsed, cpuUsed := time.Since(began), cpuTime(b)-cpu
-	b.StopTimer()
-	run := cpRun{rates: rates{wall: float64(want) / elapsed.Seconds(), cpu: float64(want) / cpuUsed.Seconds()}, elapsed: elapsed}
+	t := timeRun(b, e, parts, n, group, stageRun(p))
+	run := cpRun{rates: t.rates, elapsed: t.Elapsed()}
 	for p := range parts {
 		run.saves += int(metricValue(m.checkpoints.WithLabelValues(inTopic, strconv.Itoa(p))))
 	}
 	run.pauses, run.sumPause, run.maxPause = pause.read()
-	if err := r.stop(b); err != nil {
-		b.Error(err)
+	if t.Written != uint64(want) {
+		b.Errorf("%s: the stage wrote %d records, want %d", group, t.Written, want)
 	}
 	if got := outputEnd(b, e, parts) - base; got != want {
 		b.Errorf("%s: output grew by %d records, want %d", group, got, want)

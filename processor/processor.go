@@ -102,6 +102,16 @@ type Progress struct {
 	Suppressed                                      uint64 // replayed records already in the output
 }
 
+// Decided is how many of the records read have been decided, whatever the
+// outcome.
+func (p Progress) Decided() uint64 {
+	return p.Written() + p.Duplicates + p.Suppressed
+}
+
+// Written is how many records were handed to the output: first
+// occurrences, retractions and unkeyed records are all forwarded.
+func (p Progress) Written() uint64 { return p.Forwarded + p.Retractions + p.Unkeyed }
+
 // DefaultMaxClockSkew is Options.MaxClockSkew's default: far above the
 // disagreement of synchronised clocks (milliseconds) and a producer's
 // batching delay, far below the windows the stage is run with, and small

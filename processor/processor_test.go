@@ -87,6 +87,9 @@ func TestSemantics(t *testing.T) {
 	if pr != wantPr {
 		t.Errorf("progress %+v, want %+v", pr, wantPr)
 	}
+	if pr.Decided() != pr.In || pr.Written() != uint64(len(got)+1) {
+		t.Errorf("progress %+v: decided %d of %d read, written %d, want %d (the outputs and the sentinel)", pr, pr.Decided(), pr.In, pr.Written(), len(got)+1)
+	}
 }
 
 // TestEventTimeWindow: a key forwarded less than a window earlier (by record

@@ -1,10 +1,6 @@
 package processor
 
-import (
-	"context"
-	"testing"
-	"time"
-)
+import "testing"
 
 // BenchmarkProducePath measures records/s of the whole stage with its
 // produce path (the writer's transport classifies every produce outcome,
@@ -21,10 +17,9 @@ func BenchmarkProducePath(b *testing.B) {
 	if e == nil {
 		return
 	}
-	outputs := stageOutputs(b, n)
 	contenders := []contender{
-		{"classified", outputs, runStageWith(func(*Processor) {})},
-		{"blind", outputs, runStageWith(func(p *Processor) { p.blindRetries = true })},
+		{"classified", stage(func(*Processor) {})},
+		{"blind", stage(func(p *Processor) { p.blindRetries = true })},
 	}
 	runs := runRounds(b, e, n, rounds, contenders, func(round int, runs map[string][]rates) {
 		cl, bl := runs["classified"][round], runs["blind"][round]
@@ -34,30 +29,4 @@ func BenchmarkProducePath(b *testing.B) {
 	b.ReportMetric(medianRatio(runs, "classified", "blind", wallRate), "classified/blind")
 	b.ReportMetric(medianRatio(runs, "classified", "blind", cpuRate), "classified/blind-cpu")
 	b.ReportMetric(0, "ns/op") // the figures above are the result
-}
-
-// runStageWith starts the stage as runStage does, after configure has set
-// what the contender changes.
-func runStageWith(configure func(*Processor)) runFunc {
-	return func(b *testing.B, e *testEnv, group string, _ int, consuming chan<- struct{}) func() {
-		p, err := New(benchOptions(e, group))
-		if err != nil {
-			b.Fatalf("New: %v", err)
-		}
-		configure(p)
-		ctx, cancel := context.WithCancel(context.Background())
-		r := &running{p: p, cancel: cancel, done: make(chan error, 1)}
-		go func() { r.done <- p.Run(ctx) }()
-		go func() {
-			for !p.Ready() {
-				time.Sleep(time.Millisecond)
-			}
-			close(consuming)
-		}()
-		return func() {
-			if err := r.stop(b); err != nil {
-				b.Error(err)
-			}
-		}
-	}
 }
