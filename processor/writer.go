@@ -108,6 +108,7 @@ type output struct {
 
 func (p *Processor) newOutput() *output {
 	out := &output{transport: newTransport(p.o)}
+	fenceConns(out.transport, p.fenceProduce)
 	oc := newOutcomes(out.transport, p.metrics.outputErrors, out.abort)
 	oc.blind = p.blindRetries
 	out.rt = newMetadataCache(oc)
@@ -172,6 +173,9 @@ func newWriter(o Options, log kafka.Logger, transport *metadataCache, completion
 	}
 }
 
+// defaultDial is kafka.DefaultTransport's dialer.
+var defaultDial = (&net.Dialer{Timeout: 3 * time.Second}).DialContext
+
 // newTransport returns a transport with o.Transport's settings (TLS, SASL,
 // dialer, ...) but its own connection pool. kafka.Transport keeps pooled
 // connections to a restarted broker and hands them out after it is back
@@ -181,8 +185,7 @@ func newWriter(o Options, log kafka.Logger, transport *metadataCache, completion
 func newTransport(o Options) *kafka.Transport {
 	t := o.Transport
 	if t == nil {
-		// kafka.DefaultTransport's settings.
-		return &kafka.Transport{Dial: (&net.Dialer{Timeout: 3 * time.Second}).DialContext}
+		return &kafka.Transport{Dial: defaultDial}
 	}
 	return &kafka.Transport{
 		Dial:           t.Dial,

@@ -46,9 +46,9 @@ type Stage interface {
 
 // Counts are a stage's decisions so far.
 type Counts struct {
-	In        uint64 // records read
-	Decided   uint64 // records forwarded, dropped or otherwise decided
-	Written   uint64 // records handed to the output
+	In      uint64 // records read
+	Decided uint64 // records forwarded, dropped or otherwise decided
+	Written uint64 // records handed to the output
 }
 
 // Output is the topic the stage writes.
