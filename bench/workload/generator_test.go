@@ -77,15 +77,3 @@ func TestWorkloadValidateReportsEveryProblem(t *testing.T) {
 	}
 }
 
-func TestParseCount(t *testing.T) {
-	for in, want := range map[string]uint64{"2000": 2000, "200k": 200_000, "1.5M": 1_500_000, "1G": 1_000_000_000, "10_000": 10_000} {
-		if got, err := ParseCount(in); err != nil || got != want {
-			t.Errorf("ParseCount(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "x", "-1", "1T", "1e400"} {
-		if _, err := ParseCount(in); err == nil {
-			t.Errorf("ParseCount(%q): no error", in)
-		}
-	}
-}

@@ -31,6 +31,7 @@ import (
 
 	"dedup/bench"
 	"dedup/bench/workload"
+	"dedup/count"
 )
 
 // benchContender is the hidden subcommand the bench harness starts each
@@ -147,18 +148,18 @@ func runBench(ctx context.Context, args []string) int {
 			*dupRatio = fullDupRatio
 		}
 	}
-	sweep, err := workload.ParseCounts(keyList)
+	sweep, err := count.ParseList(keyList)
 	if err != nil {
 		problems = append(problems, fmt.Errorf("--keys: %w", err))
 	}
-	nRecords, err := workload.ParseCount(*records)
+	nRecords, err := count.ParseUint(*records)
 	if err != nil {
 		problems = append(problems, fmt.Errorf("--records: %w", err))
 	}
 	if nRecords != 0 && len(sweep) > 1 {
 		problems = append(problems, errors.New("--records needs a single --keys value (a sweep derives records from --dup-ratio)"))
 	}
-	nExpected, err := workload.ParseCount(*expected)
+	nExpected, err := count.ParseUint(*expected)
 	if err != nil {
 		problems = append(problems, fmt.Errorf("--expected-keys: %w", err))
 	}

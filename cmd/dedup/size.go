@@ -14,6 +14,7 @@ import (
 
 	"dedup/checkpoint"
 	"dedup/cmd/dedup/sizing"
+	"dedup/count"
 	"dedup/rotation"
 )
 
@@ -109,7 +110,7 @@ func configDuration(name string) time.Duration {
 
 // configCount reads the envDefault of a count variable.
 func configCount(name string) int64 {
-	n, _ := parseCount(configDefault(name)) // a test checks every default parses
+	n, _ := count.Parse(configDefault(name)) // a test checks every default parses
 	return n
 }
 
@@ -151,29 +152,26 @@ func parseSize(args []string, stderr io.Writer) (sizeInput, int) {
 	if fs.NArg() > 0 {
 		problems = append(problems, fmt.Errorf("unexpected arguments %q", fs.Args()))
 	}
-	count := func(flag, s string) uint64 {
-		n, err := parseCount(s)
-		if err == nil && n < 0 {
-			err = fmt.Errorf("parse count %q: negative", s)
-		}
+	flagCount := func(flag, s string) uint64 {
+		n, err := count.ParseUint(s)
 		if err != nil {
 			problems = append(problems, fmt.Errorf("--%s: %w", flag, err))
 		}
-		return uint64(max(n, 0))
+		return n
 	}
 	switch {
 	case (*perSecond == "") == (*perWindow == ""):
 		problems = append(problems, errors.New("give exactly one of --keys-per-second and --keys-per-window"))
 	case *perSecond != "":
-		in.KeysPerWindow = uint64(math.Round(float64(count("keys-per-second", *perSecond)) * window.Seconds()))
+		in.KeysPerWindow = uint64(math.Round(float64(flagCount("keys-per-second", *perSecond)) * window.Seconds()))
 	default:
-		in.KeysPerWindow = count("keys-per-window", *perWindow)
+		in.KeysPerWindow = flagCount("keys-per-window", *perWindow)
 	}
 	if _, err := fmt.Sscan(*fpRate, &in.FPRate); err != nil {
 		problems = append(problems, fmt.Errorf("--fp-rate: %q is not a number", *fpRate))
 	}
-	in.FetchMaxBytes = int64(count("fetch-max-bytes", *fetchMax))
-	in.ProduceBatchBytes = int64(count("produce-batch-bytes", *batchBytes))
+	in.FetchMaxBytes = int64(flagCount("fetch-max-bytes", *fetchMax))
+	in.ProduceBatchBytes = int64(flagCount("produce-batch-bytes", *batchBytes))
 	if *window <= 0 {
 		problems = append(problems, fmt.Errorf("--window: %v is not positive", *window))
 	}
