@@ -59,6 +59,7 @@ type Config struct {
 	ProduceBatchSize    int           `env:"PRODUCE_BATCH_SIZE" envDefault:"1000" help:"records per produce batch"`
 	ProduceBatchBytes   int64         `env:"PRODUCE_BATCH_BYTES" envDefault:"1048576" help:"bytes per produce batch"`
 	ProduceBatchTimeout time.Duration `env:"PRODUCE_BATCH_TIMEOUT" envDefault:"5ms" help:"longest wait to fill a produce batch (Go duration)"`
+	RecoveryTimeout     time.Duration `env:"PRODUCE_RECOVERY_TIMEOUT" envDefault:"1m" help:"how long outputs may stay undeliverable (writer replaced, partitions restored, produce retried) before the stage exits 1 for a restart (Go duration)"`
 	FetchMinBytes       int           `env:"FETCH_MIN_BYTES" envDefault:"1" help:"bytes a fetch waits for"`
 	FetchMaxBytes       int           `env:"FETCH_MAX_BYTES" envDefault:"10485760" help:"most bytes one fetch returns"`
 	FetchMaxWait        time.Duration `env:"FETCH_MAX_WAIT" envDefault:"250ms" help:"longest a fetch waits for FETCH_MIN_BYTES (Go duration)"`
@@ -386,6 +387,7 @@ func (c *Config) validate() []Problem {
 	positiveInt("PRODUCE_BATCH_SIZE", int64(c.ProduceBatchSize))
 	positiveInt("PRODUCE_BATCH_BYTES", c.ProduceBatchBytes)
 	positive("PRODUCE_BATCH_TIMEOUT", c.ProduceBatchTimeout)
+	positive("PRODUCE_RECOVERY_TIMEOUT", c.RecoveryTimeout)
 	positiveInt("FETCH_MIN_BYTES", int64(c.FetchMinBytes))
 	positiveInt("FETCH_MAX_BYTES", int64(c.FetchMaxBytes))
 	if c.FetchMaxBytes > 0 && c.FetchMinBytes > c.FetchMaxBytes {

@@ -46,6 +46,7 @@ func TestConfigDefaults(t *testing.T) {
 		{"DEDUP_MODE", cfg.Mode, "fingerprint"},
 		{"DEDUP_FP_RATE", cfg.FPRate, 1e-6},
 		{"DEDUP_MAX_CLOCK_SKEW", cfg.MaxClockSkew, 5 * time.Minute},
+		{"PRODUCE_RECOVERY_TIMEOUT", cfg.RecoveryTimeout, time.Minute},
 		{"CHECKPOINT_STORE", cfg.CheckpointStore, "file"},
 		{"CHECKPOINT_TOPIC", cfg.CheckpointTopic, "dedup-dedup-state"},
 		{"CHECKPOINT_DIR", cfg.CheckpointDir, filepath.Join("data", "checkpoints")},
@@ -147,6 +148,7 @@ func badValues(t *testing.T) []badValue {
 		{name: "LOG_LEVEL", value: "loud"},
 		{name: "LOG_FORMAT", value: "xml"},
 		{name: "SHUTDOWN_TIMEOUT", value: "0s"},
+		{name: "PRODUCE_RECOVERY_TIMEOUT", value: "-1m"},
 	}
 }
 

@@ -102,6 +102,7 @@ func newStage(ctx context.Context, cfg *Config, cluster *Cluster, reg *prometheu
 		RetractHeader:      cfg.RetractHeader,
 		Filter:             cfg.filterOptions(),
 		MaxClockSkew:       cfg.MaxClockSkew,
+		RecoveryTimeout:    cfg.RecoveryTimeout,
 		BatchSize:          cfg.ProduceBatchSize,
 		BatchBytes:         cfg.ProduceBatchBytes,
 		BatchTimeout:       cfg.ProduceBatchTimeout,
@@ -125,33 +126,53 @@ func (s *Stage) Progress() processor.Progress { return s.proc.Progress() }
 // Run consumes until ctx ends, then gives the processor SHUTDOWN_TIMEOUT to
 // flush, checkpoint, commit and leave the group, and closes the store. The
 // errors of every step are joined.
+//
+// One deadline covers the whole stop, so that the process exits within
+// SHUTDOWN_TIMEOUT of the signal whatever the broker does. A processor
+// still stopping at the deadline is left to the process's exit, and so is
+// its store: closing the store under a save in flight is not safe, and
+// Close would wait for that save.
 func (s *Stage) Run(ctx context.Context) error {
 	done := make(chan error, 1)
 	go func() { done <- s.proc.Run(ctx) }()
 
 	var runErr error
+	var deadline <-chan time.Time
 	select {
 	case runErr = <-done:
 		if runErr != nil {
 			runErr = fmt.Errorf("run processor: %w", runErr)
 		}
 	case <-ctx.Done():
-		// One deadline covers the whole stop, so that the process exits
-		// within SHUTDOWN_TIMEOUT of the signal.
 		s.log.Info("stopping: flushing, checkpointing and leaving the group", "timeout", s.cfg.ShutdownTimeout)
 		timer := time.NewTimer(s.cfg.ShutdownTimeout)
 		defer timer.Stop()
+		deadline = timer.C
 		select {
 		case err := <-done:
 			if err != nil && !errors.Is(err, context.Canceled) {
 				runErr = fmt.Errorf("stop processor: %w", err)
 			}
-		case <-timer.C:
-			runErr = fmt.Errorf("stop processor: not done within SHUTDOWN_TIMEOUT %s", s.cfg.ShutdownTimeout)
+		case <-deadline:
+			return fmt.Errorf("stop processor: not done within SHUTDOWN_TIMEOUT %s", s.cfg.ShutdownTimeout)
 		}
 	}
-	if err := s.store.Close(); err != nil {
-		runErr = errors.Join(runErr, fmt.Errorf("close checkpoint store: %w", err))
+	if deadline == nil {
+		// The processor failed on its own: the store's close is bounded
+		// all the same.
+		timer := time.NewTimer(s.cfg.ShutdownTimeout)
+		defer timer.Stop()
+		deadline = timer.C
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- s.store.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			runErr = errors.Join(runErr, fmt.Errorf("close checkpoint store: %w", err))
+		}
+	case <-deadline:
+		runErr = errors.Join(runErr, fmt.Errorf("close checkpoint store: not done within SHUTDOWN_TIMEOUT %s", s.cfg.ShutdownTimeout))
 	}
 	return runErr
 }

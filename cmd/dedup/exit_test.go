@@ -1,0 +1,214 @@
+package main
+
+import (
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// fault is what an armed control does to the stage's requests of one API
+// key, installed on a cluster for the whole test.
+type fault struct {
+	c     *kfake.Cluster
+	match func(kmsg.Request) bool // nil: every request of the key
+	// answer, when set, answers a matched request with this error code;
+	// otherwise a matched request is held until the test ends.
+	answer  int16
+	armed   atomic.Bool
+	entered chan struct{} // one send per matched request, dropped when full
+	release chan struct{}
+}
+
+func installFault(t *testing.T, c *kfake.Cluster, key kmsg.Key, f *fault) *fault {
+	f.c, f.entered, f.release = c, make(chan struct{}, 1), make(chan struct{})
+	t.Cleanup(func() { close(f.release) }) // before the cluster closes (cleanups run last first)
+	c.ControlKey(int16(key), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !f.armed.Load() || (f.match != nil && !f.match(req)) {
+			return nil, nil, false
+		}
+		select {
+		case f.entered <- struct{}{}:
+		default:
+		}
+		if f.answer != 0 {
+			return produceError(req.(*kmsg.ProduceRequest), f.answer), nil, true
+		}
+		c.SleepControl(func() { <-f.release })
+		return nil, nil, false
+	})
+	return f
+}
+
+// producesTo matches Produce requests for topic. The stage's kafka-go
+// writer names topics (Produce v7); topic IDs would not match.
+func producesTo(topic string) func(kmsg.Request) bool {
+	return func(r kmsg.Request) bool {
+		for _, t := range r.(*kmsg.ProduceRequest).Topics {
+			if t.Topic == topic {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// produceError answers every partition of req with code.
+func produceError(req *kmsg.ProduceRequest, code int16) *kmsg.ProduceResponse {
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	resp.Version = req.Version
+	for _, rt := range req.Topics {
+		t := kmsg.NewProduceResponseTopic()
+		t.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			p := kmsg.NewProduceResponseTopicPartition()
+			p.Partition = rp.Partition
+			p.ErrorCode = code
+			t.Partitions = append(t.Partitions, p)
+		}
+		resp.Topics = append(resp.Topics, t)
+	}
+	return resp
+}
+
+// stageAgainst starts the binary on cluster with the test settings and
+// extra, and waits until it is ready.
+func stageAgainst(t *testing.T, cluster *kfake.Cluster, extra envMap) (*binary, envMap) {
+	t.Helper()
+	env := testEnv(t)
+	env["KAFKA_BROKERS"] = cluster.ListenAddrs()[0]
+	env["LOG_LEVEL"] = "info"
+	for k, v := range extra {
+		env[k] = v
+	}
+	bin := startBinary(t, env)
+	waitFor(t, "stage ready", 60*time.Second, func() (bool, error) {
+		select {
+		case <-bin.done:
+			t.Fatalf("dedup exited early with %d", bin.code)
+		default:
+		}
+		code, err := httpStatus("http://" + env["METRICS_ADDR"] + "/readyz")
+		return code == 200, err
+	})
+	return bin, env
+}
+
+// TestStopPastShutdownTimeoutExits1: a stop that cannot finish within
+// SHUTDOWN_TIMEOUT ends the process with exit 1 and says why, once the
+// timeout has passed and not after waiting on the broker. The broker holds
+// the stage's requests at each step of the stop: the flush of outputs in
+// flight, the offset commit, the final checkpoint (Kafka store) and
+// leaving the group.
+func TestStopPastShutdownTimeoutExits1(t *testing.T) {
+	const shutdown = 2 * time.Second
+	const keys = 20
+	for _, point := range []struct {
+		name  string
+		key   kmsg.Key
+		match func(kmsg.Request) bool
+		env   envMap
+		// armEarly holds the requests before the input is written
+		// (outputs in flight at the signal); otherwise they are held from
+		// when the input has been forwarded.
+		armEarly bool
+	}{
+		{name: "flush", key: kmsg.Produce, match: producesTo("events-deduped"), armEarly: true},
+		{name: "commit", key: kmsg.OffsetCommit, armEarly: true},
+		{name: "checkpoint", key: kmsg.Produce, match: producesTo("dedup-dedup-state"),
+			env: envMap{"CHECKPOINT_STORE": "kafka", "CHECKPOINT_INTERVAL": "1h"}},
+		{name: "leave", key: kmsg.LeaveGroup},
+	} {
+		t.Run(point.name, func(t *testing.T) {
+			t.Parallel()
+			cluster := newTestCluster(t)
+			f := installFault(t, cluster, point.key, &fault{match: point.match})
+			extra := envMap{"SHUTDOWN_TIMEOUT": shutdown.String()}
+			for k, v := range point.env {
+				extra[k] = v
+			}
+			bin, _ := stageAgainst(t, cluster, extra)
+			client := []kgo.Opt{kgo.SeedBrokers(cluster.ListenAddrs()[0])}
+			if point.armEarly {
+				f.armed.Store(true)
+				produce(t, client, keyedWithDuplicates("events", keys, 1)...)
+				<-f.entered
+			} else {
+				produce(t, client, keyedWithDuplicates("events", keys, 1)...)
+				consumeN(t, client, "events-deduped", keys)
+				f.armed.Store(true)
+			}
+			signalled := time.Now()
+			code := bin.stop(t, shutdown+15*time.Second)
+			if code != exitFailure {
+				t.Fatalf("exit %d with the stop held at %s, want %d", code, point.name, exitFailure)
+			}
+			if took := time.Since(signalled); took < shutdown {
+				t.Errorf("exited %v after SIGTERM, before SHUTDOWN_TIMEOUT %v", took, shutdown)
+			}
+			select {
+			case <-f.entered:
+			default:
+				if !point.armEarly {
+					t.Fatalf("the stop sent no request the fault holds: it proves nothing at %s", point.name)
+				}
+			}
+			if s := bin.stderr.String(); !strings.Contains(s, "not done within SHUTDOWN_TIMEOUT "+shutdown.String()) {
+				t.Errorf("stderr does not say the stop timed out:\n%s", s)
+			}
+		})
+	}
+}
+
+// TestUndeliverableOutputExits1: outputs the broker keeps refusing, with
+// a retriable code or with an outcome the stage cannot know, end the
+// process with exit 1 after PRODUCE_RECOVERY_TIMEOUT, naming the failure;
+// a restart once the broker accepts them again delivers every record once.
+func TestUndeliverableOutputExits1(t *testing.T) {
+	const recovery = 3 * time.Second
+	const keys = 20
+	for _, code := range []int16{kerr.NotLeaderForPartition.Code, kerr.RequestTimedOut.Code} {
+		t.Run(kerr.ErrorForCode(code).Error(), func(t *testing.T) {
+			t.Parallel()
+			cluster := newTestCluster(t)
+			f := installFault(t, cluster, kmsg.Produce, &fault{match: producesTo("events-deduped"), answer: code})
+			bin, env := stageAgainst(t, cluster, envMap{"PRODUCE_RECOVERY_TIMEOUT": recovery.String()})
+			f.armed.Store(true)
+			client := []kgo.Opt{kgo.SeedBrokers(cluster.ListenAddrs()[0])}
+			produce(t, client, keyedWithDuplicates("events", keys, 2)...)
+			<-f.entered
+			failedAt := time.Now()
+			select {
+			case <-bin.done:
+			case <-time.After(recovery + time.Minute):
+				t.Fatalf("dedup still running %v after its outputs started failing", recovery+time.Minute)
+			}
+			if bin.code != exitFailure {
+				t.Fatalf("exit %d, want %d", bin.code, exitFailure)
+			}
+			if took := time.Since(failedAt); took < recovery {
+				t.Errorf("exited %v after the first failure, before PRODUCE_RECOVERY_TIMEOUT %v", took, recovery)
+			}
+			if s := bin.stderr.String(); !strings.Contains(s, "output undeliverable for") {
+				t.Errorf("stderr does not name the failure:\n%s", s)
+			}
+
+			f.armed.Store(false)
+			restarted := startBinary(t, env)
+			out := consumeN(t, client, "events-deduped", keys)
+			checkForwarded(t, out, keys)
+			if code := restarted.stop(t, 30*time.Second); code != exitOK {
+				t.Fatalf("restarted stage: exit %d after SIGTERM, want 0", code)
+			}
+			if n := endOffsets(t, cluster.ListenAddrs()[0], "events-deduped", 2); n != keys {
+				t.Fatalf("the output holds %d records, want %d: each key once", n, keys)
+			}
+		})
+	}
+}
