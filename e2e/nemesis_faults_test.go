@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
+
+	"dedup/internal/kfaketest"
 )
 
 // The broker-side faults of the nemesis suite are kfake control functions.
@@ -84,7 +86,7 @@ func (a *ackLoser) take() bool {
 func (a *ackLoser) control(kreq kmsg.Request) (kmsg.Response, error, bool) {
 	a.c.KeepControl()
 	req := kreq.(*kmsg.ProduceRequest)
-	if req.TimeoutMillis == forwardMark || !producesTo(req, outputTopic) || !a.take() {
+	if req.TimeoutMillis == forwardMark || !kfaketest.ProducesTo(req, outputTopic) || !a.take() {
 		return nil, nil, false
 	}
 	node := a.c.CurrentNode()
@@ -114,15 +116,6 @@ func (a *ackLoser) control(kreq kmsg.Request) (kmsg.Response, error, bool) {
 	a.lost.Add(1)
 	a.records.Add(int64(producedRecords(req)))
 	return nil, errors.New("nemesis: connection closed after the append, before the acknowledgement"), true
-}
-
-func producesTo(req *kmsg.ProduceRequest, topic string) bool {
-	for _, t := range req.Topics {
-		if t.Topic == topic {
-			return true
-		}
-	}
-	return false
 }
 
 func produceErr(resp *kmsg.ProduceResponse) error {

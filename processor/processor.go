@@ -160,9 +160,10 @@ type Processor struct {
 	replaced atomic.Uint64 // writers replaced after produce failures (tests observe recoveries)
 
 	stalls stalls // input partitions stopped by a refused output
-	// blindRetries hands produce outcomes to kafka.Writer unclassified
-	// (its blind retries): the reference of the produce-path benchmark only.
-	blindRetries bool
+	// plainProduce hands produce outcomes to kafka.Writer unclassified
+	// (its blind retries) and asks no lease before producing: kafka-go's
+	// own produce path, the reference of the produce-path benchmark only.
+	plainProduce bool
 
 	commitMu       sync.Mutex  // one offset commit at a time
 	metadataWarned atomic.Bool // a commit went without its output ends (logged once)

@@ -4,9 +4,10 @@ import "testing"
 
 // BenchmarkProducePath measures records/s of the whole stage with its
 // produce path (the writer's transport classifies every produce outcome,
-// outcomes) against the same stage whose transport hands outcomes to
-// kafka.Writer unclassified (its blind retries, the previous path), on the
-// no-fault path: same broker, same seeded input, in one run. The two
+// outcomes, and asks the lease before each request and before each write
+// of one to the socket, fencedConn) against the same stage on kafka-go's
+// own path (outcomes unclassified, so its blind retries; no lease asked),
+// on the no-fault path: same broker, same seeded input, in one run. The two
 // alternate for STAGE_ROUNDS rounds (default 5), the order rotating; the
 // reported ratios are medians of per-round ratios, per wall-clock second
 // and per CPU second (see BenchmarkStageVsCopyLoop for the method).
@@ -19,7 +20,7 @@ func BenchmarkProducePath(b *testing.B) {
 	}
 	contenders := []contender{
 		{"classified", stage(func(*Processor) {})},
-		{"blind", stage(func(p *Processor) { p.blindRetries = true })},
+		{"blind", stage(func(p *Processor) { p.plainProduce = true })},
 	}
 	runs := runRounds(b, e, n, rounds, contenders, func(round int, runs map[string][]rates) {
 		cl, bl := runs["classified"][round], runs["blind"][round]

@@ -16,6 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
+
+	"dedup/internal/kfaketest"
 )
 
 // appliedMarker is the TimeoutMillis of the copy of a produce request that
@@ -98,19 +100,7 @@ func startStored(t *testing.T, parts int32, name string) (*testEnv, Options, *co
 // errorAnswer answers every partition of req with code.
 func errorAnswer(code int16) func(*kmsg.ProduceRequest) (kmsg.Response, error) {
 	return func(req *kmsg.ProduceRequest) (kmsg.Response, error) {
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil
+		return kfaketest.ErrorResponse(req, code), nil
 	}
 }
 

@@ -108,11 +108,14 @@ type output struct {
 
 func (p *Processor) newOutput() *output {
 	out := &output{transport: newTransport(p.o)}
-	fenceConns(out.transport, p.fenceProduce)
 	oc := newOutcomes(out.transport, p.metrics.outputErrors, out.abort)
-	oc.blind = p.blindRetries
 	out.rt = newMetadataCache(oc)
-	out.rt.fence = p.fenceProduce
+	if p.plainProduce {
+		oc.blind = true
+	} else {
+		fenceConns(out.transport, p.fenceProduce)
+		out.rt.fence = p.fenceProduce
+	}
 	out.w = newWriter(p.o, kafkaLogger{log: p.log.With("component", "writer")}, out.rt,
 		func(msgs []kafka.Message, err error) { p.completion(out, msgs, err) })
 	return out

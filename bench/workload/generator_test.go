@@ -76,4 +76,3 @@ func TestWorkloadValidateReportsEveryProblem(t *testing.T) {
 		}
 	}
 }
-

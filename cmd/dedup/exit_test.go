@@ -10,6 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"dedup/internal/kfaketest"
 )
 
 // fault is what an armed control does to the stage's requests of one API
@@ -38,7 +40,7 @@ func installFault(t *testing.T, c *kfake.Cluster, key kmsg.Key, f *fault) *fault
 		default:
 		}
 		if f.answer != 0 {
-			return produceError(req.(*kmsg.ProduceRequest), f.answer), nil, true
+			return kfaketest.ErrorResponse(req.(*kmsg.ProduceRequest), f.answer), nil, true
 		}
 		c.SleepControl(func() { <-f.release })
 		return nil, nil, false
@@ -46,35 +48,9 @@ func installFault(t *testing.T, c *kfake.Cluster, key kmsg.Key, f *fault) *fault
 	return f
 }
 
-// producesTo matches Produce requests for topic. The stage's kafka-go
-// writer names topics (Produce v7); topic IDs would not match.
+// producesTo matches Produce requests for topic.
 func producesTo(topic string) func(kmsg.Request) bool {
-	return func(r kmsg.Request) bool {
-		for _, t := range r.(*kmsg.ProduceRequest).Topics {
-			if t.Topic == topic {
-				return true
-			}
-		}
-		return false
-	}
-}
-
-// produceError answers every partition of req with code.
-func produceError(req *kmsg.ProduceRequest, code int16) *kmsg.ProduceResponse {
-	resp := req.ResponseKind().(*kmsg.ProduceResponse)
-	resp.Version = req.Version
-	for _, rt := range req.Topics {
-		t := kmsg.NewProduceResponseTopic()
-		t.Topic = rt.Topic
-		for _, rp := range rt.Partitions {
-			p := kmsg.NewProduceResponseTopicPartition()
-			p.Partition = rp.Partition
-			p.ErrorCode = code
-			t.Partitions = append(t.Partitions, p)
-		}
-		resp.Topics = append(resp.Topics, t)
-	}
-	return resp
+	return func(r kmsg.Request) bool { return kfaketest.ProducesTo(r.(*kmsg.ProduceRequest), topic) }
 }
 
 // stageAgainst starts the binary on cluster with the test settings and
