@@ -38,6 +38,11 @@
 //   - On cancel, Run stops reading, flushes what is in flight, checkpoints,
 //     commits, leaves the group and returns nil; the writer is closed last,
 //     so nothing this process queued lands after Run returns.
+//   - Nothing is produced without the member's lease (lease.go, from its own
+//     heartbeats): the writer's transport asks it before each Produce
+//     request and its connections before each write of one to the socket
+//     (fencedconn.go), so a member paused past its session sends nothing
+//     after the group moved its partitions (docs/fencing.md).
 //   - kafka-go writes no producer ids, so a request whose outcome is unknown
 //     is resolved by the replay scan, which is exact when the broker is
 //     done with the request by then (docs/delivery.md states when).
@@ -56,7 +61,8 @@
 // (generations and the partitions' Deps), warm.go (pairs kept across a
 // rebalance), recovery.go (produce failures),
 // completion.go (the writer's callback), commit.go, admin.go (metadata and
-// offsets), writer.go, keysource.go, deadline.go, metrics.go.
+// offsets), writer.go, produce.go (produce outcomes), lease.go and
+// fencedconn.go (fencing), keysource.go, deadline.go, metrics.go.
 //
 // Concurrency: Processor methods are safe for concurrent use; Run is called
 // once. The writer and the metrics are shared by the partitions and safe
