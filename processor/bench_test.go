@@ -181,8 +181,12 @@ func medianRatio(runs map[string][]rates, num, den string, f func(rates) float64
 // the benchmark's broker.
 type contender struct {
 	group string
-	stage func(b *testing.B, e *testEnv, group string, n int) stagerun.Options
+	stage stageFunc
 }
+
+// stageFunc builds one contender's stage for a run over the n seeded
+// records under group.
+type stageFunc func(b *testing.B, e *testEnv, group string, n int) stagerun.Options
 
 // benchTimeout bounds one contender's run.
 const benchTimeout = 10 * time.Minute
@@ -334,7 +338,7 @@ func benchOptions(e *testEnv, group string) Options {
 
 // stage is the whole stage with benchOptions, after configure has set what
 // the contender changes.
-func stage(configure func(*Processor)) func(b *testing.B, e *testEnv, group string, n int) stagerun.Options {
+func stage(configure func(*Processor)) stageFunc {
 	return func(b *testing.B, e *testEnv, group string, _ int) stagerun.Options {
 		p, err := New(benchOptions(e, group))
 		if err != nil {
@@ -361,7 +365,7 @@ func stageRun(p *Processor) stagerun.Options {
 // As plainCopy it is plain kafka-go. As stageCopy, with the stage's writer
 // transport (metadataCache), its readers' dialer (deadlineConn) and the
 // source headers, it is the stage without deduplication.
-func copyLoop(v copyVariant) func(b *testing.B, e *testEnv, group string, n int) stagerun.Options {
+func copyLoop(v copyVariant) stageFunc {
 	return func(b *testing.B, e *testEnv, _ string, n int) stagerun.Options {
 		return stagerun.Options{Stage: stagerun.CopyLoop(copyOptions(e, n, v))}
 	}
@@ -420,7 +424,7 @@ func BenchmarkCopyLoopAlone(b *testing.B) { benchAlone(b, copyLoop(plainCopy)) }
 
 func BenchmarkCopyHeadersAlone(b *testing.B) { benchAlone(b, copyLoop(stageCopy())) }
 
-func benchAlone(b *testing.B, stage func(b *testing.B, e *testEnv, group string, n int) stagerun.Options) {
+func benchAlone(b *testing.B, stage stageFunc) {
 	n := b.N
 	b.StopTimer()
 	e := newBenchEnv(b)

@@ -17,7 +17,6 @@ import (
 // fault is what an armed control does to the stage's requests of one API
 // key, installed on a cluster for the whole test.
 type fault struct {
-	c     *kfake.Cluster
 	match func(kmsg.Request) bool // nil: every request of the key
 	// answer, when set, answers a matched request with this error code;
 	// otherwise a matched request is held until the test ends.
@@ -28,7 +27,7 @@ type fault struct {
 }
 
 func installFault(t *testing.T, c *kfake.Cluster, key kmsg.Key, f *fault) *fault {
-	f.c, f.entered, f.release = c, make(chan struct{}, 1), make(chan struct{})
+	f.entered, f.release = make(chan struct{}, 1), make(chan struct{})
 	t.Cleanup(func() { close(f.release) }) // before the cluster closes (cleanups run last first)
 	c.ControlKey(int16(key), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
