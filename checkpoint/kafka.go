@@ -65,6 +65,7 @@ type KafkaStore struct {
 
 	mu      sync.Mutex
 	indexes map[int]*partIndex // by checkpoint partition
+	moved   map[snapID]movedFrom
 
 	saves sync.Map // save id -> *saveTrace, filled by the writer's Completion
 }
@@ -92,6 +93,7 @@ func NewKafkaStore(ctx context.Context, opts KafkaOptions) (*KafkaStore, error) 
 		wait:    opts.Patience,
 		log:     opts.Logger,
 		indexes: map[int]*partIndex{},
+		moved:   map[snapID]movedFrom{},
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -133,12 +135,16 @@ func (s *KafkaStore) closeTransport() {
 	}
 }
 
-// balance routes input partition p to checkpoint partition p % nparts. The
-// count is fixed when the store starts so that writes and reads agree even if
-// partitions are added to the topic later.
+// balance routes input partition p to checkpoint partition p % nparts, or a
+// record to the partition its partitionHeader names. The count is fixed
+// when the store starts so that writes and reads agree even if partitions
+// are added to the topic while it runs.
 func (s *KafkaStore) balance(msg kafka.Message, partitions ...int) int {
-	p, _ := inputPartition(msg.Key)
-	want := s.checkpointPartition(p)
+	want, ok := routed(msg)
+	if !ok {
+		p, _ := inputPartition(msg.Key)
+		want = s.checkpointPartition(p)
+	}
 	if slices.Contains(partitions, want) {
 		return want
 	}
@@ -195,12 +201,14 @@ func (s *KafkaStore) Save(ctx context.Context, m Meta, state io.WriterTo) (Meta,
 	}
 	id := snapID{m.Topic, m.Partition}
 	cp := s.checkpointPartition(m.Partition)
+	m.Seq = s.movedSeq(id) + 1 // numbering goes on from snapshots found away from home
 	pi := s.index(cp)
-	defer pi.mu.Unlock()
 	m, err := s.save(ctx, pi, cp, id, m, state)
+	pi.mu.Unlock()
 	if err != nil {
 		return Meta{}, fmt.Errorf("save checkpoint %s/%d: %w", m.Topic, m.Partition, err)
 	}
+	s.retireMoved(ctx, id)
 	return m, nil
 }
 
@@ -211,7 +219,7 @@ func (s *KafkaStore) save(ctx context.Context, pi *partIndex, cp int, id snapID,
 	if err := s.checkFence(pi, id, m); err != nil {
 		return m, err
 	}
-	m.Seq = 1
+	m.Seq = max(m.Seq, 1)
 	for seq := range pi.manifests[id] {
 		m.Seq = max(m.Seq, seq+1)
 	}
@@ -382,16 +390,7 @@ func (s *KafkaStore) learn(pi *partIndex, t *saveTrace, chunks []kafka.Message, 
 // Load implements Store.
 func (s *KafkaStore) Load(ctx context.Context, topic string, partition int, decode func(Meta, io.Reader) error) (Meta, Source, error) {
 	id := snapID{topic, partition}
-	cp := s.checkpointPartition(partition)
-	pi := s.index(cp)
-	err := s.refresh(ctx, pi, cp)
-	cands := pi.newest(id)
-	plans := make([]chunkPlan, len(cands))
-	planErrs := make([]error, len(cands))
-	for i, loc := range cands {
-		plans[i], planErrs[i] = s.plan(pi, loc)
-	}
-	pi.mu.Unlock()
+	cp, cands, plans, planErrs, err := s.locate(ctx, id)
 	if err != nil {
 		return Meta{}, "", fmt.Errorf("load checkpoint %s/%d: %w", topic, partition, err)
 	}
@@ -480,15 +479,13 @@ func (s *KafkaStore) List(ctx context.Context) ([]Entry, error) {
 // returned by List, for inspection. The caller closes it.
 func (s *KafkaStore) Open(ctx context.Context, e Entry) (io.ReadCloser, error) {
 	id := snapID{e.Meta.Topic, e.Meta.Partition}
-	cp := s.checkpointPartition(id.partition)
-	pi := s.index(cp)
-	err := s.refresh(ctx, pi, cp)
-	loc, ok := pi.manifests[id][e.Meta.Seq]
+	cp, cands, plans, planErrs, err := s.locate(ctx, id)
 	var p chunkPlan
+	i := slices.IndexFunc(cands, func(loc *manifestLoc) bool { return loc.m.Meta.Seq == e.Meta.Seq })
+	ok := i >= 0
 	if ok && err == nil {
-		p, err = s.plan(pi, loc)
+		p, err = plans[i], planErrs[i]
 	}
-	pi.mu.Unlock()
 	if !ok && err == nil {
 		return nil, fmt.Errorf("open checkpoint %s/%d seq %d: %w", id.topic, id.partition, e.Meta.Seq, ErrNotFound)
 	}

@@ -20,7 +20,8 @@ import (
 // Superseded manifests and their chunks (and chunks no manifest refers to)
 // are tombstoned, so compaction keeps the last Keep snapshots per partition.
 // Input partition p goes to checkpoint partition p % (partitions of the
-// topic), so a restore reads only that checkpoint partition.
+// topic), so a restore reads only that checkpoint partition, and the others
+// only when it holds none (partitions added since: kafka_moved.go).
 
 // snapID names the snapshots of one input partition.
 type snapID struct {

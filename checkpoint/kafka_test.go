@@ -376,3 +376,87 @@ func TestKafkaOpenListed(t *testing.T) {
 		t.Errorf("open: %d bytes, err %v", len(got), err)
 	}
 }
+
+// TestKafkaPartitionsAdded: partitions added to the checkpoint topic change
+// the checkpoint partition an input partition maps to. A store started
+// after that still restores every input partition's newest snapshot, and
+// lists and opens it; the first Save writes at the new home, numbering on,
+// and tombstones the copies left behind.
+func TestKafkaPartitionsAdded(t *testing.T) {
+	brokers := newCluster(t)
+	a := newKafkaStore(t, brokers, KafkaOptions{Partitions: 1})
+	newest := map[int]state{}
+	for p := range 4 {
+		for i := range 2 {
+			newest[p] = newState(uint64(10*p+i), 20_000)
+			mustSave(t, a, testMeta("in", p, int64(10*p+i)), newest[p])
+		}
+	}
+	res, err := (&kafka.Client{Addr: kafka.TCP(brokers...)}).CreatePartitions(testContext(t), &kafka.CreatePartitionsRequest{
+		Topics: []kafka.TopicPartitionsConfig{{Name: "g-dedup-state", Count: 3}},
+	})
+	if err == nil {
+		err = res.Errors["g-dedup-state"]
+	}
+	if err != nil {
+		t.Fatalf("add partitions: %v", err)
+	}
+
+	b := newKafkaStore(t, brokers, KafkaOptions{})
+	if b.nparts != 3 {
+		t.Fatalf("store sees %d checkpoint partitions, want 3", b.nparts)
+	}
+	for p := range 4 {
+		var got []byte
+		m, src, err := b.Load(testContext(t), "in", p, collect(&got, new(Meta)))
+		if err != nil || src != SourceLatest || m.Offset != int64(10*p+1) || string(got) != string(newest[p]) {
+			t.Fatalf("partition %d (home %d): offset %d source %q err %v; want the newest snapshot, offset %d",
+				p, p%3, m.Offset, src, err, 10*p+1)
+		}
+	}
+	entries, err := b.List(testContext(t))
+	if err != nil || len(entries) != 8 {
+		t.Fatalf("list: %d entries, %v; want 8", len(entries), err)
+	}
+	for _, e := range entries {
+		rc, err := b.Open(testContext(t), e)
+		if err != nil {
+			t.Fatalf("open %s/%d seq %d: %v", e.Meta.Topic, e.Meta.Partition, e.Meta.Seq, err)
+		}
+		rc.Close()
+	}
+
+	moved := newState(99, 20_000)
+	m := mustSave(t, b, testMeta("in", 1, 12), moved)
+	if m.Seq != 3 {
+		t.Errorf("seq %d after snapshots numbered 1 and 2, want 3", m.Seq)
+	}
+	c := newKafkaStore(t, brokers, KafkaOptions{}) // nothing cached
+	var got []byte
+	loaded, _, err := c.Load(testContext(t), "in", 1, collect(&got, new(Meta)))
+	if err != nil || loaded.Offset != 12 || string(got) != string(moved) {
+		t.Fatalf("after the move: offset %d err %v, want the snapshot saved at home", loaded.Offset, err)
+	}
+	for cp := range 3 {
+		pi := c.index(cp)
+		err := c.refresh(testContext(t), pi, cp)
+		ms := len(pi.manifests[snapID{"in", 1}])
+		var chunks int
+		for _, loc := range pi.chunks {
+			if loc.id == (snapID{"in", 1}) {
+				chunks++
+			}
+		}
+		pi.mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 0
+		if cp == 1 {
+			want = 1
+		}
+		if ms != want || (want == 0 && chunks != 0) {
+			t.Errorf("checkpoint partition %d holds %d manifests and %d chunks of in/1, want %d manifests (left behind copies tombstoned)", cp, ms, chunks, want)
+		}
+	}
+}
