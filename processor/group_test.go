@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"dedup/checkpoint"
+	"dedup/rotation"
 )
 
 func fileStore(t testing.TB, group string) *checkpoint.FileStore {
@@ -304,34 +306,97 @@ func TestCrashReplaySuppressed(t *testing.T) {
 }
 
 // TestRestoreOptionsChanged: a snapshot built with other filter options
-// cannot be used (a filter cannot be resized). The partition starts with
-// empty filters at the snapshot's offset: nothing before it is forwarded
-// again, but keys seen before the change are forgotten.
+// cannot be used as the pair (a filter cannot be resized). The partition
+// starts with empty filters at the snapshot's offset, so nothing before it
+// is forwarded again, and keeps the snapshot's pair read-only: keys seen
+// before the change are still dropped, a key retracted after it is
+// forwarded as new, the old pair survives a restart in the new snapshots,
+// its memory shows in dedup_filter_bytes, and once its window has passed it
+// drops nothing and is released. Both stores; the change is a size (the
+// same mode) or a mode.
 func TestRestoreOptionsChanged(t *testing.T) {
+	for _, store := range []string{"file", "kafka"} {
+		for _, change := range []string{"size", "mode"} {
+			t.Run(store+"/"+change, func(t *testing.T) { restoreOptionsChanged(t, store, change) })
+		}
+	}
+}
+
+func restoreOptionsChanged(t *testing.T, store, change string) {
 	e := newTestEnv(t, 1, 1)
-	o := e.options("resized")
-	o.Store = fileStore(t, "resized")
+	group := "resized-" + store + "-" + change
+	o := e.options(group)
+	o.Filter.Window = time.Minute
+	switch store {
+	case "file":
+		o.Store = fileStore(t, group)
+	case "kafka":
+		o.Store = kafkaStore(t, e, group)
+	}
+	before := o.Filter
 	out := e.collect()
+	del := kgo.RecordHeader{Key: retract}
+	filterBytes := func(r *running) float64 {
+		return metricValue(r.p.metrics.filterBytes.WithLabelValues(inTopic, "0"))
+	}
+	sizeOf := func(fo rotation.Options) float64 {
+		p, err := rotation.New(fo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return float64(p.SizeBytes())
+	}
+
 	a := start(t, o)
 	a.waitReady(t)
-	e.produce(rec(0, "old", "old-1", t0), rec(0, "old", "old-dup", t0))
-	out.untilValue("old-1")
+	e.produce(rec(0, "old", "old-1", t0), rec(0, "old", "old-dup", t0), rec(0, "ret", "ret-1", t0),
+		rec(0, "mark-a", "mark-a", t0))
+	out.untilValue("mark-a")
 	if err := a.stop(t); err != nil {
 		t.Fatal(err)
 	}
 
-	o.Filter.ExpectedKeys *= 2
+	switch change {
+	case "size":
+		o.Filter.ExpectedKeys *= 2
+	case "mode":
+		o.Filter.Mode = rotation.Fingerprint
+	}
 	o.Metrics = NewMetrics(newRegistry())
 	b := start(t, o)
 	b.waitReady(t)
-	e.produce(rec(0, "old", "old-2", t0), rec(0, "new", "new-1", t0), rec(0, "new", "new-dup", t0))
-	e.produce(sentinels(1, t0)...)
-	got := values(withoutSentinels(out.untilSentinels(1)))
-	want := []string{"old-1", "old-2", "new-1"}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("got %q, want %q", got, want)
-	}
+	e.produce(rec(0, "old", "old-2", t0.Add(10*time.Second)),
+		rec(0, "ret", "ret-retraction", t0.Add(11*time.Second), del),
+		rec(0, "new", "new-1", t0.Add(12*time.Second)), rec(0, "new", "new-dup", t0.Add(12*time.Second)),
+		rec(0, "mark-b", "mark-b", t0.Add(13*time.Second)))
+	out.untilValue("mark-b")
 	if n := metricValue(b.p.metrics.restores.WithLabelValues("empty")); n != 1 {
 		t.Errorf("dedup_restores_total{source=empty} = %v, want 1", n)
+	}
+	both := sizeOf(before) + sizeOf(o.Filter)
+	eventually(t, 10*time.Second, "dedup_filter_bytes counting both pairs", func() bool { return filterBytes(b) == both })
+	if err := b.stop(t); err != nil { // its final checkpoint holds the old pair too
+		t.Fatal(err)
+	}
+
+	o.Metrics = NewMetrics(newRegistry())
+	c := start(t, o)
+	c.waitReady(t)
+	e.produce(rec(0, "old", "old-3", t0.Add(20*time.Second)), rec(0, "ret", "ret-2", t0.Add(21*time.Second)),
+		rec(0, "mark-c", "mark-c", t0.Add(22*time.Second)))
+	out.untilValue("mark-c")
+	eventually(t, 10*time.Second, "dedup_filter_bytes counting both pairs after a restart", func() bool { return filterBytes(c) == both })
+	// Two windows on, the old pair would have rotated every key out.
+	later := t0.Add(3 * time.Minute)
+	e.produce(rec(0, "old", "old-4", later), rec(0, "mark-d", "mark-d", later))
+	out.untilValue("mark-d")
+	eventually(t, 10*time.Second, "the old pair released", func() bool { return filterBytes(c) == sizeOf(o.Filter) })
+
+	got := values(out.untilValue("mark-d"))
+	want := []string{"old-1", "ret-1", "mark-a", "ret-retraction", "new-1", "mark-b", "ret-2", "mark-c", "mark-d", "old-4"}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %q, want %q", got, want)
 	}
 }

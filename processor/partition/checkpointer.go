@@ -45,7 +45,7 @@ type checkpointer struct {
 
 	wanted atomic.Bool   // saver → worker: copy now
 	start  chan struct{} // worker → saver
-	snap   chan int64    // worker → saver: position of the copy
+	snap   chan handoff  // worker → saver: the copy's position, and the legacy pair then
 	done   chan cpResult // saver → worker
 	stop   chan struct{}
 	exited chan struct{}
@@ -67,6 +67,12 @@ type checkpointer struct {
 	next  time.Time
 }
 
+// handoff is what the worker hands its saver with the copy of its pair.
+type handoff struct {
+	pos    int64
+	legacy *legacy // frozen; nil: none
+}
+
 type cpResult struct {
 	offset int64
 	err    error
@@ -77,7 +83,7 @@ func (c *checkpointer) init(interval time.Duration, store Store, spares chan *ro
 	c.store = store
 	c.spares = spares
 	c.start = make(chan struct{}, 1)
-	c.snap = make(chan int64, 1)
+	c.snap = make(chan handoff, 1)
 	c.done = make(chan cpResult, 1)
 	c.stop = make(chan struct{})
 	c.exited = make(chan struct{})
@@ -123,14 +129,15 @@ func (c *checkpointer) checkpoint(w *Worker) (r cpResult, stopped bool) {
 		}
 	}
 	c.wanted.Store(true)
-	var pos int64
+	var h handoff
 	select {
-	case pos = <-c.snap:
+	case h = <-c.snap:
 	case <-c.stop:
 		c.wanted.Store(false)
 		return cpResult{}, true
 	}
-	if err := w.saveCheckpoint(context.Background(), pos, ends, c.held, began); err != nil {
+	pos := h.pos
+	if err := w.saveCheckpoint(context.Background(), pos, ends, partitionState{pair: c.held, legacy: h.legacy}, began); err != nil {
 		return cpResult{offset: pos, err: err}, false
 	}
 	c.release() // the copy is saved: the next partition may take the spare now
@@ -178,7 +185,7 @@ func (w *Worker) handOff() error {
 			return fmt.Errorf("copy filter pair: %w", err)
 		}
 	}
-	w.cp.snap <- w.position // buffered, and the saver waits for it: never blocks
+	w.cp.snap <- handoff{pos: w.position, legacy: w.legacy.frozen()} // buffered, and the saver waits for it: never blocks
 	w.d.Metrics.CheckpointPause.Observe(time.Since(began).Seconds())
 	return nil
 }
@@ -203,8 +210,8 @@ func (w *Worker) outputMark(ctx context.Context) (outputMark, error) {
 
 // finishCheckpoint is steps 4-6 for a pair nobody else writes to (the
 // stopped worker's own pair, the initial anchor).
-func (w *Worker) finishCheckpoint(ctx context.Context, pos int64, ends outputMark, state *rotation.Pair, began time.Time) error {
-	if err := w.saveCheckpoint(ctx, pos, ends, state, began); err != nil {
+func (w *Worker) finishCheckpoint(ctx context.Context, pos int64, ends outputMark, began time.Time) error {
+	if err := w.saveCheckpoint(ctx, pos, ends, partitionState{pair: w.pair, legacy: w.legacy}, began); err != nil {
 		return err
 	}
 	return w.commitCheckpoint(ctx, pos, w.scanStart(pos, ends).ends)
@@ -212,7 +219,7 @@ func (w *Worker) finishCheckpoint(ctx context.Context, pos int64, ends outputMar
 
 // saveCheckpoint is steps 4-5: wait for acknowledgements below pos and save
 // state (when checkpointing).
-func (w *Worker) saveCheckpoint(ctx context.Context, pos int64, ends outputMark, state *rotation.Pair, began time.Time) error {
+func (w *Worker) saveCheckpoint(ctx context.Context, pos int64, ends outputMark, state partitionState, began time.Time) error {
 	if err := w.acks.waitAcknowledged(ctx, pos); err != nil {
 		return w.checkpointFailed(fmt.Errorf("wait for outputs below %d: %w", pos, err))
 	}
@@ -240,7 +247,7 @@ func (w *Worker) saveCheckpoint(ctx context.Context, pos int64, ends outputMark,
 		Generation:       w.d.Generation,
 		Epoch:            w.cp.epoch.Load(),
 	}
-	m, err := w.cp.store.Save(ctx, meta, state)
+	m, err := w.cp.store.Save(ctx, meta, state.payload())
 	var stale *checkpoint.StaleError
 	if errors.As(err, &stale) && w.d.Confirm != nil && w.d.Confirm(ctx) == nil {
 		// The store holds a newer generation's snapshot, yet the
@@ -253,7 +260,7 @@ func (w *Worker) saveCheckpoint(ctx context.Context, pos int64, ends outputMark,
 			"held_generation", stale.HeldGeneration, "held_epoch", stale.HeldEpoch,
 			"generation", w.d.Generation, "epoch", meta.Epoch)
 		w.cp.epoch.Store(meta.Epoch)
-		m, err = w.cp.store.Save(ctx, meta, state)
+		m, err = w.cp.store.Save(ctx, meta, state.payload())
 	}
 	if err != nil {
 		return w.checkpointFailed(fmt.Errorf("save checkpoint at %d: %w", pos, err))

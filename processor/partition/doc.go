@@ -33,6 +33,11 @@
 //     its recorded end, and does not forward again what already landed:
 //     after a crash, every first occurrence is in the output once. Without
 //     a Store, output is at-least-once.
+//   - A snapshot built with other filter options starts new, empty filters
+//     at its offset and is kept as a legacy pair (legacy.go): never
+//     written, asked after the new pair, aged by event time, with keys
+//     retracted since kept exactly, saved in every checkpoint (state.go)
+//     and released once it would hold no key in its window.
 //   - Given Deps.Warm (a pair its owner kept from the generation just
 //     before, covering exactly the inputs below Deps.Committed), Start
 //     resumes with it: no store read, no scan. At the stop, a partition
@@ -44,14 +49,17 @@
 //     does the rest in the background). At revocation the stopped worker's
 //     own pair is saved, within Deps.StopTimeout.
 //
-// Memory per partition: its filter pair, an ack ring (48 bytes per output in
+// Memory per partition: its filter pair (and a legacy pair while one is
+// kept), an ack ring (48 bytes per output in
 // flight, Deps.InflightCap slots), the output header arena, and a reader
 // fetch of up to the reader's MaxBytes with a 4096-message queue.
 //
 // Files: worker.go (the hot path, top to bottom), start.go (restore and
 // start), stop.go, checkpointer.go, acks.go (ack ring and the writer's
 // completion), arena.go (output headers), router.go (output partition),
-// metrics.go (counts and gauges), deps.go (what the owner provides).
+// metrics.go (counts and gauges), deps.go (what the owner provides),
+// legacy.go and state.go (filters from before an options change, and the
+// snapshot payload).
 //
 // Concurrency: one worker goroutine owns the reader, pair, arena and ack
 // ring tail; one saver goroutine per partition runs its checkpoints;

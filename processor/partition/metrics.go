@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"fmt"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -118,7 +119,17 @@ func (w *Worker) updateGauges() {
 		pm.Saturated[i].Set(float64(f.Saturated))
 		pm.Stashed[i].Set(float64(f.Stashed))
 	}
-	pm.Bytes.Set(float64(s.Bytes))
+	bytes := s.Bytes
+	if w.legacy != nil {
+		if w.legacy.expired(w.lastTime) {
+			w.log.Info("filters from before the options changed hold no key in the window any more: released",
+				"snapshot_options", fmt.Sprintf("%+v", w.legacy.pair.Options()))
+			w.legacy = nil
+		} else {
+			bytes += w.legacy.pair.SizeBytes()
+		}
+	}
+	pm.Bytes.Set(float64(bytes))
 	now, was := filterCountsOf(s), w.published
 	addSince(pm.Rotations, now.rotations, was.rotations)
 	addSince(pm.Overflows, now.overflows, was.overflows)

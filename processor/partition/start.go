@@ -65,12 +65,14 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 			} else {
 				anchor = &mark // the scan from there covered everything since
 			}
+			w.legacy = r.legacy
 			w.suppress, w.suppressTo, w.replayFrom = r.suppress, r.suppressTo, mark
 		}
 	}
 	if w.pair == nil {
 		// Allocated only now, so that a restored partition never holds
-		// two pairs at once.
+		// two pairs at once (but for a legacy pair, which is the decoded
+		// snapshot itself).
 		pair, err := rotation.New(d.Filter)
 		if err != nil {
 			return nil, fmt.Errorf("create filter pair: %w", err)
@@ -129,7 +131,7 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 			ends, err = w.outputMark(ctx)
 		}
 		if err == nil {
-			err = w.finishCheckpoint(ctx, start, ends, w.pair, time.Now())
+			err = w.finishCheckpoint(ctx, start, ends, time.Now())
 		}
 		if err != nil {
 			_ = w.reader.Close()
@@ -147,6 +149,7 @@ type restored struct {
 	meta       checkpoint.Meta
 	source     checkpoint.Source
 	pair       *rotation.Pair // nil: options changed, start empty at meta.Offset
+	legacy     *legacy        // the pair from before the options changed, still holding keys
 	suppress   map[int64]struct{}
 	suppressTo int64
 }
@@ -156,17 +159,20 @@ type restored struct {
 //
 // Filter options changed since the snapshot (DEDUP_EXPECTED_KEYS, DEDUP_FP_RATE,
 // DEDUP_WINDOW or DEDUP_MODE): a filter cannot be resized, so the pair
-// starts empty, but at the snapshot's offset and with the replay scan. Every
-// input below that offset was already decided and forwarded, so nothing is
-// forwarded twice by the restart itself; the cost is that keys seen before
-// the change are forgotten, as at a window reset. (Starting at the committed
-// offset instead would re-forward first occurrences between it and the
-// snapshot offset.)
+// starts empty, but at the snapshot's offset and with the replay scan, and
+// the snapshot's pair is kept as the legacy pair (legacy.go) until it
+// would have rotated its last key out. Every input below that offset was
+// already decided and forwarded, so nothing is forwarded twice by the
+// restart itself, and keys seen before the change are still dropped.
+// (Starting at the committed offset instead would re-forward first
+// occurrences between it and the snapshot offset.) A snapshot's own legacy
+// pair is dropped when the options change again: only one is kept.
 func (w *Worker) restore(ctx context.Context) (restored, error) {
 	d, log := w.d, w.log
 	want := d.Filter
 	var (
 		got      *rotation.Pair
+		old      *legacy
 		mismatch bool
 	)
 	meta, source, err := d.Store.Load(ctx, d.Topic, d.Partition, func(m checkpoint.Meta, r io.Reader) error {
@@ -177,10 +183,11 @@ func (w *Worker) restore(ctx context.Context) (restored, error) {
 			return fmt.Errorf("snapshot of %s/%d, want %s/%d", m.Topic, m.Partition, d.Topic, d.Partition)
 		}
 		var pr rotation.Pair
-		if _, err := pr.ReadFrom(r); err != nil {
-			return fmt.Errorf("decode filter pair: %w", err)
+		l, err := readState(r, &pr)
+		if err != nil {
+			return err
 		}
-		got, mismatch = &pr, pr.Options() != want
+		got, old, mismatch = &pr, l, pr.Options() != want
 		return nil
 	})
 	var loadErr *checkpoint.LoadError
@@ -209,11 +216,13 @@ func (w *Worker) restore(ctx context.Context) (restored, error) {
 	default:
 		return restored{}, fmt.Errorf("load checkpoint of %s/%d: %w", d.Topic, d.Partition, err)
 	}
-	r := restored{found: true, meta: meta, source: source, pair: got}
+	r := restored{found: true, meta: meta, source: source, pair: got, legacy: old}
 	if mismatch {
-		log.Warn("checkpoint built with other filter options: starting with empty filters at its offset",
-			"snapshot", fmt.Sprintf("%+v", got.Options()), "configured", fmt.Sprintf("%+v", want), "offset", meta.Offset)
-		r.pair = nil
+		log.Warn("checkpoint built with other filter options: new filters start empty at its offset, "+
+			"the old ones are kept read-only until their keys leave the window",
+			"snapshot", fmt.Sprintf("%+v", got.Options()), "configured", fmt.Sprintf("%+v", want), "offset", meta.Offset,
+			"older_legacy_dropped", old != nil)
+		r.pair, r.legacy = nil, newLegacy(got)
 		r.source = checkpoint.SourceEmpty
 	}
 	began := time.Now()

@@ -30,7 +30,7 @@ func (w *Worker) stop() error {
 			ends, err = w.outputMark(ctx)
 		}
 		if err == nil {
-			err = w.finishCheckpoint(ctx, w.position, ends, w.pair, began)
+			err = w.finishCheckpoint(ctx, w.position, ends, began)
 		}
 		if err == nil {
 			w.cp.last, w.cp.exact = w.position, true
@@ -57,7 +57,9 @@ func (w *Worker) stop() error {
 // inputs at or past its position are already in the output, and only a
 // restore's scan finds them again.
 func (w *Worker) keepable() bool {
-	return w.d.Keep != nil && w.position >= 0 && w.position == w.cp.last &&
+	// A partition that still keeps its pair from before the filter options
+	// changed restores from its checkpoint, which holds that pair too.
+	return w.d.Keep != nil && w.legacy == nil && w.position >= 0 && w.position == w.cp.last &&
 		(w.cp.exact || w.d.Store == nil) && w.position >= w.suppressTo &&
 		w.acks.failed() == nil && !w.d.Crashed()
 }

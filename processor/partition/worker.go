@@ -26,6 +26,7 @@ type Worker struct {
 
 	reader *kafka.Reader
 	pair   *rotation.Pair
+	legacy *legacy // the pair from before the filter options changed, while it holds keys
 	acks   *ackTracker
 
 	position int64     // next input offset to read: everything below is decided
@@ -210,8 +211,10 @@ func (w *Worker) process(r *record) error {
 		outcome = &w.counts.retractions
 		if _, err := w.pair.Remove(key, ts); err != nil {
 			w.warnRemove(err)
+		} else if w.legacy != nil {
+			w.legacy.retract(key, ts)
 		}
-	case w.pair.TestAndAddAt(&r.probe, ts):
+	case w.pair.TestAndAddAt(&r.probe, ts), w.legacy != nil && w.legacy.seen(key, ts):
 		w.counts.duplicates++
 		return w.flushIfCaughtUp()
 	}

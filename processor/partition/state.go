@@ -1,0 +1,121 @@
+package partition
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+
+	"dedup/rotation"
+)
+
+// A partition's snapshot payload is its pair's encoding (rotation.Pair's
+// WriterTo), followed, while a legacy pair is kept, by a legacy section:
+//
+//	magic "DLEG", version uint16 (little endian)
+//	the legacy pair's own encoding
+//	count uint32, then count × (length uint32, key): the retracted keys, sorted
+//
+// A payload without the section is exactly a pair's encoding, so
+// snapshots from before legacy pairs existed, and readers that know only
+// the pair (dedup inspect), read as before.
+const (
+	legacyMagic   = "DLEG"
+	legacyVersion = 1
+	// maxRetractedKey bounds a retracted key's declared length, so that a
+	// corrupt count cannot make the decoder allocate without bound.
+	maxRetractedKey = 1 << 20
+)
+
+// ErrLegacyFormat is a legacy section that cannot be decoded.
+var ErrLegacyFormat = errors.New("bad legacy section")
+
+// partitionState is what a snapshot of the partition holds.
+type partitionState struct {
+	pair   *rotation.Pair
+	legacy *legacy // nil: none
+}
+
+// payload is what a store saves: the pair itself when there is no legacy
+// pair (its encoding is the whole payload), else the state.
+func (s partitionState) payload() io.WriterTo {
+	if s.legacy == nil {
+		return s.pair
+	}
+	return s
+}
+
+// WriteTo implements io.WriterTo.
+func (s partitionState) WriteTo(w io.Writer) (int64, error) {
+	n, err := s.pair.WriteTo(w)
+	if err != nil || s.legacy == nil {
+		return n, err
+	}
+	var hdr [6]byte
+	copy(hdr[:], legacyMagic)
+	binary.LittleEndian.PutUint16(hdr[4:], legacyVersion)
+	m, err := w.Write(hdr[:])
+	n += int64(m)
+	if err != nil {
+		return n, err
+	}
+	k, err := s.legacy.pair.WriteTo(w)
+	n += k
+	if err != nil {
+		return n, err
+	}
+	keys := slices.Sorted(maps.Keys(s.legacy.retracted))
+	var b bytes.Buffer
+	b.Write(binary.LittleEndian.AppendUint32(nil, uint32(len(keys))))
+	for _, k := range keys {
+		b.Write(binary.LittleEndian.AppendUint32(nil, uint32(len(k))))
+		b.WriteString(k)
+	}
+	k, err = b.WriteTo(w)
+	return n + k, err
+}
+
+// readState decodes a snapshot payload into pair and returns its legacy
+// section (nil when it has none).
+func readState(r io.Reader, pair *rotation.Pair) (*legacy, error) {
+	if _, err := pair.ReadFrom(r); err != nil {
+		return nil, fmt.Errorf("decode filter pair: %w", err)
+	}
+	var hdr [6]byte
+	switch n, err := io.ReadFull(r, hdr[:]); {
+	case n == 0 && errors.Is(err, io.EOF):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("%w: header: %w", ErrLegacyFormat, err)
+	}
+	if string(hdr[:4]) != legacyMagic || binary.LittleEndian.Uint16(hdr[4:]) != legacyVersion {
+		return nil, fmt.Errorf("%w: header %q", ErrLegacyFormat, hdr[:])
+	}
+	old := new(rotation.Pair)
+	if _, err := old.ReadFrom(r); err != nil {
+		return nil, fmt.Errorf("%w: pair: %w", ErrLegacyFormat, err)
+	}
+	l := newLegacy(old)
+	var word [4]byte
+	if _, err := io.ReadFull(r, word[:]); err != nil {
+		return nil, fmt.Errorf("%w: retracted count: %w", ErrLegacyFormat, err)
+	}
+	for i := range binary.LittleEndian.Uint32(word[:]) {
+		if _, err := io.ReadFull(r, word[:]); err != nil {
+			return nil, fmt.Errorf("%w: retracted key %d: %w", ErrLegacyFormat, i, err)
+		}
+		size := binary.LittleEndian.Uint32(word[:])
+		if size > maxRetractedKey {
+			return nil, fmt.Errorf("%w: retracted key %d of %d bytes", ErrLegacyFormat, i, size)
+		}
+		key := make([]byte, size)
+		if _, err := io.ReadFull(r, key); err != nil {
+			return nil, fmt.Errorf("%w: retracted key %d: %w", ErrLegacyFormat, i, err)
+		}
+		l.retracted[string(key)] = struct{}{}
+	}
+	return l, nil
+}
