@@ -15,6 +15,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"dedup/checkpoint"
+	"dedup/processor/partition"
 	"dedup/rotation"
 )
 
@@ -154,17 +155,14 @@ func printEntry(ctx context.Context, w io.Writer, r snapshotReader, e checkpoint
 	if e.Err != nil {
 		return
 	}
-	st, err := decodeEntry(ctx, r, e)
+	snap, err := decodeEntry(ctx, r, e)
 	if err != nil {
 		fmt.Fprintf(w, "  state: cannot decode: %v\n", err)
 		return
 	}
-	start := "none yet"
-	if !st.WindowStart.IsZero() {
-		start = st.WindowStart.Format(time.RFC3339)
-	}
+	st := snap.Pair.Stats()
 	fmt.Fprintf(w, "  filter: mode %s, window %s starting %s, %d rotation(s), %s in memory\n",
-		st.Mode, st.Window, start, st.Rotations, byteSize(int64(st.Bytes)))
+		st.Mode, st.Window, windowStart(st), st.Rotations, byteSize(int64(st.Bytes)))
 	for _, g := range []struct {
 		name string
 		f    rotation.FilterStats
@@ -172,19 +170,37 @@ func printEntry(ctx context.Context, w io.Writer, r snapshotReader, e checkpoint
 		fmt.Fprintf(w, "  %-8s fill %.3g%%  est. keys %-10.0f est. FP rate %.3g  saturated %d  (m=%d, k=%d)\n",
 			g.name+":", 100*g.f.Fill, g.f.EstimatedKeys, g.f.FPRate, g.f.Saturated, g.f.M, g.f.K)
 	}
+	if snap.Legacy != nil {
+		ls := snap.Legacy.Stats()
+		until := "its first record"
+		if !ls.WindowStart.IsZero() {
+			until = ls.WindowStart.Add(2 * ls.Window).Format(time.RFC3339)
+		}
+		fmt.Fprintf(w, "  kept from before the filter options changed: mode %s, window %s starting %s, %s in memory, "+
+			"%d key(s) retracted since; released when event time reaches %s\n",
+			ls.Mode, ls.Window, windowStart(ls), byteSize(int64(ls.Bytes)), snap.Retracted, until)
+	}
 }
 
-func decodeEntry(ctx context.Context, r snapshotReader, e checkpoint.Entry) (rotation.Stats, error) {
+// windowStart prints a pair's current window start.
+func windowStart(st rotation.Stats) string {
+	if st.WindowStart.IsZero() {
+		return "none yet"
+	}
+	return st.WindowStart.Format(time.RFC3339)
+}
+
+func decodeEntry(ctx context.Context, r snapshotReader, e checkpoint.Entry) (partition.Snapshot, error) {
 	rc, err := r.Open(ctx, e)
 	if err != nil {
-		return rotation.Stats{}, err
+		return partition.Snapshot{}, err
 	}
 	defer rc.Close()
-	var p rotation.Pair
-	if _, err := p.ReadFrom(rc); err != nil {
-		return rotation.Stats{}, fmt.Errorf("decode filter state: %w", err)
+	s, err := partition.ReadSnapshot(rc)
+	if err != nil {
+		return partition.Snapshot{}, fmt.Errorf("decode filter state: %w", err)
 	}
-	return p.Stats(), nil
+	return s, nil
 }
 
 func ratio(raw, stored int64) float64 {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"dedup/checkpoint"
 	"dedup/rotation"
@@ -181,5 +182,57 @@ func TestInspectKafkaStore(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("inspect output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestInspectShowsKeptFilters: after DEDUP_EXPECTED_KEYS changes, the
+// stage's checkpoints carry the filters from before the change, and
+// inspect shows them and when they are released.
+func TestInspectShowsKeptFilters(t *testing.T) {
+	cluster := newTestCluster(t)
+	addr := cluster.ListenAddrs()[0]
+	env := testEnv(t)
+	env["KAFKA_BROKERS"] = addr
+	env["CHECKPOINT_STORE"] = "file"
+	env["DEDUP_WINDOW"] = "1m"
+	ts := time.Date(2026, 1, 1, 10, 15, 30, 0, time.UTC)
+	client := []kgo.Opt{kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner())}
+	runOnce := func(expected string, produceFirst bool) {
+		t.Helper()
+		env["DEDUP_EXPECTED_KEYS"] = expected
+		stage := startInProcess(t, env)
+		waitFor(t, "stage ready", 60*time.Second, func() (bool, error) {
+			if code, ok := stage.exited(); ok {
+				t.Fatalf("dedup exited early with %d", code)
+			}
+			code, err := httpStatus("http://" + env["METRICS_ADDR"] + "/readyz")
+			return code == 200, err
+		})
+		if produceFirst {
+			produce(t, client, &kgo.Record{Topic: "events", Partition: 0, Key: []byte("k"), Value: []byte("v"), Timestamp: ts})
+			consumeN(t, client, "events-deduped", 1)
+		}
+		if code := stage.stop(t); code != exitOK {
+			t.Fatalf("exit %d after stop, want 0", code)
+		}
+	}
+	runOnce("1000", true)
+	runOnce("2000", false)
+
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"inspect"}, env.lookup, &stdout, &stderr); code != exitOK {
+		t.Fatalf("inspect: exit %d; stderr:\n%s", code, stderr.String())
+	}
+	newest := strings.Split(stdout.String(), "\nevents/0  seq ")[1] // newest first
+	for _, want := range []string{
+		"kept from before the filter options changed: mode fingerprint, window 1m0s starting 2026-01-01T10:15:00Z",
+		"0 key(s) retracted since; released when event time reaches 2026-01-01T10:17:00Z",
+	} {
+		if !strings.Contains(newest, want) {
+			t.Errorf("the newest snapshot of events/0 lacks %q:\n%s", want, newest)
+		}
+	}
+	if strings.Contains(stdout.String(), "events/1  seq") && strings.Contains(strings.Split(stdout.String(), "\nevents/1  seq ")[1], "kept from before") {
+		t.Errorf("events/1, which no record reached, keeps old filters:\n%s", stdout.String())
 	}
 }

@@ -222,7 +222,10 @@ func (w *Worker) restore(ctx context.Context) (restored, error) {
 			"the old ones are kept read-only until their keys leave the window",
 			"snapshot", fmt.Sprintf("%+v", got.Options()), "configured", fmt.Sprintf("%+v", want), "offset", meta.Offset,
 			"older_legacy_dropped", old != nil)
-		r.pair, r.legacy = nil, newLegacy(got)
+		r.pair, r.legacy = nil, nil
+		if !got.Expired(time.Time{}) { // a pair no record ever reached holds nothing to keep
+			r.legacy = newLegacy(got)
+		}
 		r.source = checkpoint.SourceEmpty
 	}
 	began := time.Now()

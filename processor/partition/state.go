@@ -119,3 +119,26 @@ func readState(r io.Reader, pair *rotation.Pair) (*legacy, error) {
 	}
 	return l, nil
 }
+
+// Snapshot is a decoded snapshot payload, for readers outside the worker
+// (dedup inspect).
+type Snapshot struct {
+	Pair *rotation.Pair
+	// Legacy is the pair kept from before the filter options changed (nil:
+	// none), Retracted the keys retracted from it since.
+	Legacy    *rotation.Pair
+	Retracted int
+}
+
+// ReadSnapshot decodes a snapshot payload.
+func ReadSnapshot(r io.Reader) (Snapshot, error) {
+	s := Snapshot{Pair: new(rotation.Pair)}
+	l, err := readState(r, s.Pair)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	if l != nil {
+		s.Legacy, s.Retracted = l.pair, len(l.retracted)
+	}
+	return s, nil
+}
