@@ -72,15 +72,7 @@ func TestEmbeddedDefault(t *testing.T) {
 	metrics := env["METRICS_ADDR"]
 	bin := startBinary(t, env)
 
-	waitFor(t, "/readyz 200", 60*time.Second, func() (bool, error) {
-		select {
-		case <-bin.done:
-			t.Fatalf("dedup exited early with %d", bin.code)
-		default:
-		}
-		code, err := httpStatus("http://" + metrics + "/readyz")
-		return code == http.StatusOK, err
-	})
+	waitReady(t, bin, metrics)
 	if code, err := httpStatus("http://" + metrics + "/healthz"); code != http.StatusOK {
 		t.Fatalf("/healthz = %d (%v), want 200", code, err)
 	}

@@ -63,15 +63,7 @@ func stageAgainst(t *testing.T, cluster *kfake.Cluster, extra envMap) (*binary, 
 		env[k] = v
 	}
 	bin := startBinary(t, env)
-	waitFor(t, "stage ready", 60*time.Second, func() (bool, error) {
-		select {
-		case <-bin.done:
-			t.Fatalf("dedup exited early with %d", bin.code)
-		default:
-		}
-		code, err := httpStatus("http://" + env["METRICS_ADDR"] + "/readyz")
-		return code == 200, err
-	})
+	waitReady(t, bin, env["METRICS_ADDR"])
 	return bin, env
 }
 

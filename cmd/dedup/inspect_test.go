@@ -201,13 +201,7 @@ func TestInspectShowsKeptFilters(t *testing.T) {
 		t.Helper()
 		env["DEDUP_EXPECTED_KEYS"] = expected
 		stage := startInProcess(t, env)
-		waitFor(t, "stage ready", 60*time.Second, func() (bool, error) {
-			if code, ok := stage.exited(); ok {
-				t.Fatalf("dedup exited early with %d", code)
-			}
-			code, err := httpStatus("http://" + env["METRICS_ADDR"] + "/readyz")
-			return code == 200, err
-		})
+		waitReady(t, stage, env["METRICS_ADDR"])
 		if produceFirst {
 			produce(t, client, &kgo.Record{Topic: "events", Partition: 0, Key: []byte("k"), Value: []byte("v"), Timestamp: ts})
 			consumeN(t, client, "events-deduped", 1)

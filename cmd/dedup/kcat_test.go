@@ -38,13 +38,7 @@ func TestKcatInterop(t *testing.T) {
 	env["LOG_LEVEL"] = "info"
 	metrics := env["METRICS_ADDR"]
 	stage := startInProcess(t, env)
-	waitFor(t, "embedded broker and stage ready", 60*time.Second, func() (bool, error) {
-		if code, ok := stage.exited(); ok {
-			t.Fatalf("dedup exited early with %d", code)
-		}
-		code, err := httpStatus("http://" + metrics + "/readyz")
-		return code == 200, err
-	})
+	waitReady(t, stage, metrics)
 
 	// 15 keys, each three times, interleaved; values name the copy.
 	const keys, copies = 15, 3

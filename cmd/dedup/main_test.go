@@ -118,6 +118,32 @@ func startBinary(t *testing.T, env envMap, args ...string) *binary {
 	return b
 }
 
+// exited reports an early exit (a crash) while the test waits on something.
+func (b *binary) exited() (int, bool) {
+	select {
+	case <-b.done:
+		return b.code, true
+	default:
+		return 0, false
+	}
+}
+
+// underTest is a dedup under test, as a process or in-process.
+type underTest interface{ exited() (int, bool) }
+
+// waitReady waits until /readyz on the metrics address answers 200, and
+// fails at once if the stage exits first.
+func waitReady(t *testing.T, s underTest, metrics string) {
+	t.Helper()
+	waitFor(t, "/readyz 200", 60*time.Second, func() (bool, error) {
+		if code, ok := s.exited(); ok {
+			t.Fatalf("dedup exited early with %d", code)
+		}
+		code, err := httpStatus("http://" + metrics + "/readyz")
+		return code == http.StatusOK, err
+	})
+}
+
 // stop sends SIGTERM and returns the exit code.
 func (b *binary) stop(t *testing.T, within time.Duration) int {
 	t.Helper()

@@ -35,13 +35,7 @@ func runAgainst(t *testing.T, cluster *kfake.Cluster, extra envMap, clientOpts [
 	}
 	metrics := env["METRICS_ADDR"]
 	stage := startInProcess(t, env)
-	waitFor(t, "stage ready", 60*time.Second, func() (bool, error) {
-		if code, ok := stage.exited(); ok {
-			t.Fatalf("dedup exited early with %d", code)
-		}
-		code, err := httpStatus("http://" + metrics + "/readyz")
-		return code == 200, err
-	})
+	waitReady(t, stage, metrics)
 
 	const keys, copies = 10, 2
 	client := append([]kgo.Opt{kgo.SeedBrokers(addr)}, clientOpts...)
