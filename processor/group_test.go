@@ -322,6 +322,67 @@ func TestRestoreOptionsChanged(t *testing.T) {
 	}
 }
 
+// TestRestoreOptionsBackAndForth: during a rolling deploy that changes the
+// filter options, a partition can move from a member with the new options
+// back to one with the old. That member resumes with the pair it finds
+// kept as legacy (the old options), retractions since applied, and keeps
+// the snapshot's pair as legacy: keys seen under either options are
+// dropped, a key retracted meanwhile is forwarded, and the restore is not
+// an empty start. Both stores.
+func TestRestoreOptionsBackAndForth(t *testing.T) {
+	for _, store := range []string{"file", "kafka"} {
+		t.Run(store, func(t *testing.T) {
+			e := newTestEnv(t, 1, 1)
+			group := "pingpong-" + store
+			o := e.options(group)
+			switch store {
+			case "file":
+				o.Store = fileStore(t, group)
+			case "kafka":
+				o.Store = kafkaStore(t, e, group)
+			}
+			out := e.collect()
+			del := kgo.RecordHeader{Key: retract}
+			oldOptions, newOptions := o.Filter, o.Filter
+			newOptions.ExpectedKeys *= 2
+			member := func(f rotation.Options, recs ...*kgo.Record) *running {
+				t.Helper()
+				o.Filter, o.Metrics = f, NewMetrics(newRegistry())
+				r := start(t, o)
+				r.waitReady(t)
+				e.produce(recs...)
+				out.untilValue(string(recs[len(recs)-1].Value))
+				return r
+			}
+			stop := func(r *running) {
+				t.Helper()
+				if err := r.stop(t); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// k0 is seen only under the old options, k1 under both, k2 only
+			// under the new ones; kr is retracted under the new ones.
+			stop(member(oldOptions, rec(0, "k0", "k0-1", t0), rec(0, "k1", "k1-1", t0), rec(0, "kr", "kr-1", t0),
+				rec(0, "mark-a", "mark-a", t0)))
+			stop(member(newOptions, rec(0, "k2", "k2-1", t0.Add(5*time.Second)), rec(0, "k1", "k1-2", t0.Add(5*time.Second)),
+				rec(0, "kr", "kr-retraction", t0.Add(6*time.Second), del), rec(0, "mark-b", "mark-b", t0.Add(7*time.Second))))
+			c := member(oldOptions, rec(0, "k0", "k0-2", t0.Add(10*time.Second)), rec(0, "k1", "k1-3", t0.Add(10*time.Second)),
+				rec(0, "k2", "k2-2", t0.Add(11*time.Second)), rec(0, "kr", "kr-2", t0.Add(12*time.Second)),
+				rec(0, "mark-c", "mark-c", t0.Add(13*time.Second)))
+			got := values(out.untilValue("mark-c"))
+			want := []string{"k0-1", "k1-1", "kr-1", "mark-a", "k2-1", "kr-retraction", "mark-b", "kr-2", "mark-c"}
+			slices.Sort(got)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Fatalf("got %q, want %q", got, want)
+			}
+			if n := metricValue(c.p.metrics.restores.WithLabelValues("empty")); n != 0 {
+				t.Errorf("dedup_restores_total{source=empty} = %v, want 0: the member resumed with its options' pair", n)
+			}
+		})
+	}
+}
+
 func restoreOptionsChanged(t *testing.T, store, change string) {
 	e := newTestEnv(t, 1, 1)
 	group := "resized-" + store + "-" + change

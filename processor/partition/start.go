@@ -217,7 +217,25 @@ func (w *Worker) restore(ctx context.Context) (restored, error) {
 		return restored{}, fmt.Errorf("load checkpoint of %s/%d: %w", d.Topic, d.Partition, err)
 	}
 	r := restored{found: true, meta: meta, source: source, pair: got, legacy: old}
-	if mismatch {
+	switch {
+	case mismatch && old != nil && old.pair.Options() == want:
+		// Back to the options of the snapshot's legacy pair: a rolling
+		// deploy moved the partition from a member with the new options
+		// to one with the old. Resume with that pair (it holds every key
+		// from before the change, and rotates again from here), the
+		// retractions since applied, and keep the snapshot's pair as the
+		// legacy one: nothing is forgotten either way.
+		log.Warn("checkpoint built with other filter options, holding filters with the configured ones: "+
+			"resuming with those, the snapshot's are kept read-only until their keys leave the window",
+			"snapshot", fmt.Sprintf("%+v", got.Options()), "configured", fmt.Sprintf("%+v", want), "offset", meta.Offset)
+		for k := range old.retracted {
+			_, _ = old.pair.Remove([]byte(k), time.Time{}) // plain mode applies no retraction, as configured
+		}
+		r.pair, r.legacy = old.pair, nil
+		if !got.Expired(time.Time{}) {
+			r.legacy = newLegacy(got)
+		}
+	case mismatch:
 		log.Warn("checkpoint built with other filter options: new filters start empty at its offset, "+
 			"the old ones are kept read-only until their keys leave the window",
 			"snapshot", fmt.Sprintf("%+v", got.Options()), "configured", fmt.Sprintf("%+v", want), "offset", meta.Offset,
