@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"fmt"
 	"maps"
 	"time"
 
@@ -43,8 +44,17 @@ func (l *legacy) retract(key []byte, ts time.Time) {
 	}
 }
 
-// expired reports whether the old pair, aged to ts, holds nothing.
-func (l *legacy) expired(ts time.Time) bool { return l.pair.Expired(ts) }
+// releaseLegacy drops the old pair once, aged to the stream's event time,
+// it holds nothing. Checked every second: until then it answers nothing
+// past its window anyway (SeenAt), and only its memory waits.
+func (w *Worker) releaseLegacy() {
+	if w.legacy == nil || !w.legacy.pair.Expired(w.lastTime) {
+		return
+	}
+	w.log.Info("filters from before the options changed hold no key in the window any more: released",
+		"snapshot_options", fmt.Sprintf("%+v", w.legacy.pair.Options()))
+	w.legacy = nil
+}
 
 // frozen is l as of now, for a saver: the pair is shared (never written),
 // the retracted keys are copied.

@@ -1,7 +1,6 @@
 package partition
 
 import (
-	"fmt"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -121,13 +120,7 @@ func (w *Worker) updateGauges() {
 	}
 	bytes := s.Bytes
 	if w.legacy != nil {
-		if w.legacy.expired(w.lastTime) {
-			w.log.Info("filters from before the options changed hold no key in the window any more: released",
-				"snapshot_options", fmt.Sprintf("%+v", w.legacy.pair.Options()))
-			w.legacy = nil
-		} else {
-			bytes += w.legacy.pair.SizeBytes()
-		}
+		bytes += w.legacy.pair.SizeBytes()
 	}
 	pm.Bytes.Set(float64(bytes))
 	now, was := filterCountsOf(s), w.published

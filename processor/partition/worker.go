@@ -360,6 +360,7 @@ func (w *Worker) periodic(now time.Time) error {
 	w.publishCounts()
 	if !now.Before(w.nextGauges) {
 		w.nextGauges = now.Add(time.Second)
+		w.releaseLegacy()
 		w.updateGauges()
 	}
 	if w.cp.wanted.Load() {
