@@ -219,8 +219,7 @@ func (s *KafkaStore) save(ctx context.Context, pi *partIndex, cp int, id snapID,
 	if err := s.checkFence(pi, id, m); err != nil {
 		return m, err
 	}
-	m.Seq = max(m.Seq, 1)
-	for seq := range pi.manifests[id] {
+	for seq := range pi.manifests[id] { // m.Seq comes in as the floor (Save)
 		m.Seq = max(m.Seq, seq+1)
 	}
 	nonceBytes := make([]byte, 8)

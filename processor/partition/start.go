@@ -166,7 +166,9 @@ type restored struct {
 // restart itself, and keys seen before the change are still dropped.
 // (Starting at the committed offset instead would re-forward first
 // occurrences between it and the snapshot offset.) A snapshot's own legacy
-// pair is dropped when the options change again: only one is kept.
+// pair with the configured options is resumed with (a rolling deploy moved
+// the partition back); with a third set of options it is dropped: only one
+// is kept.
 func (w *Worker) restore(ctx context.Context) (restored, error) {
 	d, log := w.d, w.log
 	want := d.Filter
@@ -217,34 +219,33 @@ func (w *Worker) restore(ctx context.Context) (restored, error) {
 		return restored{}, fmt.Errorf("load checkpoint of %s/%d: %w", d.Topic, d.Partition, err)
 	}
 	r := restored{found: true, meta: meta, source: source, pair: got, legacy: old}
-	switch {
-	case mismatch && old != nil && old.pair.Options() == want:
-		// Back to the options of the snapshot's legacy pair: a rolling
-		// deploy moved the partition from a member with the new options
-		// to one with the old. Resume with that pair (it holds every key
-		// from before the change, and rotates again from here), the
-		// retractions since applied, and keep the snapshot's pair as the
-		// legacy one: nothing is forgotten either way.
-		log.Warn("checkpoint built with other filter options, holding filters with the configured ones: "+
-			"resuming with those, the snapshot's are kept read-only until their keys leave the window",
-			"snapshot", fmt.Sprintf("%+v", got.Options()), "configured", fmt.Sprintf("%+v", want), "offset", meta.Offset)
-		for k := range old.retracted {
-			_, _ = old.pair.Remove([]byte(k), time.Time{}) // plain mode applies no retraction, as configured
-		}
-		r.pair, r.legacy = old.pair, nil
+	if mismatch {
+		// The snapshot's pair becomes the legacy one, unless no record
+		// ever reached it (it holds nothing to keep).
+		r.legacy = nil
 		if !got.Expired(time.Time{}) {
 			r.legacy = newLegacy(got)
 		}
-	case mismatch:
-		log.Warn("checkpoint built with other filter options: new filters start empty at its offset, "+
-			"the old ones are kept read-only until their keys leave the window",
-			"snapshot", fmt.Sprintf("%+v", got.Options()), "configured", fmt.Sprintf("%+v", want), "offset", meta.Offset,
-			"older_legacy_dropped", old != nil)
-		r.pair, r.legacy = nil, nil
-		if !got.Expired(time.Time{}) { // a pair no record ever reached holds nothing to keep
-			r.legacy = newLegacy(got)
+		if old != nil && old.pair.Options() == want {
+			// Back to the options of the snapshot's legacy pair: a rolling
+			// deploy moved the partition from a member with the new options
+			// to one with the old. Resume with that pair (it holds every key
+			// from before the change, and rotates again from here), the
+			// retractions since applied: nothing is forgotten either way.
+			log.Warn("checkpoint built with other filter options, holding filters with the configured ones: "+
+				"resuming with those, the snapshot's are kept read-only until their keys leave the window",
+				"snapshot", fmt.Sprintf("%+v", got.Options()), "configured", fmt.Sprintf("%+v", want), "offset", meta.Offset)
+			for k := range old.retracted {
+				_, _ = old.pair.Remove([]byte(k), time.Time{}) // plain mode applies no retraction, as configured
+			}
+			r.pair = old.pair
+		} else {
+			log.Warn("checkpoint built with other filter options: new filters start empty at its offset, "+
+				"the old ones are kept read-only until their keys leave the window",
+				"snapshot", fmt.Sprintf("%+v", got.Options()), "configured", fmt.Sprintf("%+v", want), "offset", meta.Offset,
+				"older_legacy_dropped", old != nil)
+			r.pair, r.source = nil, checkpoint.SourceEmpty
 		}
-		r.source = checkpoint.SourceEmpty
 	}
 	began := time.Now()
 	so := d.Scan
