@@ -44,6 +44,14 @@ const (
 	holdLead    = 1000
 )
 
+// reserve is how many input records each injection still to come is sure to
+// find unreleased. Holds and bursts push the input forward at every point,
+// by up to holdLead plus burstSize records once the stage has overtaken the
+// points drawn: without a reserve, a stream could run out before its last
+// point, where an injection that needs output to strike (a lost
+// acknowledgement) would wait in vain.
+const reserve = 300
+
 // nemesisRecords is the stream of every case: at nemesisRate, about 20 s
 // of input.
 const nemesisRecords = 16000
@@ -96,6 +104,9 @@ type nemesisRun struct {
 	exits   int
 	loser   *ackLoser
 	fetch   *fetchFault
+	// open is how far the input may be produced now: all of it but the
+	// reserve of the injections still to come.
+	open int64
 }
 
 func runNemesis(t *testing.T, nc nemesisCase, store string) {
@@ -152,13 +163,15 @@ func runNemesis(t *testing.T, nc nemesisCase, store string) {
 	// held back for later points and released in bursts must leave a
 	// stream in flight at the last one.
 	for i, at := range killPoints(r.rng, r.w.nFirsts*80/100, nc.points) {
+		r.open = r.released(i)
 		where := "with every first occurrence already forwarded"
 		if target, left := stopTarget(at, done, r.w.nFirsts); left {
-			r.hold(target)
+			target = r.hold(target)
 			r.obs.waitProgress(t, 90*time.Second, target, fmt.Sprintf("the output to reach point %d (%d keys)", i+1, target), r.guard)
 			where = fmt.Sprintf("at %d keys forwarded", target)
 		}
 		r.settle()
+		r.open = r.released(i + 1)
 		what := nc.inject(r, i)
 		t.Logf("%s %d/%d %s: %s; %d output records, %d of %d input records produced",
 			nc.name, i+1, nc.points, where, what, r.obs.count(), r.pr.produced.Load(), len(r.w.recs))
@@ -203,12 +216,22 @@ func (r *nemesisRun) report(store string, began time.Time, note string) {
 }
 
 // hold lets the producer run up to holdLead records past the input record
-// that makes target first occurrences, and no further until the next hold.
-func (r *nemesisRun) hold(target int64) {
+// that makes target first occurrences, and no further until the next hold,
+// nor past r.open. It returns target, lowered to the first occurrences the
+// input up to r.open holds: what the output can reach.
+func (r *nemesisRun) hold(target int64) int64 {
+	target = min(target, int64(r.w.firstsBefore[r.open]))
 	at := sort.SearchInts(r.w.firstsBefore, int(target))
-	if limit := int64(at + holdLead); limit > r.pr.limit.Load() {
+	if limit := min(int64(at+holdLead), r.open); limit > r.pr.limit.Load() {
 		r.pr.limit.Store(limit)
 	}
+	return target
+}
+
+// released is how much of the input may be produced before injection i
+// strikes: all of it but the reserve of injections i and later.
+func (r *nemesisRun) released(i int) int64 {
+	return int64(len(r.w.recs) - max(r.nc.points-i, 0)*reserve)
 }
 
 func (r *nemesisRun) start(m *member) {
@@ -316,8 +339,7 @@ func injectPause(r *nemesisRun, i int) string {
 	stopped := time.Now()
 	r.waitGroup(len(r.members)-1, gen, others...)
 	expired := time.Since(stopped)
-	if target := min(from+pauseProgress, int64(r.w.nFirsts)); target > from {
-		r.hold(target)
+	if target := r.hold(from + pauseProgress); target > from {
 		r.obs.waitProgress(t, 60*time.Second, target, "the new owner to forward while the member is paused", r.guard)
 	}
 	after := r.obs.progress()
@@ -331,6 +353,10 @@ func injectPause(r *nemesisRun, i int) string {
 // burstSize is how many records a burst releases at once, beyond the pace.
 const burstSize = 1500
 
+// afterLastInput is what a burst says when no first occurrence is left to
+// release.
+const afterLastInput = "after the last input"
+
 // burst stops the input until the stage has forwarded all of it, then
 // releases burstSize records at once (and no more until the next hold) and
 // returns once the stage is forwarding them: a member stopped now has a
@@ -341,9 +367,9 @@ func (r *nemesisRun) burst() string {
 	r.pr.limit.Store(produced)
 	drained := int64(r.w.firstsBefore[produced])
 	r.obs.waitProgress(t, 60*time.Second, drained, "the stage to forward all input before a burst", r.guard)
-	end := min(produced+burstSize, int64(len(r.w.recs)))
+	end := min(produced+burstSize, r.open)
 	if int64(r.w.firstsBefore[end]) <= drained {
-		return "after the last input"
+		return afterLastInput
 	}
 	r.pr.burst.Store(end)
 	r.pr.limit.Store(end)
@@ -361,6 +387,9 @@ func injectLostAck(r *nemesisRun, _ int) string {
 	// The input up to the hold may be forwarded already: a burst makes
 	// sure there are produce requests to intercept.
 	burst := r.burst()
+	if burst == afterLastInput {
+		r.t.Fatalf("no input left to forward, so no produce to lose the acknowledgement of (the reserve for each point is %d records)", reserve)
+	}
 	waitFor(r.t, 60*time.Second, "a produce to the output to lose its acknowledgement", func() error {
 		if err := r.guard(); err != nil {
 			return err
@@ -399,8 +428,7 @@ func injectFetchFaults(r *nemesisRun, i int) string {
 	m.p.kill(t)
 	r.start(m)
 	waitReady(t, m.p, 90*time.Second)
-	target := min(from+pauseProgress, int64(r.w.nFirsts))
-	r.hold(target)
+	target := r.hold(from + pauseProgress)
 	waitFor(t, 90*time.Second, "the stage's fetches to be answered empty and slow while the output moves on", func() error {
 		if err := r.guard(); err != nil {
 			return err
