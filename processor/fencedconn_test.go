@@ -202,6 +202,9 @@ func TestFencedConnFraming(t *testing.T) {
 		{"produce in pieces", [][]byte{meta, prod[:50], prod[50:99], prod[99:], meta}, []bool{false, true, true, true, false}},
 		{"metadata in pieces", [][]byte{meta[:6], meta[6:], prod}, []bool{false, false, true}},
 		{"header cut", [][]byte{meta[:3], meta[3:], meta}, []bool{true, true, true}},
+		{"two requests in one write", [][]byte{cat(meta, prod), meta, cat(meta, meta), prod}, []bool{true, false, false, true}},
+		{"write runs into the next request", [][]byte{cat(meta, prod[:20]), prod[20:], meta}, []bool{true, true, false}},
+		{"produce ends, metadata starts", [][]byte{prod[:50], cat(prod[50:], meta[:10]), meta[10:], meta}, []bool{true, true, false, false}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rc := &recordConn{}
@@ -236,4 +239,35 @@ func TestFencedConnFraming(t *testing.T) {
 			t.Fatal("a byte of the refused produce request reached the connection")
 		}
 	})
+	// A refusal midway through a Produce request poisons the connection:
+	// once the lease is valid again, no write may continue the request
+	// the broker got only part of.
+	t.Run("refused midway poisons", func(t *testing.T) {
+		rc := &recordConn{}
+		valid := true
+		c := &fencedConn{Conn: rc, fence: func() error {
+			if valid {
+				return nil
+			}
+			return ErrFenced
+		}}
+		if _, err := c.Write(prod[:50]); err != nil {
+			t.Fatal(err)
+		}
+		valid = false
+		if _, err := c.Write(prod[50:]); !errors.Is(err, ErrFenced) {
+			t.Fatalf("rest of the produce while fenced: %v, want ErrFenced", err)
+		}
+		valid = true
+		for _, w := range [][]byte{prod[50:], meta} {
+			if n, err := c.Write(w); !errors.Is(err, ErrFenced) || n != 0 {
+				t.Fatalf("write of %d bytes after a refusal: wrote %d, %v; want 0 bytes and ErrFenced", len(w), n, err)
+			}
+		}
+		if !bytes.Equal(rc.written, prod[:50]) {
+			t.Fatal("bytes after the refusal reached the connection")
+		}
+	})
 }
+
+func cat(bs ...[]byte) []byte { return bytes.Join(bs, nil) }
