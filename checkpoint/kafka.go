@@ -389,7 +389,7 @@ func (s *KafkaStore) learn(pi *partIndex, t *saveTrace, chunks []kafka.Message, 
 // Load implements Store.
 func (s *KafkaStore) Load(ctx context.Context, topic string, partition int, decode func(Meta, io.Reader) error) (Meta, Source, error) {
 	id := snapID{topic, partition}
-	cp, cands, plans, planErrs, err := s.locate(ctx, id)
+	cands, err := s.locate(ctx, id)
 	if err != nil {
 		return Meta{}, "", fmt.Errorf("load checkpoint %s/%d: %w", topic, partition, err)
 	}
@@ -397,23 +397,23 @@ func (s *KafkaStore) Load(ctx context.Context, topic string, partition int, deco
 		return Meta{}, "", fmt.Errorf("load checkpoint %s/%d: %w", topic, partition, ErrNotFound)
 	}
 	lerr := &LoadError{Topic: topic, Partition: partition}
-	for i, loc := range cands {
-		err := planErrs[i]
+	for i, c := range cands {
+		err := c.err
 		if err == nil {
-			err = s.loadPlan(ctx, cp, plans[i], decode)
+			err = s.loadPlan(ctx, c.cp, c.plan, decode)
 		}
 		if err == nil {
 			src := SourceLatest
 			if i > 0 {
 				src = SourceFallback
 			}
-			return loc.m.Meta, src, nil
+			return c.loc.m.Meta, src, nil
 		}
 		if ctx.Err() != nil {
 			return Meta{}, "", fmt.Errorf("load checkpoint %s/%d: %w", topic, partition, ctx.Err())
 		}
-		s.log.Warn("checkpoint rejected", "key", loc.key, "seq", loc.m.Meta.Seq, "err", err)
-		lerr.Rejected = append(lerr.Rejected, Rejection{Seq: loc.m.Meta.Seq, Where: loc.key, Err: err})
+		s.log.Warn("checkpoint rejected", "key", c.loc.key, "seq", c.loc.m.Meta.Seq, "err", err)
+		lerr.Rejected = append(lerr.Rejected, Rejection{Seq: c.loc.m.Meta.Seq, Where: c.loc.key, Err: err})
 	}
 	return Meta{}, "", lerr
 }
@@ -451,7 +451,7 @@ func (s *KafkaStore) List(ctx context.Context) ([]Entry, error) {
 		if err == nil {
 			for id := range pi.manifests {
 				for _, loc := range pi.newest(id) {
-					e := Entry{Meta: loc.m.Meta, Where: loc.key, Err: s.verifyIndexed(pi, loc)}
+					e := Entry{Meta: loc.m.Meta, Where: loc.key, Err: s.verifyIndexed(pi, loc), part: cp}
 					e.Meta.Topic, e.Meta.Partition = id.topic, id.partition
 					entries = append(entries, e)
 				}
@@ -475,23 +475,22 @@ func (s *KafkaStore) List(ctx context.Context) ([]Entry, error) {
 }
 
 // Open returns the decompressed, checksum-verified state of an entry
-// returned by List, for inspection. The caller closes it.
+// returned by List, for inspection, read from the checkpoint partition List
+// found it in. The caller closes it.
 func (s *KafkaStore) Open(ctx context.Context, e Entry) (io.ReadCloser, error) {
 	id := snapID{e.Meta.Topic, e.Meta.Partition}
-	cp, cands, plans, planErrs, err := s.locate(ctx, id)
-	var p chunkPlan
-	i := slices.IndexFunc(cands, func(loc *manifestLoc) bool { return loc.m.Meta.Seq == e.Meta.Seq })
-	ok := i >= 0
-	if ok && err == nil {
-		p, err = plans[i], planErrs[i]
-	}
-	if !ok && err == nil {
-		return nil, fmt.Errorf("open checkpoint %s/%d seq %d: %w", id.topic, id.partition, e.Meta.Seq, ErrNotFound)
-	}
+	cands, err := s.candidates(ctx, e.part, id)
 	if err != nil {
 		return nil, fmt.Errorf("open checkpoint: %w", err)
 	}
-	rc, err := s.openPlan(ctx, cp, p)
+	i := slices.IndexFunc(cands, func(c candidate) bool { return c.loc.m.Meta.Seq == e.Meta.Seq })
+	if i < 0 {
+		return nil, fmt.Errorf("open checkpoint %s/%d seq %d: %w", id.topic, id.partition, e.Meta.Seq, ErrNotFound)
+	}
+	if cands[i].err != nil {
+		return nil, fmt.Errorf("open checkpoint: %w", cands[i].err)
+	}
+	rc, err := s.openPlan(ctx, e.part, cands[i].plan)
 	if err != nil {
 		return nil, fmt.Errorf("open checkpoint: %w", err)
 	}

@@ -138,13 +138,16 @@ func (pi *partIndex) newest(id snapID) []*manifestLoc {
 	for _, loc := range pi.manifests[id] {
 		out = append(out, loc)
 	}
-	slices.SortFunc(out, func(a, b *manifestLoc) int {
-		if c := compareRank(a.rank(), b.rank()); c != 0 {
-			return -c
-		}
-		return -cmp.Compare(a.m.Meta.Seq, b.m.Meta.Seq)
-	})
+	slices.SortFunc(out, newestFirst)
 	return out
+}
+
+// newestFirst orders manifests best first by (Epoch, Generation, Seq).
+func newestFirst(a, b *manifestLoc) int {
+	if c := compareRank(a.rank(), b.rank()); c != 0 {
+		return -c
+	}
+	return -cmp.Compare(a.m.Meta.Seq, b.m.Meta.Seq)
 }
 
 // rank is what the manifest is ranked by: its Meta, or only its Seq when

@@ -9,11 +9,16 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"dedup/internal/kfaketest"
 )
 
 func newCluster(t *testing.T, opts ...kfake.Opt) []string {
@@ -392,15 +397,7 @@ func TestKafkaPartitionsAdded(t *testing.T) {
 			mustSave(t, a, testMeta("in", p, int64(10*p+i)), newest[p])
 		}
 	}
-	res, err := (&kafka.Client{Addr: kafka.TCP(brokers...)}).CreatePartitions(testContext(t), &kafka.CreatePartitionsRequest{
-		Topics: []kafka.TopicPartitionsConfig{{Name: "g-dedup-state", Count: 3}},
-	})
-	if err == nil {
-		err = res.Errors["g-dedup-state"]
-	}
-	if err != nil {
-		t.Fatalf("add partitions: %v", err)
-	}
+	growCheckpointTopic(t, brokers, 3)
 
 	b := newKafkaStore(t, brokers, KafkaOptions{})
 	if b.nparts != 3 {
@@ -438,25 +435,137 @@ func TestKafkaPartitionsAdded(t *testing.T) {
 		t.Fatalf("after the move: offset %d err %v, want the snapshot saved at home", loaded.Offset, err)
 	}
 	for cp := range 3 {
-		pi := c.index(cp)
-		err := c.refresh(testContext(t), pi, cp)
-		ms := len(pi.manifests[snapID{"in", 1}])
-		var chunks int
-		for _, loc := range pi.chunks {
-			if loc.id == (snapID{"in", 1}) {
-				chunks++
-			}
-		}
-		pi.mu.Unlock()
-		if err != nil {
-			t.Fatal(err)
-		}
+		ms, chunks := c.held(t, cp, snapID{"in", 1})
 		want := 0
 		if cp == 1 {
 			want = 1
 		}
 		if ms != want || (want == 0 && chunks != 0) {
 			t.Errorf("checkpoint partition %d holds %d manifests and %d chunks of in/1, want %d manifests (left behind copies tombstoned)", cp, ms, chunks, want)
+		}
+	}
+}
+
+// growCheckpointTopic adds partitions to the checkpoint topic, up to n.
+func growCheckpointTopic(t *testing.T, brokers []string, n int) {
+	t.Helper()
+	res, err := (&kafka.Client{Addr: kafka.TCP(brokers...)}).CreatePartitions(testContext(t), &kafka.CreatePartitionsRequest{
+		Topics: []kafka.TopicPartitionsConfig{{Name: "g-dedup-state", Count: int32(n)}},
+	})
+	if err == nil {
+		err = res.Errors["g-dedup-state"]
+	}
+	if err != nil {
+		t.Fatalf("add partitions: %v", err)
+	}
+}
+
+// held counts the manifests and chunks of id checkpoint partition cp holds.
+func (s *KafkaStore) held(t *testing.T, cp int, id snapID) (manifests, chunks int) {
+	t.Helper()
+	pi := s.index(cp)
+	defer pi.mu.Unlock()
+	if err := s.refresh(testContext(t), pi, cp); err != nil {
+		t.Fatal(err)
+	}
+	for _, loc := range pi.chunks {
+		if loc.id == id {
+			chunks++
+		}
+	}
+	return len(pi.manifests[id]), chunks
+}
+
+// TestKafkaMovedTwice: partitions are added twice (2, 4, 8), so input
+// partition 6 maps to checkpoint partition 0, then 2, then 6, and the
+// tombstones of the first move fail. The newest snapshot is restored
+// however many copies were left behind, and the failed tombstones are
+// written by the next Save.
+func TestKafkaMovedTwice(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	brokers := c.ListenAddrs()
+	id := snapID{"in", 6}
+
+	a := newKafkaStore(t, brokers, KafkaOptions{Partitions: 2})
+	mustSave(t, a, testMeta("in", 6, 100), newState(1, 20_000))
+
+	growCheckpointTopic(t, brokers, 4)
+	b := newKafkaStore(t, brokers, KafkaOptions{})
+	var got []byte
+	if m, _, err := b.Load(testContext(t), "in", 6, collect(&got, new(Meta))); err != nil || m.Offset != 100 {
+		t.Fatalf("load after the first addition: offset %d, %v; want 100", m.Offset, err)
+	}
+	// Produce requests to checkpoint partition 0, the tombstones of the
+	// move, are refused; the Save at home, partition 2, goes through.
+	var refuse atomic.Bool
+	refuse.Store(true)
+	c.ControlKey(int16(kmsg.Produce), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kreq.(*kmsg.ProduceRequest)
+		if !refuse.Load() {
+			return nil, nil, false
+		}
+		for _, rt := range req.Topics {
+			for _, rp := range rt.Partitions {
+				if rp.Partition == 0 {
+					return kfaketest.ErrorResponse(req, kerr.TopicAuthorizationFailed.Code), nil, true
+				}
+			}
+		}
+		return nil, nil, false
+	})
+	newer := newState(2, 20_000)
+	mustSave(t, b, testMeta("in", 6, 200), newer)
+	if ms, _ := b.held(t, 0, id); ms == 0 {
+		t.Fatal("the copy in checkpoint partition 0 is gone though its tombstones were refused")
+	}
+
+	growCheckpointTopic(t, brokers, 8)
+	d := newKafkaStore(t, brokers, KafkaOptions{})
+	m, _, err := d.Load(testContext(t), "in", 6, collect(&got, new(Meta)))
+	if err != nil || m.Offset != 200 || string(got) != string(newer) {
+		t.Fatalf("load after the second addition: offset %d seq %d, %v; want the newest snapshot (offset 200), not the copy left in partition 0", m.Offset, m.Seq, err)
+	}
+
+	// The earlier store, still routing by 4 partitions, tries its refused
+	// tombstones again with its next Save.
+	refuse.Store(false)
+	mustSave(t, b, testMeta("in", 6, 300), newState(3, 20_000))
+	if ms, chunks := b.held(t, 0, id); ms != 0 || chunks != 0 {
+		t.Errorf("checkpoint partition 0 still holds %d manifests and %d chunks of in/6 after the next Save", ms, chunks)
+	}
+}
+
+// TestKafkaOpenListedAwayCopy: after partitions were added, one manifest key
+// can be in two checkpoint partitions (a Save at the new home with no Load
+// before it numbers from 1). Open returns the state of the entry List
+// returned, read where List found it.
+func TestKafkaOpenListedAwayCopy(t *testing.T) {
+	brokers := newCluster(t)
+	a := newKafkaStore(t, brokers, KafkaOptions{Partitions: 2})
+	states := map[int64]state{100: newState(1, 20_000), 200: newState(2, 20_000)}
+	mustSave(t, a, testMeta("in", 2, 100), states[100])
+	growCheckpointTopic(t, brokers, 4)
+	b := newKafkaStore(t, brokers, KafkaOptions{})
+	mustSave(t, b, testMeta("in", 2, 200), states[200])
+
+	entries, err := b.List(testContext(t))
+	if err != nil || len(entries) != 2 {
+		t.Fatalf("list: %d entries, %v; want 2", len(entries), err)
+	}
+	for _, e := range entries {
+		rc, err := b.Open(testContext(t), e)
+		if err != nil {
+			t.Fatalf("open the entry listed with offset %d (%s): %v", e.Meta.Offset, e.Where, err)
+		}
+		got, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil || string(got) != string(states[e.Meta.Offset]) {
+			t.Errorf("open of the entry listed with offset %d returned another snapshot's state (%v)", e.Meta.Offset, err)
 		}
 	}
 }

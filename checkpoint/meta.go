@@ -92,4 +92,7 @@ type Entry struct {
 	Meta  Meta
 	Where string // file path or Kafka manifest key
 	Err   error  // nil: checksums verified
+	// part is the checkpoint partition the Kafka store found it in: one
+	// manifest key can be in two after partitions were added.
+	part int
 }
