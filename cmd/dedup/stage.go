@@ -139,9 +139,11 @@ func (s *Stage) Run(ctx context.Context) error {
 	var runErr error
 	var deadline <-chan time.Time
 	select {
-	case runErr = <-done:
-		if runErr != nil {
-			runErr = fmt.Errorf("run processor: %w", runErr)
+	case err := <-done:
+		// A processor that saw ctx end first and stopped is a clean stop,
+		// whichever case the select picked.
+		if err != nil && (ctx.Err() == nil || !errors.Is(err, context.Canceled)) {
+			runErr = fmt.Errorf("run processor: %w", err)
 		}
 	case <-ctx.Done():
 		s.log.Info("stopping: flushing, checkpointing and leaving the group", "timeout", s.cfg.ShutdownTimeout)
