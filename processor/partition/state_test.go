@@ -47,8 +47,8 @@ func TestStateRoundTrip(t *testing.T) {
 	}
 
 	l := newLegacy(testPair(t, old, "x", "y", "z"))
-	l.retract([]byte("y"), time.Time{})
-	l.retract([]byte("never-added"), time.Time{}) // not held: not recorded
+	l.retract([]byte("y"))
+	l.retract([]byte("never-added")) // not held: not recorded
 	var full bytes.Buffer
 	if _, err := (partitionState{pair: pair, legacy: l}).WriteTo(&full); err != nil {
 		t.Fatal(err)
@@ -65,7 +65,7 @@ func TestStateRoundTrip(t *testing.T) {
 		t.Fatalf("retracted keys %v, want [y]", l2.retracted)
 	}
 	for key, want := range map[string]bool{"x": true, "y": false, "z": true, "a": false} {
-		if got := l2.seen([]byte(key), time.Time{}); got != want {
+		if got := l2.seen([]byte(key)); got != want {
 			t.Errorf("legacy seen(%s) = %v, want %v", key, got, want)
 		}
 	}
@@ -81,7 +81,7 @@ func TestStateCorruptLegacy(t *testing.T) {
 	o := rotation.Options{ExpectedKeys: 100, FPRate: 1e-3, Window: time.Hour, Mode: rotation.Counting}
 	pair := testPair(t, o, "a")
 	l := newLegacy(testPair(t, o, "b", "c"))
-	l.retract([]byte("b"), time.Time{})
+	l.retract([]byte("b"))
 	var full, bare bytes.Buffer
 	if _, err := (partitionState{pair: pair, legacy: l}).WriteTo(&full); err != nil {
 		t.Fatal(err)
