@@ -220,7 +220,9 @@ func (w *Worker) restore(ctx context.Context) (restored, error) {
 		}
 		log.Error("every checkpoint rejected: starting with empty filters at the committed offset, "+
 			"replay scan from the output end offsets recorded with it", "err", err, "committed", off)
-		meta, source, got, mismatch = checkpoint.Meta{Offset: off, OutputEnds: ends}, checkpoint.SourceEmpty, nil, false
+		// Nothing of a rejected snapshot is kept: not its legacy pair either
+		// (the decoder may have read one before the snapshot failed).
+		meta, source, got, old, mismatch = checkpoint.Meta{Offset: off, OutputEnds: ends}, checkpoint.SourceEmpty, nil, nil, false
 	default:
 		return restored{}, fmt.Errorf("load checkpoint of %s/%d: %w", d.Topic, d.Partition, err)
 	}
