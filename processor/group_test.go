@@ -2,7 +2,9 @@ package processor
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -380,6 +382,115 @@ func TestRestoreOptionsBackAndForth(t *testing.T) {
 				t.Errorf("dedup_restores_total{source=empty} = %v, want 0: the member resumed with its options' pair", n)
 			}
 		})
+	}
+}
+
+// TestRestoreLegacyAtStreamTime: a restored legacy pair, and a legacy
+// pair resumed as the partition's pair after a rolling deploy moved the
+// partition back, answer at the stream's event time from the first record
+// on. The first member (old options) sees k0 in window 0 and kA in window
+// 1; the second (new options) moves the stream to window 2, where k0 is
+// rotated out of the old pair and kA still held. The third then reads k0
+// and kA late (window 1): k0 is new, kA a duplicate. Asked at the late
+// record's own time, or resumed where the old pair stopped, the old pair
+// still holds k0 and drops it.
+func TestRestoreLegacyAtStreamTime(t *testing.T) {
+	for name, back := range map[string]bool{"same options": false, "back to the old options": true} {
+		t.Run(name, func(t *testing.T) {
+			e := newTestEnv(t, 1, 1)
+			group := "legacy-time"
+			if back {
+				group += "-back"
+			}
+			o := e.options(group)
+			o.Store = fileStore(t, group)
+			o.Filter.Window = time.Minute // t0 is a window boundary
+			out := e.collect()
+			oldOptions, newOptions := o.Filter, o.Filter
+			newOptions.ExpectedKeys *= 2
+			member := func(f rotation.Options, recs ...*kgo.Record) {
+				t.Helper()
+				o.Filter, o.Metrics = f, NewMetrics(newRegistry())
+				r := start(t, o)
+				r.waitReady(t)
+				e.produce(recs...)
+				out.untilValue(string(recs[len(recs)-1].Value))
+				if err := r.stop(t); err != nil {
+					t.Fatal(err)
+				}
+			}
+			member(oldOptions, rec(0, "k0", "k0-1", t0.Add(time.Second)), rec(0, "kA", "kA-1", t0.Add(time.Minute+time.Second)),
+				rec(0, "mark-a", "mark-a", t0.Add(time.Minute+time.Second)))
+			member(newOptions, rec(0, "x", "x-1", t0.Add(2*time.Minute+time.Second)),
+				rec(0, "mark-b", "mark-b", t0.Add(2*time.Minute+time.Second)))
+			third := newOptions
+			if back {
+				third = oldOptions
+			}
+			late := t0.Add(time.Minute + 30*time.Second)
+			member(third, rec(0, "k0", "k0-2", late), rec(0, "kA", "kA-2", late), rec(0, "mark-c", "mark-c", late))
+			got := values(out.untilValue("mark-c"))
+			want := []string{"k0-1", "kA-1", "mark-a", "x-1", "mark-b", "k0-2", "mark-c"}
+			slices.Sort(got)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Fatalf("got %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// rejectingStore decodes every snapshot (the restore reads it) and then
+// rejects them all, as a store does whose snapshot fails after decoding.
+type rejectingStore struct{ Store }
+
+func (s rejectingStore) Load(ctx context.Context, topic string, partition int, decode func(checkpoint.Meta, io.Reader) error) (checkpoint.Meta, checkpoint.Source, error) {
+	m, _, err := s.Store.Load(ctx, topic, partition, decode)
+	if err != nil {
+		return checkpoint.Meta{}, "", err
+	}
+	return checkpoint.Meta{}, "", &checkpoint.LoadError{Topic: topic, Partition: partition,
+		Rejected: []checkpoint.Rejection{{Seq: m.Seq, Where: "test", Err: errors.New("rejected after decoding")}}}
+}
+
+// TestRejectedSnapshotKeepsNoLegacy: when every snapshot is rejected the
+// partition starts with empty filters, without the legacy pair a rejected
+// snapshot carried (decoded before it was rejected): a key only that pair
+// held is new.
+func TestRejectedSnapshotKeepsNoLegacy(t *testing.T) {
+	e := newTestEnv(t, 1, 1)
+	group := "rejected-legacy"
+	o := e.options(group)
+	store := fileStore(t, group)
+	o.Store = store
+	out := e.collect()
+	oldOptions, newOptions := o.Filter, o.Filter
+	newOptions.ExpectedKeys *= 2
+	member := func(f rotation.Options, st Store, recs ...*kgo.Record) *running {
+		t.Helper()
+		o.Filter, o.Store, o.Metrics = f, st, NewMetrics(newRegistry())
+		r := start(t, o)
+		r.waitReady(t)
+		e.produce(recs...)
+		out.untilValue(string(recs[len(recs)-1].Value))
+		if err := r.stop(t); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	member(oldOptions, store, rec(0, "k0", "k0-1", t0), rec(0, "mark-a", "mark-a", t0))
+	member(newOptions, store, rec(0, "x", "x-1", t0.Add(time.Second)), rec(0, "mark-b", "mark-b", t0.Add(time.Second)))
+	c := member(newOptions, rejectingStore{store}, rec(0, "k0", "k0-2", t0.Add(2*time.Second)),
+		rec(0, "mark-c", "mark-c", t0.Add(2*time.Second)))
+	if n := metricValue(c.p.metrics.restores.WithLabelValues("empty")); n != 1 {
+		t.Fatalf("dedup_restores_total{source=empty} = %v, want 1: every snapshot rejected", n)
+	}
+	got := values(out.untilValue("mark-c"))
+	want := []string{"k0-1", "mark-a", "x-1", "mark-b", "k0-2", "mark-c"}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %q, want %q", got, want)
 	}
 }
 

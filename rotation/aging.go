@@ -28,6 +28,12 @@ func (p *Pair) SeenAt(key []byte, ts time.Time) bool {
 	}
 }
 
+// AdvanceTo moves time forward to ts as a record stamped ts would
+// (TestAndAdd), without testing or adding a key: a pair resumed after
+// being kept read-only catches up with the stream before its first record,
+// which may be late or carry no timestamp and so would not move it.
+func (p *Pair) AdvanceTo(ts time.Time) { p.advance(ts) }
+
 // Expired reports whether the pair, advanced to ts, would hold nothing: ts
 // lies two windows or more past its current window, or no record ever
 // started a window.

@@ -35,8 +35,8 @@
 //     a Store, output is at-least-once.
 //   - A snapshot built with other filter options starts new, empty filters
 //     at its offset and is kept as a legacy pair (legacy.go): never
-//     written, asked after the new pair, aged by event time, with keys
-//     retracted since kept exactly, saved in every checkpoint (state.go)
+//     written, asked after the new pair, aged by the stream's event time
+//     (forward only, as the new pair), with keys retracted since kept exactly, saved in every checkpoint (state.go)
 //     and released once it would hold no key in its window.
 //   - Given Deps.Warm (a pair its owner kept from the generation just
 //     before, covering exactly the inputs below Deps.Committed), Start

@@ -85,6 +85,12 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 		pair.Reset()
 		w.pair = pair
 	}
+	if w.legacy != nil {
+		// Aged to the stream's time from the first record on, which may be
+		// late or have no timestamp: the restored pair's (a fresh pair has
+		// none yet, and the legacy pair's own time stands).
+		w.legacy.age(w.pair.Stats().WindowStart)
+	}
 	if start < 0 {
 		var err error
 		if start, err = d.Resolve(ctx, start); err != nil {
@@ -214,7 +220,9 @@ func (w *Worker) restore(ctx context.Context) (restored, error) {
 		}
 		log.Error("every checkpoint rejected: starting with empty filters at the committed offset, "+
 			"replay scan from the output end offsets recorded with it", "err", err, "committed", off)
-		meta, source, got, mismatch = checkpoint.Meta{Offset: off, OutputEnds: ends}, checkpoint.SourceEmpty, nil, false
+		// Nothing of a rejected snapshot is kept: not its legacy pair either
+		// (the decoder may have read one before the snapshot failed).
+		meta, source, got, old, mismatch = checkpoint.Meta{Offset: off, OutputEnds: ends}, checkpoint.SourceEmpty, nil, nil, false
 	default:
 		return restored{}, fmt.Errorf("load checkpoint of %s/%d: %w", d.Topic, d.Partition, err)
 	}
@@ -230,15 +238,21 @@ func (w *Worker) restore(ctx context.Context) (restored, error) {
 			// Back to the options of the snapshot's legacy pair: a rolling
 			// deploy moved the partition from a member with the new options
 			// to one with the old. Resume with that pair (it holds every key
-			// from before the change, and rotates again from here), the
-			// retractions since applied: nothing is forgotten either way.
+			// from before the change, and rotates again from the snapshot
+			// pair's time), the retractions since applied as the configured
+			// mode applies retractions: plain mode applies none.
 			log.Warn("checkpoint built with other filter options, holding filters with the configured ones: "+
 				"resuming with those, the snapshot's are kept read-only until their keys leave the window",
 				"snapshot", fmt.Sprintf("%+v", got.Options()), "configured", fmt.Sprintf("%+v", want), "offset", meta.Offset)
-			for k := range old.retracted {
-				_, _ = old.pair.Remove([]byte(k), time.Time{}) // plain mode applies no retraction, as configured
+			pair, notApplied, err := old.resume(got.Stats().WindowStart)
+			if err != nil {
+				return restored{}, fmt.Errorf("resume filters of %s/%d: %w", d.Topic, d.Partition, err)
 			}
-			r.pair = old.pair
+			if notApplied > 0 {
+				log.Info("retractions made under the other filter options not applied to the resumed filters: "+
+					"the configured mode applies no retraction", "mode", want.Mode.String(), "retractions_not_applied", notApplied)
+			}
+			r.pair = pair
 		} else {
 			log.Warn("checkpoint built with other filter options: new filters start empty at its offset, "+
 				"the old ones are kept read-only until their keys leave the window",

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"slices"
 
 	"dedup/rotation"
@@ -19,15 +20,14 @@ import (
 //	the legacy pair's own encoding
 //	count uint32, then count × (length uint32, key): the retracted keys, sorted
 //
+// and nothing after it: a reader rejects trailing bytes.
+//
 // A payload without the section is exactly a pair's encoding, so
 // snapshots from before legacy pairs existed, and readers that know only
 // the pair (dedup inspect), read as before.
 const (
 	legacyMagic   = "DLEG"
 	legacyVersion = 1
-	// maxRetractedKey bounds a retracted key's declared length, so that a
-	// corrupt count cannot make the decoder allocate without bound.
-	maxRetractedKey = 1 << 20
 )
 
 // ErrLegacyFormat is a legacy section that cannot be decoded.
@@ -71,6 +71,9 @@ func (s partitionState) WriteTo(w io.Writer) (int64, error) {
 	var b bytes.Buffer
 	b.Write(binary.LittleEndian.AppendUint32(nil, uint32(len(keys))))
 	for _, k := range keys {
+		if uint64(len(k)) > math.MaxUint32 {
+			return n, fmt.Errorf("write legacy section: retracted key of %d bytes", len(k))
+		}
 		b.Write(binary.LittleEndian.AppendUint32(nil, uint32(len(k))))
 		b.WriteString(k)
 	}
@@ -98,24 +101,34 @@ func readState(r io.Reader, pair *rotation.Pair) (*legacy, error) {
 	if _, err := old.ReadFrom(r); err != nil {
 		return nil, fmt.Errorf("%w: pair: %w", ErrLegacyFormat, err)
 	}
-	l := newLegacy(old)
-	var word [4]byte
-	if _, err := io.ReadFull(r, word[:]); err != nil {
-		return nil, fmt.Errorf("%w: retracted count: %w", ErrLegacyFormat, err)
+	// The retracted keys end the payload: read them whole, so that a key's
+	// declared length is checked against the bytes actually present (any
+	// key the writer wrote reads back, a corrupt length allocates nothing)
+	// and bytes past the last key are seen.
+	rest, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("%w: retracted keys: %w", ErrLegacyFormat, err)
 	}
-	for i := range binary.LittleEndian.Uint32(word[:]) {
-		if _, err := io.ReadFull(r, word[:]); err != nil {
-			return nil, fmt.Errorf("%w: retracted key %d: %w", ErrLegacyFormat, i, err)
+	if len(rest) < 4 {
+		return nil, fmt.Errorf("%w: retracted count: %w", ErrLegacyFormat, io.ErrUnexpectedEOF)
+	}
+	l := newLegacy(old)
+	count := binary.LittleEndian.Uint32(rest)
+	rest = rest[4:]
+	for i := range count {
+		if len(rest) < 4 {
+			return nil, fmt.Errorf("%w: retracted key %d: %w", ErrLegacyFormat, i, io.ErrUnexpectedEOF)
 		}
-		size := binary.LittleEndian.Uint32(word[:])
-		if size > maxRetractedKey {
-			return nil, fmt.Errorf("%w: retracted key %d of %d bytes", ErrLegacyFormat, i, size)
+		size := uint64(binary.LittleEndian.Uint32(rest))
+		rest = rest[4:]
+		if size > uint64(len(rest)) {
+			return nil, fmt.Errorf("%w: retracted key %d of %d bytes, %d left", ErrLegacyFormat, i, size, len(rest))
 		}
-		key := make([]byte, size)
-		if _, err := io.ReadFull(r, key); err != nil {
-			return nil, fmt.Errorf("%w: retracted key %d: %w", ErrLegacyFormat, i, err)
-		}
-		l.retracted[string(key)] = struct{}{}
+		l.retracted[string(rest[:size])] = struct{}{}
+		rest = rest[size:]
+	}
+	if len(rest) > 0 {
+		return nil, fmt.Errorf("%w: %d bytes after the retracted keys", ErrLegacyFormat, len(rest))
 	}
 	return l, nil
 }

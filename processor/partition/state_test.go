@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,8 +48,8 @@ func TestStateRoundTrip(t *testing.T) {
 	}
 
 	l := newLegacy(testPair(t, old, "x", "y", "z"))
-	l.retract([]byte("y"), time.Time{})
-	l.retract([]byte("never-added"), time.Time{}) // not held: not recorded
+	l.retract([]byte("y"))
+	l.retract([]byte("never-added")) // not held: not recorded
 	var full bytes.Buffer
 	if _, err := (partitionState{pair: pair, legacy: l}).WriteTo(&full); err != nil {
 		t.Fatal(err)
@@ -65,7 +66,7 @@ func TestStateRoundTrip(t *testing.T) {
 		t.Fatalf("retracted keys %v, want [y]", l2.retracted)
 	}
 	for key, want := range map[string]bool{"x": true, "y": false, "z": true, "a": false} {
-		if got := l2.seen([]byte(key), time.Time{}); got != want {
+		if got := l2.seen([]byte(key)); got != want {
 			t.Errorf("legacy seen(%s) = %v, want %v", key, got, want)
 		}
 	}
@@ -74,14 +75,14 @@ func TestStateRoundTrip(t *testing.T) {
 	}
 }
 
-// TestStateCorruptLegacy: a legacy section cut short at any point, or
-// with a bad header or an impossible key length, is an ErrLegacyFormat,
-// never a panic or an allocation of the declared size.
+// TestStateCorruptLegacy: a legacy section cut short at any point, with a
+// bad header or an impossible key length, or followed by more bytes, is an
+// ErrLegacyFormat, never a panic or an allocation of the declared size.
 func TestStateCorruptLegacy(t *testing.T) {
 	o := rotation.Options{ExpectedKeys: 100, FPRate: 1e-3, Window: time.Hour, Mode: rotation.Counting}
 	pair := testPair(t, o, "a")
 	l := newLegacy(testPair(t, o, "b", "c"))
-	l.retract([]byte("b"), time.Time{})
+	l.retract([]byte("b"))
 	var full, bare bytes.Buffer
 	if _, err := (partitionState{pair: pair, legacy: l}).WriteTo(&full); err != nil {
 		t.Fatal(err)
@@ -94,6 +95,7 @@ func TestStateCorruptLegacy(t *testing.T) {
 		"bad magic":     append(append([]byte{}, b[:bare.Len()]...), append([]byte("XLEG"), b[bare.Len()+4:]...)...),
 		"huge key size": append(append([]byte{}, b[:len(b)-1-4]...), binary.LittleEndian.AppendUint32(nil, 1<<31)...),
 	}
+	cases["trailing bytes"] = append(append([]byte{}, b...), "garbage"...)
 	for _, cut := range []int{bare.Len() + 3, bare.Len() + 6, bare.Len() + 50, len(b) - 5, len(b) - 1} {
 		cases[fmt.Sprintf("cut at %d of %d", cut, len(b))] = b[:cut]
 	}
@@ -102,5 +104,27 @@ func TestStateCorruptLegacy(t *testing.T) {
 		if _, err := readState(bytes.NewReader(data), &p); !errors.Is(err, ErrLegacyFormat) {
 			t.Errorf("%s: %v, want %v", name, err, ErrLegacyFormat)
 		}
+	}
+}
+
+// TestStateLongRetractedKey: a retracted key of any length the writer
+// writes reads back (a key over 1 MiB made a saved checkpoint unreadable).
+func TestStateLongRetractedKey(t *testing.T) {
+	o := rotation.Options{ExpectedKeys: 100, FPRate: 1e-3, Window: time.Hour, Mode: rotation.Counting}
+	long := strings.Repeat("k", 1<<20+1)
+	l := newLegacy(testPair(t, o, long, "short"))
+	l.retract([]byte(long))
+	l.retract([]byte("short"))
+	var b bytes.Buffer
+	if _, err := (partitionState{pair: testPair(t, o, "a"), legacy: l}).WriteTo(&b); err != nil {
+		t.Fatal(err)
+	}
+	var p rotation.Pair
+	got, err := readState(&b, &p)
+	if err != nil {
+		t.Fatalf("a saved state does not read back: %v", err)
+	}
+	if len(got.retracted) != 2 || got.seen([]byte(long)) || got.seen([]byte("short")) {
+		t.Errorf("retracted keys read back: %d, want both", len(got.retracted))
 	}
 }

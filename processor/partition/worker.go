@@ -31,7 +31,7 @@ type Worker struct {
 
 	position int64     // next input offset to read: everything below is decided
 	hwm      int64     // high-water mark seen with the last record
-	lastTime time.Time // timestamp of the last record that moved event time
+	lastTime time.Time // timestamp of the last record with a usable one, late ones too (gauges only)
 
 	// futureAfter is the wall clock plus the allowed skew, computed once
 	// per tick: a record stamped after it does not move event time.
@@ -212,9 +212,10 @@ func (w *Worker) process(r *record) error {
 		if _, err := w.pair.Remove(key, ts); err != nil {
 			w.warnRemove(err)
 		} else if w.legacy != nil {
-			w.legacy.retract(key, ts)
+			w.legacy.age(ts)
+			w.legacy.retract(key)
 		}
-	case w.pair.TestAndAddAt(&r.probe, ts), w.legacy != nil && w.legacy.seen(key, ts):
+	case w.seen(r, ts):
 		w.counts.duplicates++
 		return w.flushIfCaughtUp()
 	}
@@ -262,6 +263,19 @@ func (w *Worker) process(r *record) error {
 		return w.flush()
 	}
 	return w.flushIfCaughtUp()
+}
+
+// seen tests and adds r's key in the pair at event time ts and, when the
+// pair has not seen it, asks the legacy pair. The legacy pair is aged by
+// ts whenever the pair is, also when the pair answers alone: it must be
+// rotated along with the stream, not only by the records that reach it.
+func (w *Worker) seen(r *record, ts time.Time) bool {
+	dup := w.pair.TestAndAddAt(&r.probe, ts)
+	if w.legacy == nil {
+		return dup
+	}
+	w.legacy.age(ts)
+	return dup || w.legacy.seen(r.key)
 }
 
 // flushIfCaughtUp hands buffered outputs to the writer when the record just
