@@ -349,25 +349,15 @@ func TestRestoreOptionsBackAndForth(t *testing.T) {
 			newOptions.ExpectedKeys *= 2
 			member := func(f rotation.Options, recs ...*kgo.Record) *running {
 				t.Helper()
-				o.Filter, o.Metrics = f, NewMetrics(newRegistry())
-				r := start(t, o)
-				r.waitReady(t)
-				e.produce(recs...)
-				out.untilValue(string(recs[len(recs)-1].Value))
-				return r
-			}
-			stop := func(r *running) {
-				t.Helper()
-				if err := r.stop(t); err != nil {
-					t.Fatal(err)
-				}
+				o.Filter = f
+				return e.runMember(t, out, o, recs...)
 			}
 			// k0 is seen only under the old options, k1 under both, k2 only
 			// under the new ones; kr is retracted under the new ones.
-			stop(member(oldOptions, rec(0, "k0", "k0-1", t0), rec(0, "k1", "k1-1", t0), rec(0, "kr", "kr-1", t0),
-				rec(0, "mark-a", "mark-a", t0)))
-			stop(member(newOptions, rec(0, "k2", "k2-1", t0.Add(5*time.Second)), rec(0, "k1", "k1-2", t0.Add(5*time.Second)),
-				rec(0, "kr", "kr-retraction", t0.Add(6*time.Second), del), rec(0, "mark-b", "mark-b", t0.Add(7*time.Second))))
+			member(oldOptions, rec(0, "k0", "k0-1", t0), rec(0, "k1", "k1-1", t0), rec(0, "kr", "kr-1", t0),
+				rec(0, "mark-a", "mark-a", t0))
+			member(newOptions, rec(0, "k2", "k2-1", t0.Add(5*time.Second)), rec(0, "k1", "k1-2", t0.Add(5*time.Second)),
+				rec(0, "kr", "kr-retraction", t0.Add(6*time.Second), del), rec(0, "mark-b", "mark-b", t0.Add(7*time.Second)))
 			c := member(oldOptions, rec(0, "k0", "k0-2", t0.Add(10*time.Second)), rec(0, "k1", "k1-3", t0.Add(10*time.Second)),
 				rec(0, "k2", "k2-2", t0.Add(11*time.Second)), rec(0, "kr", "kr-2", t0.Add(12*time.Second)),
 				rec(0, "mark-c", "mark-c", t0.Add(13*time.Second)))
@@ -410,14 +400,8 @@ func TestRestoreLegacyAtStreamTime(t *testing.T) {
 			newOptions.ExpectedKeys *= 2
 			member := func(f rotation.Options, recs ...*kgo.Record) {
 				t.Helper()
-				o.Filter, o.Metrics = f, NewMetrics(newRegistry())
-				r := start(t, o)
-				r.waitReady(t)
-				e.produce(recs...)
-				out.untilValue(string(recs[len(recs)-1].Value))
-				if err := r.stop(t); err != nil {
-					t.Fatal(err)
-				}
+				o.Filter = f
+				e.runMember(t, out, o, recs...)
 			}
 			member(oldOptions, rec(0, "k0", "k0-1", t0.Add(time.Second)), rec(0, "kA", "kA-1", t0.Add(time.Minute+time.Second)),
 				rec(0, "mark-a", "mark-a", t0.Add(time.Minute+time.Second)))
@@ -468,15 +452,8 @@ func TestRejectedSnapshotKeepsNoLegacy(t *testing.T) {
 	newOptions.ExpectedKeys *= 2
 	member := func(f rotation.Options, st Store, recs ...*kgo.Record) *running {
 		t.Helper()
-		o.Filter, o.Store, o.Metrics = f, st, NewMetrics(newRegistry())
-		r := start(t, o)
-		r.waitReady(t)
-		e.produce(recs...)
-		out.untilValue(string(recs[len(recs)-1].Value))
-		if err := r.stop(t); err != nil {
-			t.Fatal(err)
-		}
-		return r
+		o.Filter, o.Store = f, st
+		return e.runMember(t, out, o, recs...)
 	}
 	member(oldOptions, store, rec(0, "k0", "k0-1", t0), rec(0, "mark-a", "mark-a", t0))
 	member(newOptions, store, rec(0, "x", "x-1", t0.Add(time.Second)), rec(0, "mark-b", "mark-b", t0.Add(time.Second)))

@@ -204,6 +204,22 @@ type collector struct {
 	recs []outRec
 }
 
+// runMember runs one member of a sequence sharing a checkpoint store: it
+// starts o with metrics of its own, produces recs once the member is ready,
+// waits until out holds the last of them, and stops the member.
+func (e *testEnv) runMember(t *testing.T, out *collector, o Options, recs ...*kgo.Record) *running {
+	t.Helper()
+	o.Metrics = NewMetrics(newRegistry())
+	r := start(t, o)
+	r.waitReady(t)
+	e.produce(recs...)
+	out.untilValue(string(recs[len(recs)-1].Value))
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 func (e *testEnv) collect() *collector {
 	e.t.Helper()
 	cl, err := kgo.NewClient(
