@@ -725,7 +725,7 @@ func TestKubernetesFitsBinary(t *testing.T) {
 	for _, o := range objs {
 		byKind[o.Kind] = append(byKind[o.Kind], o)
 	}
-	for _, kind := range []string{"Deployment", "ConfigMap", "Service", "PodDisruptionBudget", "PodMonitor", "PrometheusRule", "Kustomization", "Secret"} {
+	for _, kind := range []string{"Deployment", "ConfigMap", "Service", "PodDisruptionBudget", "PodMonitor", "PrometheusRule", "Kustomization", "Secret", "ServiceAccount", "NetworkPolicy"} {
 		if len(byKind[kind]) == 0 {
 			t.Errorf("deploy/kubernetes has no %s", kind)
 		}

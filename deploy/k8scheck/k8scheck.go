@@ -1,0 +1,603 @@
+// Package k8scheck holds the checks every Kubernetes rendering of the stage
+// must pass: the plain manifests in deploy/kubernetes (deploy tests) and the
+// Helm chart's rendered templates (deploy/helm/chartcheck, a nested module
+// that imports this package), so that the two cannot drift apart.
+//
+// The checks: the pod does not mount a service-account token, runs non-root
+// with a read-only root filesystem, no capabilities and the RuntimeDefault
+// seccomp profile (init containers included); a NetworkPolicy lets in only
+// the metrics port and lets out only DNS and the Kafka brokers; the liveness
+// probe tolerates PRODUCE_RECOVERY_TIMEOUT and readiness reacts faster; the
+// memory resources and GOMEMLIMIT follow the model `dedup size` prints.
+package k8scheck
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io"
+	"net"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"dedup/cmd/dedup/sizing"
+	"dedup/rotation"
+)
+
+// Object is one Kubernetes document.
+type Object struct {
+	Source string // file or template it came from
+	Kind   string
+	Name   string
+	Raw    map[string]any
+}
+
+// Decode reads every document of a multi-document YAML stream.
+func Decode(source string, data []byte) ([]Object, error) {
+	var objs []Object
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				return objs, nil
+			}
+			return nil, fmt.Errorf("decode %s: %w", source, err)
+		}
+		if m == nil {
+			continue
+		}
+		kind, _ := m["kind"].(string)
+		meta, _ := m["metadata"].(map[string]any)
+		name, _ := meta["name"].(string)
+		objs = append(objs, Object{Source: source, Kind: kind, Name: name, Raw: m})
+	}
+}
+
+// ConfigDefaults parses cmd/dedup/config.go and returns each `env` tag of
+// its Config struct with the envDefault ("" when none).
+func ConfigDefaults(configGo string) (map[string]string, error) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, configGo, nil, parser.SkipObjectResolution)
+	if err != nil {
+		return nil, fmt.Errorf("parse config: %w", err)
+	}
+	vars := map[string]string{}
+	ast.Inspect(f, func(n ast.Node) bool {
+		ts, ok := n.(*ast.TypeSpec)
+		if !ok || ts.Name.Name != "Config" {
+			return true
+		}
+		st, ok := ts.Type.(*ast.StructType)
+		if !ok {
+			return false
+		}
+		for _, field := range st.Fields.List {
+			if field.Tag == nil {
+				continue
+			}
+			tag, err := strconv.Unquote(field.Tag.Value)
+			if err != nil {
+				continue
+			}
+			st := reflect.StructTag(tag)
+			if name, _, _ := strings.Cut(st.Get("env"), ","); name != "" {
+				vars[name] = st.Get("envDefault")
+			}
+		}
+		return false
+	})
+	if len(vars) == 0 {
+		return nil, fmt.Errorf("parse config: no env tags in Config of %s", configGo)
+	}
+	return vars, nil
+}
+
+// Options are what the checks need besides the objects.
+type Options struct {
+	// ConfigDefaults maps each variable the binary reads to its default
+	// (ConfigDefaults); settings the manifests do not set take it.
+	ConfigDefaults map[string]string
+	// ProbeMargin is how much longer than PRODUCE_RECOVERY_TIMEOUT the
+	// liveness probe must tolerate failures; zero means a quarter of the
+	// timeout, at least 15 s.
+	ProbeMargin time.Duration
+}
+
+// Check runs every check and returns every problem found.
+func Check(objs []Object, opts Options) []error {
+	c := &checker{opts: opts}
+	c.run(objs)
+	return c.errs
+}
+
+type checker struct {
+	opts Options
+	errs []error
+}
+
+func (c *checker) errorf(format string, args ...any) {
+	c.errs = append(c.errs, fmt.Errorf(format, args...))
+}
+
+// decodeInto re-decodes a generic YAML value into a typed one.
+func decodeInto(v any, out any) error {
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return yaml.Unmarshal(b, out)
+}
+
+type securityContext struct {
+	RunAsNonRoot             *bool `yaml:"runAsNonRoot"`
+	RunAsUser                *int  `yaml:"runAsUser"`
+	ReadOnlyRootFilesystem   *bool `yaml:"readOnlyRootFilesystem"`
+	AllowPrivilegeEscalation *bool `yaml:"allowPrivilegeEscalation"`
+	Privileged               *bool `yaml:"privileged"`
+	Capabilities             struct {
+		Drop []string `yaml:"drop"`
+		Add  []string `yaml:"add"`
+	} `yaml:"capabilities"`
+	SeccompProfile *struct {
+		Type string `yaml:"type"`
+	} `yaml:"seccompProfile"`
+}
+
+type probe struct {
+	HTTPGet *struct {
+		Path string `yaml:"path"`
+		Port any    `yaml:"port"`
+	} `yaml:"httpGet"`
+	InitialDelaySeconds int `yaml:"initialDelaySeconds"`
+	PeriodSeconds       int `yaml:"periodSeconds"`
+	TimeoutSeconds      int `yaml:"timeoutSeconds"`
+	FailureThreshold    int `yaml:"failureThreshold"`
+}
+
+// window is how long the probe may fail before Kubernetes acts, with the
+// Kubernetes defaults for fields left out.
+func (p probe) window() time.Duration {
+	period, failures := p.PeriodSeconds, p.FailureThreshold
+	if period == 0 {
+		period = 10
+	}
+	if failures == 0 {
+		failures = 3
+	}
+	return time.Duration(p.InitialDelaySeconds+period*failures) * time.Second
+}
+
+type envVar struct {
+	Name      string `yaml:"name"`
+	Value     string `yaml:"value"`
+	ValueFrom *struct {
+		ConfigMapKeyRef *struct {
+			Name string `yaml:"name"`
+			Key  string `yaml:"key"`
+		} `yaml:"configMapKeyRef"`
+	} `yaml:"valueFrom"`
+}
+
+type container struct {
+	Name  string `yaml:"name"`
+	Ports []struct {
+		Name          string `yaml:"name"`
+		ContainerPort int    `yaml:"containerPort"`
+	} `yaml:"ports"`
+	Env     []envVar `yaml:"env"`
+	EnvFrom []struct {
+		ConfigMapRef *struct {
+			Name string `yaml:"name"`
+		} `yaml:"configMapRef"`
+	} `yaml:"envFrom"`
+	Resources struct {
+		Requests map[string]string `yaml:"requests"`
+		Limits   map[string]string `yaml:"limits"`
+	} `yaml:"resources"`
+	LivenessProbe   *probe           `yaml:"livenessProbe"`
+	ReadinessProbe  *probe           `yaml:"readinessProbe"`
+	SecurityContext *securityContext `yaml:"securityContext"`
+}
+
+type podSpec struct {
+	ServiceAccountName           string           `yaml:"serviceAccountName"`
+	AutomountServiceAccountToken *bool            `yaml:"automountServiceAccountToken"`
+	SecurityContext              *securityContext `yaml:"securityContext"`
+	InitContainers               []container      `yaml:"initContainers"`
+	Containers                   []container      `yaml:"containers"`
+}
+
+type deployment struct {
+	Metadata struct {
+		Annotations map[string]string `yaml:"annotations"`
+	} `yaml:"metadata"`
+	Spec struct {
+		Replicas *int `yaml:"replicas"`
+		Template struct {
+			Metadata struct {
+				Labels map[string]string `yaml:"labels"`
+			} `yaml:"metadata"`
+			Spec podSpec `yaml:"spec"`
+		} `yaml:"template"`
+	} `yaml:"spec"`
+}
+
+type networkPolicy struct {
+	Spec struct {
+		PodSelector struct {
+			MatchLabels map[string]string `yaml:"matchLabels"`
+		} `yaml:"podSelector"`
+		PolicyTypes []string `yaml:"policyTypes"`
+		Ingress     []struct {
+			Ports []policyPort `yaml:"ports"`
+		} `yaml:"ingress"`
+		Egress []struct {
+			Ports []policyPort `yaml:"ports"`
+		} `yaml:"egress"`
+	} `yaml:"spec"`
+}
+
+type policyPort struct {
+	Protocol string `yaml:"protocol"`
+	Port     any    `yaml:"port"`
+}
+
+func (c *checker) run(objs []Object) {
+	byKind := map[string][]Object{}
+	for _, o := range objs {
+		byKind[o.Kind] = append(byKind[o.Kind], o)
+	}
+	if len(byKind["Deployment"]) != 1 {
+		c.errorf("want one Deployment, got %d", len(byKind["Deployment"]))
+		return
+	}
+	var dep deployment
+	if err := decodeInto(byKind["Deployment"][0].Raw, &dep); err != nil {
+		c.errorf("decode Deployment: %w", err)
+		return
+	}
+	pod := dep.Spec.Template.Spec
+	if len(pod.Containers) != 1 {
+		c.errorf("want one container in the pod, got %d", len(pod.Containers))
+		return
+	}
+	ctr := pod.Containers[0]
+
+	// Service account: its own, with no token mounted (the stage never
+	// talks to the Kubernetes API).
+	if pod.ServiceAccountName == "" || pod.ServiceAccountName == "default" {
+		c.errorf("pod: serviceAccountName %q: want the stage's own ServiceAccount", pod.ServiceAccountName)
+	}
+	sa := false
+	for _, o := range byKind["ServiceAccount"] {
+		if o.Name != pod.ServiceAccountName {
+			continue
+		}
+		sa = true
+		if v, ok := o.Raw["automountServiceAccountToken"].(bool); !ok || v {
+			c.errorf("ServiceAccount %s: want automountServiceAccountToken: false", o.Name)
+		}
+	}
+	if !sa {
+		c.errorf("ServiceAccount %q the pod names is not among the objects", pod.ServiceAccountName)
+	}
+	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+		c.errorf("pod: want automountServiceAccountToken: false")
+	}
+
+	// Security contexts: every container, init containers included.
+	podSC := pod.SecurityContext
+	if podSC == nil {
+		podSC = &securityContext{}
+	}
+	for _, ct := range append(slices.Clone(pod.InitContainers), pod.Containers...) {
+		sc := ct.SecurityContext
+		if sc == nil {
+			sc = &securityContext{}
+		}
+		where := "container " + ct.Name
+		if !isTrue(sc.RunAsNonRoot) && !isTrue(podSC.RunAsNonRoot) {
+			c.errorf("%s: want runAsNonRoot: true (container or pod)", where)
+		}
+		if u := firstInt(sc.RunAsUser, podSC.RunAsUser); u != nil && *u == 0 {
+			c.errorf("%s: runAsUser 0", where)
+		}
+		if !isTrue(sc.ReadOnlyRootFilesystem) {
+			c.errorf("%s: want readOnlyRootFilesystem: true", where)
+		}
+		if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+			c.errorf("%s: want allowPrivilegeEscalation: false", where)
+		}
+		if isTrue(sc.Privileged) {
+			c.errorf("%s: privileged", where)
+		}
+		if !slices.Contains(sc.Capabilities.Drop, "ALL") || len(sc.Capabilities.Add) > 0 {
+			c.errorf("%s: want capabilities drop [ALL] and none added, got drop %v add %v", where, sc.Capabilities.Drop, sc.Capabilities.Add)
+		}
+		seccomp := sc.SeccompProfile
+		if seccomp == nil {
+			seccomp = podSC.SeccompProfile
+		}
+		if seccomp == nil || seccomp.Type != "RuntimeDefault" {
+			c.errorf("%s: want seccompProfile RuntimeDefault (container or pod)", where)
+		}
+	}
+
+	env, err := c.environment(ctr, byKind["ConfigMap"])
+	if err != nil {
+		c.errorf("%w", err)
+		return
+	}
+	metricsPort, err := portOf(env["METRICS_ADDR"])
+	if err != nil {
+		c.errorf("METRICS_ADDR %q: %w", env["METRICS_ADDR"], err)
+		return
+	}
+	portNames := map[string]int{}
+	for _, p := range ctr.Ports {
+		portNames[p.Name] = p.ContainerPort
+	}
+	c.networkPolicy(byKind["NetworkPolicy"], dep.Spec.Template.Metadata.Labels, metricsPort, portNames, env["KAFKA_BROKERS"])
+	c.probes(ctr, env)
+	c.resources(dep, ctr, env)
+}
+
+func isTrue(b *bool) bool { return b != nil && *b }
+
+func firstInt(vs ...*int) *int {
+	for _, v := range vs {
+		if v != nil {
+			return v
+		}
+	}
+	return nil
+}
+
+// environment is the container's effective configuration: the binary's
+// defaults, overlaid with the ConfigMaps it loads and its env.
+func (c *checker) environment(ctr container, cms []Object) (map[string]string, error) {
+	data := map[string]map[string]string{}
+	for _, o := range cms {
+		var cm struct {
+			Data map[string]string `yaml:"data"`
+		}
+		if err := decodeInto(o.Raw, &cm); err != nil {
+			return nil, fmt.Errorf("decode ConfigMap %s: %w", o.Name, err)
+		}
+		data[o.Name] = cm.Data
+	}
+	env := map[string]string{}
+	for k, v := range c.opts.ConfigDefaults {
+		env[k] = v
+	}
+	for _, ef := range ctr.EnvFrom {
+		if ef.ConfigMapRef != nil {
+			for k, v := range data[ef.ConfigMapRef.Name] {
+				env[k] = v
+			}
+		}
+	}
+	for _, e := range ctr.Env {
+		env[e.Name] = e.Value
+		if e.ValueFrom != nil && e.ValueFrom.ConfigMapKeyRef != nil {
+			env[e.Name] = data[e.ValueFrom.ConfigMapKeyRef.Name][e.ValueFrom.ConfigMapKeyRef.Key]
+		}
+	}
+	return env, nil
+}
+
+func portOf(addr string) (int, error) {
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(p)
+}
+
+// networkPolicy: one policy selecting the pods, denying by default in both
+// directions; ingress only to the metrics port, egress only to DNS and the
+// brokers' ports.
+func (c *checker) networkPolicy(nps []Object, podLabels map[string]string, metricsPort int, portNames map[string]int, brokers string) {
+	var pol *networkPolicy
+	for _, o := range nps {
+		var np networkPolicy
+		if err := decodeInto(o.Raw, &np); err != nil {
+			c.errorf("decode NetworkPolicy %s: %w", o.Name, err)
+			return
+		}
+		sel := np.Spec.PodSelector.MatchLabels
+		match := len(sel) > 0
+		for k, v := range sel {
+			match = match && podLabels[k] == v
+		}
+		if match {
+			pol = &np
+		}
+	}
+	if pol == nil {
+		c.errorf("no NetworkPolicy selects the pods (labels %v)", podLabels)
+		return
+	}
+	if !slices.Contains(pol.Spec.PolicyTypes, "Ingress") || !slices.Contains(pol.Spec.PolicyTypes, "Egress") {
+		c.errorf("NetworkPolicy: policyTypes %v: want Ingress and Egress", pol.Spec.PolicyTypes)
+	}
+	portNum := func(p any) int {
+		switch v := p.(type) {
+		case int:
+			return v
+		case string:
+			if n, err := strconv.Atoi(v); err == nil {
+				return n
+			}
+			return portNames[v]
+		}
+		return 0
+	}
+	if len(pol.Spec.Ingress) == 0 {
+		c.errorf("NetworkPolicy: no ingress rule lets the scraper reach the metrics port %d", metricsPort)
+	}
+	for _, r := range pol.Spec.Ingress {
+		if len(r.Ports) == 0 {
+			c.errorf("NetworkPolicy: an ingress rule without ports opens every port; want only %d", metricsPort)
+		}
+		for _, p := range r.Ports {
+			if portNum(p.Port) != metricsPort {
+				c.errorf("NetworkPolicy: ingress port %v is not the metrics port %d", p.Port, metricsPort)
+			}
+		}
+	}
+	egress := map[string]bool{}
+	for _, r := range pol.Spec.Egress {
+		if len(r.Ports) == 0 {
+			c.errorf("NetworkPolicy: an egress rule without ports opens every port")
+		}
+		for _, p := range r.Ports {
+			proto := p.Protocol
+			if proto == "" {
+				proto = "TCP"
+			}
+			egress[fmt.Sprintf("%s/%d", proto, portNum(p.Port))] = true
+		}
+	}
+	for _, want := range []string{"UDP/53", "TCP/53"} {
+		if !egress[want] {
+			c.errorf("NetworkPolicy: egress lacks DNS (%s)", want)
+		}
+	}
+	for _, b := range strings.Split(brokers, ",") {
+		if strings.TrimSpace(b) == "" {
+			continue
+		}
+		port, err := portOf(strings.TrimSpace(b))
+		if err != nil {
+			c.errorf("KAFKA_BROKERS %q: %w", b, err)
+			continue
+		}
+		if !egress[fmt.Sprintf("TCP/%d", port)] {
+			c.errorf("NetworkPolicy: egress lacks the broker port %d (KAFKA_BROKERS %s)", port, b)
+		}
+	}
+}
+
+// probes: liveness lets the stage's own recovery (PRODUCE_RECOVERY_TIMEOUT,
+// after which it exits 1 by itself) run out with margin, so Kubernetes
+// never kills a stage about to recover; readiness reacts sooner, so the pod
+// leaves the Service before liveness acts.
+func (c *checker) probes(ctr container, env map[string]string) {
+	recovery, err := time.ParseDuration(env["PRODUCE_RECOVERY_TIMEOUT"])
+	if err != nil {
+		c.errorf("PRODUCE_RECOVERY_TIMEOUT %q: %w", env["PRODUCE_RECOVERY_TIMEOUT"], err)
+		return
+	}
+	margin := c.opts.ProbeMargin
+	if margin == 0 {
+		margin = max(recovery/4, 15*time.Second)
+	}
+	if ctr.LivenessProbe == nil || ctr.ReadinessProbe == nil {
+		c.errorf("container %s: want a livenessProbe and a readinessProbe", ctr.Name)
+		return
+	}
+	live, ready := ctr.LivenessProbe.window(), ctr.ReadinessProbe.window()
+	if live < recovery+margin {
+		c.errorf("livenessProbe gives up after %v (initialDelaySeconds + periodSeconds x failureThreshold): want at least PRODUCE_RECOVERY_TIMEOUT %v + %v margin", live, recovery, margin)
+	}
+	if ready >= live {
+		c.errorf("readinessProbe acts after %v, not sooner than liveness (%v)", ready, live)
+	}
+}
+
+// resources: the memory request, limit and GOMEMLIMIT follow the model
+// `dedup size` prints (cmd/dedup/sizing with rotation's pair size), for the
+// partition count in the Deployment's dedup/input-partitions annotation.
+func (c *checker) resources(dep deployment, ctr container, env map[string]string) {
+	partitions, err := strconv.Atoi(dep.Metadata.Annotations["dedup/input-partitions"])
+	if err != nil {
+		c.errorf("Deployment annotation dedup/input-partitions (the partition count the resources are sized for): %w", err)
+		return
+	}
+	replicas := 1
+	if dep.Spec.Replicas != nil {
+		replicas = *dep.Spec.Replicas
+	}
+	keys, err := strconv.ParseUint(env["DEDUP_EXPECTED_KEYS"], 10, 64)
+	if err != nil {
+		c.errorf("DEDUP_EXPECTED_KEYS: %w", err)
+		return
+	}
+	fp, err := strconv.ParseFloat(env["DEDUP_FP_RATE"], 64)
+	if err != nil {
+		c.errorf("DEDUP_FP_RATE: %w", err)
+		return
+	}
+	mode, err := rotation.ParseMode(env["DEDUP_MODE"])
+	if err != nil {
+		c.errorf("DEDUP_MODE: %w", err)
+		return
+	}
+	pair, err := rotation.New(rotation.Options{ExpectedKeys: keys, FPRate: fp, Window: time.Hour, Mode: mode})
+	if err != nil {
+		c.errorf("size the filters: %w", err)
+		return
+	}
+	fetch, err1 := ParseQuantity(env["FETCH_MAX_BYTES"])
+	batch, err2 := ParseQuantity(env["PRODUCE_BATCH_BYTES"])
+	request, err3 := ParseQuantity(ctr.Resources.Requests["memory"])
+	limit, err4 := ParseQuantity(ctr.Resources.Limits["memory"])
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
+		c.errorf("resources: %w", err)
+		return
+	}
+	res := sizing.Deployment{PairBytes: int64(pair.SizeBytes()), Partitions: partitions, Replicas: replicas,
+		FetchMaxBytes: fetch, ProduceBatchBytes: batch}.Resources()
+	if request < res.Request {
+		c.errorf("memory request %s is below `dedup size`'s %s", ctr.Resources.Requests["memory"], sizing.Quantity(res.Request))
+	}
+	if limit < res.Limit {
+		c.errorf("memory limit %s is below `dedup size`'s %s", ctr.Resources.Limits["memory"], sizing.Quantity(res.Limit))
+	}
+	if limit > 4*res.Limit {
+		c.errorf("memory limit %s is far above `dedup size`'s %s: resize it", ctr.Resources.Limits["memory"], sizing.Quantity(res.Limit))
+	}
+	gml, ok := env["GOMEMLIMIT"]
+	if !ok {
+		c.errorf("the container sets no GOMEMLIMIT (`dedup size` prints %s)", sizing.GoMemLimit(res.GoMemLimit))
+		return
+	}
+	v, err := ParseQuantity(gml)
+	if err != nil {
+		c.errorf("GOMEMLIMIT: %w", err)
+	} else if v >= limit || v < res.GoMemLimit*9/10 {
+		c.errorf("GOMEMLIMIT %s: want below the memory limit %s and near `dedup size`'s %s", gml, ctr.Resources.Limits["memory"], sizing.GoMemLimit(res.GoMemLimit))
+	}
+}
+
+// ParseQuantity reads the memory quantities the manifests and the binary's
+// byte settings use: plain bytes, Ki/Mi/Gi, KiB/MiB/GiB, k/M/G.
+func ParseQuantity(q string) (int64, error) {
+	for _, u := range []struct {
+		suffix string
+		mult   float64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"Ki", 1 << 10}, {"Mi", 1 << 20}, {"Gi", 1 << 30}, {"k", 1e3}, {"M", 1e6}, {"G", 1e9}} {
+		if n, ok := strings.CutSuffix(q, u.suffix); ok {
+			v, err := strconv.ParseFloat(n, 64)
+			if err != nil {
+				return 0, fmt.Errorf("parse quantity %q: %w", q, err)
+			}
+			return int64(v * u.mult), nil
+		}
+	}
+	v, err := strconv.ParseInt(q, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("parse quantity %q: %w", q, err)
+	}
+	return v, nil
+}

@@ -1,0 +1,151 @@
+package k8scheck
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func manifests(t *testing.T) ([]Object, Options) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("..", "kubernetes", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no manifests: %v", err)
+	}
+	var objs []Object
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := Decode(f, raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, o...)
+	}
+	defaults, err := ConfigDefaults(filepath.Join("..", "..", "cmd", "dedup", "config.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs, Options{ConfigDefaults: defaults}
+}
+
+// dig returns the map at a path of keys and list indexes ("0").
+func dig(t *testing.T, v any, keys ...string) map[string]any {
+	t.Helper()
+	for _, k := range keys {
+		switch x := v.(type) {
+		case map[string]any:
+			v = x[k]
+		case []any:
+			i := 0
+			for _, c := range k {
+				i = i*10 + int(c-'0')
+			}
+			v = x[i]
+		}
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		t.Fatalf("%v is not a map", keys)
+	}
+	return m
+}
+
+func find(objs []Object, kind string) map[string]any {
+	for _, o := range objs {
+		if o.Kind == kind {
+			return o.Raw
+		}
+	}
+	return nil
+}
+
+// TestCheckCatches: each weakening of the shipped manifests is reported,
+// so the checks that pass on them (deploy and Helm tests) can fail.
+func TestCheckCatches(t *testing.T) {
+	for _, tc := range []struct {
+		name, want string
+		mutate     func(t *testing.T, objs []Object) []Object
+	}{
+		{"token mounted on the pod", "automountServiceAccountToken", func(t *testing.T, objs []Object) []Object {
+			dig(t, find(objs, "Deployment"), "spec", "template", "spec")["automountServiceAccountToken"] = true
+			return objs
+		}},
+		{"token mounted by the service account", "ServiceAccount dedup", func(t *testing.T, objs []Object) []Object {
+			delete(find(objs, "ServiceAccount"), "automountServiceAccountToken")
+			return objs
+		}},
+		{"writable root", "readOnlyRootFilesystem", func(t *testing.T, objs []Object) []Object {
+			dig(t, find(objs, "Deployment"), "spec", "template", "spec", "containers", "0", "securityContext")["readOnlyRootFilesystem"] = false
+			return objs
+		}},
+		{"capabilities kept", "capabilities", func(t *testing.T, objs []Object) []Object {
+			delete(dig(t, find(objs, "Deployment"), "spec", "template", "spec", "containers", "0", "securityContext"), "capabilities")
+			return objs
+		}},
+		{"init container without hardening", "container check", func(t *testing.T, objs []Object) []Object {
+			dig(t, find(objs, "Deployment"), "spec", "template", "spec")["initContainers"] = []any{map[string]any{"name": "check", "image": "dedup"}}
+			return objs
+		}},
+		{"root allowed", "runAsNonRoot", func(t *testing.T, objs []Object) []Object {
+			delete(dig(t, find(objs, "Deployment"), "spec", "template", "spec", "securityContext"), "runAsNonRoot")
+			return objs
+		}},
+		{"no seccomp", "seccompProfile", func(t *testing.T, objs []Object) []Object {
+			delete(dig(t, find(objs, "Deployment"), "spec", "template", "spec", "securityContext"), "seccompProfile")
+			return objs
+		}},
+		{"no network policy", "no NetworkPolicy", func(t *testing.T, objs []Object) []Object {
+			var out []Object
+			for _, o := range objs {
+				if o.Kind != "NetworkPolicy" {
+					out = append(out, o)
+				}
+			}
+			return out
+		}},
+		{"ingress open to every port", "ingress rule without ports", func(t *testing.T, objs []Object) []Object {
+			dig(t, find(objs, "NetworkPolicy"), "spec")["ingress"] = []any{map[string]any{}}
+			return objs
+		}},
+		{"brokers on another port", "broker port 9093", func(t *testing.T, objs []Object) []Object {
+			dig(t, find(objs, "ConfigMap"), "data")["KAFKA_BROKERS"] = "kafka:9093"
+			return objs
+		}},
+		{"liveness shorter than the recovery timeout", "PRODUCE_RECOVERY_TIMEOUT", func(t *testing.T, objs []Object) []Object {
+			dig(t, find(objs, "Deployment"), "spec", "template", "spec", "containers", "0", "livenessProbe")["failureThreshold"] = 3
+			return objs
+		}},
+		{"recovery timeout raised in the ConfigMap", "PRODUCE_RECOVERY_TIMEOUT 5m0s", func(t *testing.T, objs []Object) []Object {
+			dig(t, find(objs, "ConfigMap"), "data")["PRODUCE_RECOVERY_TIMEOUT"] = "5m"
+			return objs
+		}},
+		{"readiness slower than liveness", "readinessProbe", func(t *testing.T, objs []Object) []Object {
+			dig(t, find(objs, "Deployment"), "spec", "template", "spec", "containers", "0", "readinessProbe")["failureThreshold"] = 100
+			return objs
+		}},
+		{"more keys than the memory fits", "memory request", func(t *testing.T, objs []Object) []Object {
+			dig(t, find(objs, "ConfigMap"), "data")["DEDUP_EXPECTED_KEYS"] = "50000000"
+			return objs
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs, opts := manifests(t)
+			if errs := Check(objs, opts); len(errs) != 0 {
+				t.Fatalf("the shipped manifests fail: %v", errs)
+			}
+			objs, opts = manifests(t)
+			errs := Check(tc.mutate(t, objs), opts)
+			var msgs []string
+			for _, e := range errs {
+				msgs = append(msgs, e.Error())
+			}
+			if !strings.Contains(strings.Join(msgs, "\n"), tc.want) {
+				t.Errorf("want an error naming %q, got %q", tc.want, msgs)
+			}
+		})
+	}
+}
