@@ -92,3 +92,20 @@ func TestAlertConventions(t *testing.T) {
 		}
 	}
 }
+
+// TestHelmChartAlerts: the Helm chart's PrometheusRule reads a copy of
+// alerts.yml (Helm reads no file outside the chart); the copy stays equal.
+// deploy/helm/chartcheck renders it with Helm.
+func TestHelmChartAlerts(t *testing.T) {
+	src, err := os.ReadFile(path("deploy", "prometheus", "alerts.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := os.ReadFile(path("deploy", "helm", "dedup", "files", "alerts.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(src) != string(cp) {
+		t.Error("deploy/helm/dedup/files/alerts.yml differs from deploy/prometheus/alerts.yml: cp deploy/prometheus/alerts.yml deploy/helm/dedup/files/")
+	}
+}

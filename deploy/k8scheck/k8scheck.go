@@ -382,6 +382,9 @@ func (c *checker) environment(ctr container, cms []Object) (map[string]string, e
 	for _, ef := range ctr.EnvFrom {
 		if ef.ConfigMapRef != nil {
 			for k, v := range data[ef.ConfigMapRef.Name] {
+				if _, ok := c.opts.ConfigDefaults[k]; !ok && c.opts.ConfigDefaults != nil {
+					c.errorf("ConfigMap %s sets %s, which the binary does not read", ef.ConfigMapRef.Name, k)
+				}
 				env[k] = v
 			}
 		}

@@ -127,6 +127,10 @@ func TestCheckCatches(t *testing.T) {
 			dig(t, find(objs, "Deployment"), "spec", "template", "spec", "containers", "0", "readinessProbe")["failureThreshold"] = 100
 			return objs
 		}},
+		{"a variable the binary does not read", "DEDUP_EXPECTED_KEY,", func(t *testing.T, objs []Object) []Object {
+			dig(t, find(objs, "ConfigMap"), "data")["DEDUP_EXPECTED_KEY"] = "5"
+			return objs
+		}},
 		{"more keys than the memory fits", "memory request", func(t *testing.T, objs []Object) []Object {
 			dig(t, find(objs, "ConfigMap"), "data")["DEDUP_EXPECTED_KEYS"] = "50000000"
 			return objs
