@@ -78,10 +78,12 @@ func (p *Processor) superviseGeneration(ctx context.Context, gen *kafka.Generati
 	p.mu.Lock()
 	p.inGen, p.assigned, p.readyN = true, len(assigned), 0
 	p.mu.Unlock()
+	p.predictMemory(len(assigned), out)
 	defer func() {
 		p.mu.Lock()
 		p.inGen, p.assigned, p.readyN = false, 0, 0
 		p.mu.Unlock()
+		p.predictMemory(0, out) // revoked; the writer keeps its batches
 	}()
 
 	var wg sync.WaitGroup

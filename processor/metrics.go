@@ -47,6 +47,7 @@ type Metrics struct {
 	stashed           *prometheus.GaugeVec
 	lag               *prometheus.GaugeVec
 	assigned          prometheus.Gauge
+	memPredicted      prometheus.Gauge
 	produceErrors     *prometheus.CounterVec
 	outputErrors      *prometheus.CounterVec
 	stalled           prometheus.Gauge
@@ -148,6 +149,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "dedup_assigned_partitions",
 			Help: "Input partitions currently assigned to this member.",
 		}),
+		memPredicted: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "dedup_memory_predicted_bytes",
+			Help: "Live memory this member predicts for itself from its assigned partitions: the model `dedup size` uses (filter pairs of the assigned partitions plus the spare, a fetch per partition, a batch per output partition, the runtime base). Compare with process_resident_memory_bytes.",
+		}),
 		produceErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "dedup_produce_errors_total",
 			Help: "Output records the writer failed to deliver after its retries.",
@@ -204,7 +209,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(
 		m.messages, m.replaySuppressed, m.tsAnomalies, m.tsRewritten, m.fill, m.estimatedKeys, m.fpRate, m.saturated,
 		m.fpTarget, m.expectedKeys, m.windowSeconds, m.windowElapsed, m.filterBytes,
-		m.rotations, m.overflows, m.earlyRotations, m.forgottenKeys, m.stashed, m.lag, m.assigned, m.produceErrors, m.outputErrors, m.stalled, m.latency, m.checkpointSeconds,
+		m.rotations, m.overflows, m.earlyRotations, m.forgottenKeys, m.stashed, m.lag, m.assigned, m.memPredicted, m.produceErrors, m.outputErrors, m.stalled, m.latency, m.checkpointSeconds,
 		m.checkpointPause, m.checkpointSize, m.checkpointLast, m.checkpoints, m.checkpointFails, m.restores,
 		m.restoreScanned,
 	)

@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"dedup/cmd/dedup/sizing"
+	"dedup/rotation"
 )
 
 // specFamilies are the families of the shared spec: those listed first
@@ -13,7 +16,7 @@ import (
 var (
 	eagerFamilies = []string{
 		"dedup_filter_false_positive_target", "dedup_filter_expected_keys", "dedup_filter_window_seconds",
-		"dedup_assigned_partitions", "dedup_produce_errors_total", "dedup_end_to_end_latency_seconds",
+		"dedup_assigned_partitions", "dedup_memory_predicted_bytes", "dedup_produce_errors_total", "dedup_end_to_end_latency_seconds",
 		"dedup_checkpoint_duration_seconds", "dedup_checkpoint_pause_seconds", "dedup_restores_total",
 	}
 	partitionFamilies = []string{
@@ -147,5 +150,51 @@ func TestMetricsFollowPartitions(t *testing.T) {
 	}
 	if got := seriesPartitions(t, regA); len(got) != 0 {
 		t.Errorf("after shutdown a still has per-partition series: %v", got)
+	}
+}
+
+// TestMemoryPredictedFollowsAssignment: dedup_memory_predicted_bytes follows
+// the member's assigned partitions: one pair and one fetch per partition
+// more or less as partitions arrive and leave, the spare pair, a batch per
+// output partition and the runtime base always.
+func TestMemoryPredictedFollowsAssignment(t *testing.T) {
+	const parts, outParts = 2, 3
+	e := newTestEnv(t, parts, outParts)
+	o := e.options("predicted")
+	o.Store = fileStore(t, "predicted")
+	o.Metrics = NewMetrics(newRegistry())
+	a := start(t, o)
+	predicted := func(r *running) int64 { return int64(metricValue(r.p.metrics.memPredicted)) }
+	pair, err := rotation.New(o.Filter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perPartition := int64(pair.SizeBytes()) + int64(a.p.o.FetchMaxBytes)
+	fixed := int64(pair.SizeBytes()) + outParts*a.p.o.BatchBytes + sizing.RuntimeBase
+
+	eventually(t, 20*time.Second, "a holds both partitions", func() bool { return a.p.Ready() && assignedTo(a) == parts })
+	if got, want := predicted(a), fixed+parts*perPartition; got != want {
+		t.Errorf("a with %d partitions predicts %d bytes, want %d", parts, got, want)
+	}
+	o.Metrics = NewMetrics(newRegistry())
+	o.Store = fileStore(t, "predicted")
+	b := start(t, o)
+	eventually(t, 20*time.Second, "one partition each", func() bool {
+		return a.p.Ready() && b.p.Ready() && assignedTo(a) == 1 && assignedTo(b) == 1
+	})
+	for name, r := range map[string]*running{"a": a, "b": b} {
+		if got, want := predicted(r), fixed+perPartition; got != want {
+			t.Errorf("%s with 1 partition predicts %d bytes, want %d", name, got, want)
+		}
+	}
+	if err := b.stop(t); err != nil {
+		t.Errorf("Run b: %v", err)
+	}
+	eventually(t, 20*time.Second, "a holds both partitions again", func() bool { return a.p.Ready() && assignedTo(a) == parts })
+	if got, want := predicted(a), fixed+parts*perPartition; got != want {
+		t.Errorf("a with %d partitions again predicts %d bytes, want %d", parts, got, want)
+	}
+	if err := a.stop(t); err != nil {
+		t.Errorf("Run a: %v", err)
 	}
 }

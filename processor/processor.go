@@ -14,6 +14,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"golang.org/x/sync/errgroup"
 
+	"dedup/cmd/dedup/sizing"
 	"dedup/processor/assignment"
 	"dedup/processor/partition"
 	"dedup/rotation"
@@ -137,6 +138,7 @@ type Processor struct {
 	flushAt   int
 	started   atomic.Bool
 	filter    rotation.Options // o.Filter with defaults, as a pair reports it
+	pairBytes int64            // one partition's filter pair (rotation.Pair.SizeBytes)
 
 	// spares holds the one spare filter pair of the instance (with a
 	// Store): a periodic checkpoint copies a partition's pair into it and
@@ -265,6 +267,7 @@ func New(o Options) (*Processor, error) {
 		readDialer: coalescingDialer(o.Dialer, readDeadlineSlack(o.FetchMaxWait)),
 	}
 	p.filter = spare.Options()
+	p.pairBytes = int64(spare.SizeBytes())
 	p.skew = min(o.MaxClockSkew, p.filter.Window)
 	if p.skew < o.MaxClockSkew {
 		p.log.Info("max clock skew longer than the window: applied as the window",
@@ -282,6 +285,7 @@ func New(o Options) (*Processor, error) {
 	p.metrics.fpTarget.Set(o.Filter.FPRate)
 	p.metrics.expectedKeys.Set(float64(o.Filter.ExpectedKeys))
 	p.metrics.windowSeconds.Set(o.Filter.Window.Seconds())
+	p.predictMemory(0, 0)
 	if p.storeKind != "" {
 		p.metrics.checkpointSeconds.WithLabelValues(p.storeKind)
 	}
@@ -502,4 +506,18 @@ func (p *Processor) Progress() Progress {
 		Unkeyed:     p.progress.Unkeyed.Load(),
 		Suppressed:  p.progress.Suppressed.Load(),
 	}
+}
+
+// predictMemory sets dedup_memory_predicted_bytes for assigned input
+// partitions and outputs output partitions, with the memory model `dedup
+// size` prints and the deploy tests hold the manifests to (cmd/dedup/sizing),
+// so that a dashboard can set the resident memory against it. Without a
+// checkpoint store the spare pair is not held.
+func (p *Processor) predictMemory(assigned, outputs int) {
+	live := sizing.Instance{PairBytes: p.pairBytes, Partitions: assigned, OutputPartitions: outputs,
+		FetchMaxBytes: int64(p.o.FetchMaxBytes), ProduceBatchBytes: p.o.BatchBytes}.LiveBytes()
+	if p.o.Store == nil {
+		live -= p.pairBytes
+	}
+	p.metrics.memPredicted.Set(float64(live))
 }
