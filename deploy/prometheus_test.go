@@ -210,6 +210,7 @@ func TestPrometheusAgainstBinary(t *testing.T) {
 
 // grafanaVars are concrete values for the variables the dashboard uses.
 var grafanaVars = map[string]string{
+	"job":             "dedup",
 	"topic":           ".*",
 	"partition":       ".*",
 	"instance":        ".*",
