@@ -118,8 +118,8 @@ func printKcatHelp(w io.Writer, addr string, cfg *Config) {
 	fmt.Fprintf(w, `Embedded Kafka broker listening on %[1]s (data in %[4]s).
 Produce keyed records (one "key:value" per line, Ctrl-D to finish):
   kcat -P -b %[1]s -t %[2]s -K:
-Read the deduplicated output:
-  kcat -C -b %[1]s -t %[3]s -f '%%k %%s %%h\n'
+Read the deduplicated output (-e: exit at its end):
+  kcat -C -b %[1]s -t %[3]s -e -q -f '%%k %%s %%h\n'
 Retract a key (the next record with it is forwarded again):
   echo 'KEY:' | kcat -P -b %[1]s -t %[2]s -K: -H %[5]s=1
 `, addr, cfg.InputTopic, cfg.OutputTopic, filepath.Join(cfg.DataDir, "broker"), cfg.RetractHeader)
