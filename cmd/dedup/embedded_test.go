@@ -76,7 +76,7 @@ func TestEmbeddedDefault(t *testing.T) {
 	if code, err := httpStatus("http://" + metrics + "/healthz"); code != http.StatusOK {
 		t.Fatalf("/healthz = %d (%v), want 200", code, err)
 	}
-	for _, want := range []string{"kcat -P -b " + brokerAddr + " -t events -K:", "kcat -C -b " + brokerAddr + " -t events-deduped -f '%k %s %h\\n'"} {
+	for _, want := range []string{"kcat -P -b " + brokerAddr + " -t events -K:", "kcat -C -b " + brokerAddr + " -t events-deduped -e -q -f '%k %s %h\\n'"} {
 		if !strings.Contains(bin.stdout.String(), want) {
 			t.Errorf("stdout lacks the kcat hint %q:\n%s", want, bin.stdout)
 		}
