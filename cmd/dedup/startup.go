@@ -175,7 +175,20 @@ func (s *startupStatus) Healthy() error {
 	return p.Healthy()
 }
 
-func (s *startupStatus) Ready() bool {
-	p, _ := s.current()
-	return p != nil && p.Ready()
+func (s *startupStatus) Ready() bool { return s.Readiness() == nil }
+
+// Readiness says why the stage is not ready, for /readyz: what start-up
+// is doing, or the processor's own reason.
+func (s *startupStatus) Readiness() error {
+	p, doing := s.current()
+	if p == nil {
+		return fmt.Errorf("starting: %s", doing)
+	}
+	if r, ok := p.(interface{ Readiness() error }); ok {
+		return r.Readiness()
+	}
+	if !p.Ready() {
+		return errors.New("not ready")
+	}
+	return nil
 }
