@@ -1104,6 +1104,8 @@ func TestAlertRules(t *testing.T) {
 		"DedupRateShifted",                    // dedup rate far from its usual level
 		"DedupProduceErrors",                  // produce errors
 		"DedupOutputRefused",                  // an input partition stopped by a refused output
+		"DedupTopicMissing",                   // input or output topic missing or deleted
+		"DedupBrokersUnreachable",             // brokers lost at runtime
 	}
 	var names []string
 	for _, g := range rf.Groups {
@@ -1112,8 +1114,8 @@ func TestAlertRules(t *testing.T) {
 			if r.Alert == "" {
 				continue
 			}
-			if r.Annotations["summary"] == "" || r.Annotations["runbook"] == "" {
-				t.Errorf("alert %s: want a summary and a runbook annotation", r.Alert)
+			if r.Annotations["summary"] == "" || r.Annotations["runbook"] == "" && r.Annotations["runbook_url"] == "" {
+				t.Errorf("alert %s: want a summary and a runbook or runbook_url annotation", r.Alert)
 			}
 			if !slices.Contains([]string{"critical", "warning", "info"}, r.Labels["severity"]) {
 				t.Errorf("alert %s: severity %q", r.Alert, r.Labels["severity"])
