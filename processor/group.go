@@ -71,6 +71,12 @@ func (p *Processor) consume(ctx context.Context, balancers []kafka.GroupBalancer
 	eg.Go(func() error {
 		var streak joinStreak
 		for {
+			// A member that cannot consume (a topic missing, the brokers
+			// lost) takes no new generation: kafka-go's group prepares at
+			// most one and waits for this call, so the group does not
+			// rebalance again and again (kafka-go's partition watch ends
+			// each generation while the input topic is missing).
+			_ = p.cluster.wait(egCtx)
 			gen, err := cg.Next(egCtx)
 			switch {
 			case egCtx.Err() != nil, errors.Is(err, kafka.ErrGroupClosed):

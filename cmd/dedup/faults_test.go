@@ -314,3 +314,49 @@ func TestBrokerLossAtRuntime(t *testing.T) {
 		t.Errorf("exit %d after SIGTERM, want 0", code)
 	}
 }
+
+// TestInputTopicDeletedAtRuntime: the input topic deleted under a running
+// stage is named once, makes it not ready and sets the gauge, and the
+// member takes no new generation while it is missing (kafka-go's partition
+// watch would otherwise end one after another); once the topic is created
+// again the stage is ready again.
+func TestInputTopicDeletedAtRuntime(t *testing.T) {
+	cluster := newTestCluster(t)
+	bin, env := stageAgainst(t, cluster, nil)
+	metrics := env["METRICS_ADDR"]
+	client := []kgo.Opt{kgo.SeedBrokers(cluster.ListenAddrs()[0])}
+	const keys = 10
+	produce(t, client, keyedWithDuplicates("events", keys, 2)...)
+	consumeN(t, client, "events-deduped", keys)
+	epoch := cluster.GroupInfo("dedup").Epoch
+
+	if err := cluster.DeleteTopic("events"); err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, bin, "topic missing", "topic=events", "role=input")
+	waitNotReadyNaming(t, metrics, "events")
+	waitMetric(t, metrics, "dedup_topic_missing", 1, `topic="events"`)
+	checkHealthy(t, metrics)
+	// The generation in place ends (its partitions are gone); kafka-go
+	// prepares one more and waits: at most two generations while missing.
+	deadline := time.Now().Add(6 * time.Second)
+	for time.Now().Before(deadline) {
+		if e := cluster.GroupInfo("dedup").Epoch; e > epoch+2 {
+			t.Fatalf("group generation %d -> %d while the input topic is missing: a rebalance loop", epoch, e)
+		}
+		time.Sleep(200 * time.Millisecond) // polling interval
+	}
+
+	if err := cluster.CreateTopic("events", 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, bin, metrics)
+	waitLog(t, bin, "topic present again", "topic=events")
+	waitMetric(t, metrics, "dedup_topic_missing", 0, `topic="events"`)
+	if e := cluster.GroupInfo("dedup").Epoch; e > epoch+5 {
+		t.Errorf("group generation %d -> %d over the whole episode, want a few", epoch, e)
+	}
+	if n := len(logLines(bin.stderr.String(), "topic missing")); n != 1 {
+		t.Errorf("%d lines say the topic is missing, want 1", n)
+	}
+}
