@@ -129,9 +129,7 @@ func (p *Processor) updateCluster(missing []string, reqErr error) bool {
 	if reqErr != nil {
 		if s.down.IsZero() {
 			s.down = now
-			// The admin connections are dead or about to be: the next
-			// request after the brokers return dials afresh.
-			p.admin.CloseIdleConnections()
+			p.refreshClients()
 			p.log.Warn("Kafka brokers unreachable: not ready, retrying with back-off; one line when they answer again",
 				"brokers", p.o.Brokers, "err", reqErr)
 		}
@@ -139,7 +137,7 @@ func (p *Processor) updateCluster(missing []string, reqErr error) bool {
 		m.connected.Set(0)
 	} else {
 		if !s.down.IsZero() {
-			p.admin.CloseIdleConnections()
+			p.refreshClients()
 			p.log.Info("Kafka brokers reachable again", "brokers", p.o.Brokers, "unreachable_for", now.Sub(s.down).Round(time.Millisecond))
 			s.down, s.downErr = time.Time{}, nil
 		}
@@ -153,6 +151,7 @@ func (p *Processor) updateCluster(missing []string, reqErr error) bool {
 				p.log.Warn("topic missing: not ready, waiting for it to be created", "topic", t, "role", p.topicRole(t))
 				m.missing.WithLabelValues(t).Set(1)
 			case !is && was:
+				p.refreshClients()
 				p.log.Info("topic present again", "topic", t, "role", p.topicRole(t), "missing_for", now.Sub(s.missing[t]).Round(time.Millisecond))
 				delete(s.missing, t)
 				m.missing.WithLabelValues(t).Set(0)
@@ -167,6 +166,22 @@ func (p *Processor) updateCluster(missing []string, reqErr error) bool {
 		s.ok = make(chan struct{})
 	}
 	return good
+}
+
+// refreshClients drops the connections, and with them the cached metadata,
+// of the admin client, the writer and the transport shared with the
+// checkpoint store: after the brokers return or a topic appears, a
+// kafka.Transport would go on answering from metadata up to 6 s old (a
+// topic still unknown, connections that died with the brokers). Nothing
+// succeeds through them while the fault lasts, so nothing is cut short.
+func (p *Processor) refreshClients() {
+	p.admin.CloseIdleConnections()
+	if t := p.outTransport.Load(); t != nil {
+		t.CloseIdleConnections()
+	}
+	if p.o.Transport != nil {
+		p.o.Transport.CloseIdleConnections()
+	}
 }
 
 func (p *Processor) topicRole(t string) string {

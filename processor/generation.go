@@ -128,7 +128,12 @@ func (p *Processor) runPartition(ctx context.Context, g *generation, a kafka.Par
 	case errors.As(err, &perr):
 		p.produceFailed(g.out, perr)
 	case err != nil:
-		p.log.Error("partition stopped", "topic", p.o.InputTopic, "partition", a.ID, "generation", g.gen.ID, "err", err)
+		level := slog.LevelError
+		if p.cluster.err() != nil {
+			// The cluster watch has named the cause, once.
+			level = slog.LevelInfo
+		}
+		p.log.Log(ctx, level, "partition stopped", "topic", p.o.InputTopic, "partition", a.ID, "generation", g.gen.ID, "err", err)
 	}
 }
 

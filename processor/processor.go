@@ -194,6 +194,9 @@ type Processor struct {
 	stuck    recovery
 
 	cluster *clusterState // what the cluster watch last saw (cluster.go)
+	// outTransport is the current writer's transport, for the cluster
+	// watch to refresh (p.out belongs to Run's loop).
+	outTransport atomic.Pointer[kafka.Transport]
 }
 
 // New validates o, fills defaults and returns a Processor. It does not
