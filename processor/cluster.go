@@ -19,13 +19,15 @@ import (
 // brokers cannot be reached or a topic is missing. It is the one place
 // that decides whether an outside reason blocks progress: it logs each
 // change of state once, sets the gauges and makes the member not ready.
+// The back-off stays short: the group waits for the watch before it joins
+// again, so the watch's pause is how late the stage resumes after a fault.
 // The stage waits for a missing topic rather than exiting: topics created
 // after the stage is deployed are ordinary (deploy ordering), and a
 // restart cannot create them.
 const (
 	clusterPollInterval   = 2 * time.Second
 	clusterFirstBackoff   = 500 * time.Millisecond
-	clusterMaxBackoff     = 15 * time.Second
+	clusterMaxBackoff     = 5 * time.Second
 	clusterRequestTimeout = 5 * time.Second
 )
 

@@ -17,7 +17,7 @@ import (
 // joinWarnEvery while it lasts.
 const (
 	joinFirstBackoff = 500 * time.Millisecond
-	joinMaxBackoff   = 15 * time.Second
+	joinMaxBackoff   = 5 * time.Second
 	joinWarnEvery    = time.Minute
 )
 
