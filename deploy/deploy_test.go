@@ -1106,6 +1106,8 @@ func TestAlertRules(t *testing.T) {
 		"DedupOutputRefused",                  // an input partition stopped by a refused output
 		"DedupDown",                           // target down
 		"DedupTargetMissing",                  // target gone from discovery: absent(up)
+		"DedupTopicMissing",                   // input or output topic missing or deleted
+		"DedupBrokersUnreachable",             // brokers lost at runtime
 	}
 	var names []string
 	for _, g := range rf.Groups {

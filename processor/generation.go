@@ -3,6 +3,7 @@ package processor
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"sort"
 	"sync"
@@ -51,13 +52,8 @@ func (p *Processor) superviseGeneration(ctx context.Context, gen *kafka.Generati
 	// do not resume here are released first.
 	warm := p.takeKept(gen.ID, assigned, log)
 
-	mctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	in, out, err := p.partitionCounts(mctx)
-	cancel()
+	in, out, err := p.generationCounts(ctx, log)
 	if err != nil {
-		// Returning ends the generation; the group rejoins after a pause.
-		log.Error("start generation", "err", err)
-		sleep(ctx, time.Second)
 		return
 	}
 	// Nothing is produced or saved before the membership is confirmed.
@@ -134,7 +130,12 @@ func (p *Processor) runPartition(ctx context.Context, g *generation, a kafka.Par
 	case errors.As(err, &perr):
 		p.produceFailed(g.out, perr)
 	case err != nil:
-		p.log.Error("partition stopped", "topic", p.o.InputTopic, "partition", a.ID, "generation", g.gen.ID, "err", err)
+		level := slog.LevelError
+		if p.cluster.err() != nil {
+			// The cluster watch has named the cause, once.
+			level = slog.LevelInfo
+		}
+		p.log.Log(ctx, level, "partition stopped", "topic", p.o.InputTopic, "partition", a.ID, "generation", g.gen.ID, "err", err)
 	}
 }
 
@@ -233,4 +234,35 @@ func (p *Processor) forgetSeries(keep []int) {
 // a stalled writer holds a bounded amount of memory.
 func (p *Processor) inflightCap(outputPartitions int) int {
 	return min(1<<18, max(8192, 2*p.o.BatchSize*max(1, outputPartitions)))
+}
+
+// generationCounts reads the partition counts at the start of a
+// generation. While the cluster watch names a cause (a topic missing, the
+// brokers lost) it waits in the generation for the cause to clear, so a
+// member that cannot start does not drive the group through generations;
+// another error ends the generation (the error is returned) after a pause.
+func (p *Processor) generationCounts(ctx context.Context, log *slog.Logger) (in, out int, err error) {
+	for {
+		mctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		in, out, err = p.partitionCounts(mctx)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return in, out, err
+		}
+		if p.cluster.err() == nil {
+			// The watch may not have seen it yet: look now.
+			p.updateCluster(p.checkCluster(ctx))
+		}
+		if cause := p.cluster.err(); cause != nil {
+			log.Debug("start generation: waiting", "err", err, "cause", cause)
+			if p.cluster.wait(ctx) != nil {
+				return 0, 0, ctx.Err()
+			}
+			continue
+		}
+		// Returning ends the generation; the group rejoins after a pause.
+		log.Error("start generation", "err", err)
+		sleep(ctx, time.Second)
+		return 0, 0, err
+	}
 }

@@ -60,6 +60,7 @@ type Metrics struct {
 	checkpointFails   *prometheus.CounterVec
 	restores          *prometheus.CounterVec
 	restoreScanned    prometheus.Counter
+	cluster           *clusterMetrics // cluster.go
 }
 
 // NewMetrics creates the dedup_ families and registers them on reg. It
@@ -213,6 +214,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.checkpointPause, m.checkpointSize, m.checkpointLast, m.checkpoints, m.checkpointFails, m.restores,
 		m.restoreScanned,
 	)
+	m.cluster = newClusterMetrics(reg)
 	for _, s := range []string{string(partition.SourceMemory), "latest", "fallback", "empty"} {
 		m.restores.WithLabelValues(s)
 	}

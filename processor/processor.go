@@ -194,6 +194,11 @@ type Processor struct {
 	assigned int
 	readyN   int
 	stuck    recovery
+
+	cluster *clusterState // what the cluster watch last saw (cluster.go)
+	// outTransport is the current writer's transport, for the cluster
+	// watch to refresh (p.out belongs to Run's loop).
+	outTransport atomic.Pointer[kafka.Transport]
 }
 
 // New validates o, fills defaults and returns a Processor. It does not
@@ -282,6 +287,10 @@ func New(o Options) (*Processor, error) {
 	p.stuck.failedAt = map[int]int64{}
 	p.series = map[int]struct{}{}
 	p.kept = map[int]keptPair{}
+	p.cluster = newClusterState()
+	for _, t := range []string{o.InputTopic, o.OutputTopic} {
+		p.metrics.cluster.missing.WithLabelValues(t) // alerts name these series: they exist at 0
+	}
 	p.metrics.fpTarget.Set(o.Filter.FPRate)
 	p.metrics.expectedKeys.Set(float64(o.Filter.ExpectedKeys))
 	p.metrics.windowSeconds.Set(o.Filter.Window.Seconds())
@@ -394,72 +403,20 @@ func (p *Processor) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
-		ID:                p.o.GroupID,
-		Brokers:           p.o.Brokers,
-		Dialer:            p.o.Dialer,
-		Topics:            []string{p.o.InputTopic},
-		SessionTimeout:    p.o.SessionTimeout,
-		RebalanceTimeout:  p.o.RebalanceTimeout,
-		HeartbeatInterval: p.o.HeartbeatInterval,
-		JoinGroupBackoff:  time.Second,
-		StartOffset:       p.o.StartOffset,
-		GroupBalancers:    balancers,
-		// Partitions added to the input topic end the generation; the
-		// next one assigns them, and the routing follows the new counts.
-		WatchPartitionChanges:  true,
-		PartitionWatchInterval: p.o.PartitionWatchInterval,
-		ErrorLogger:            kafkaLogger{log: p.log.With("component", "group")},
-	})
-	if err != nil {
-		return fmt.Errorf("create consumer group: %w", err)
-	}
-
 	eg, egCtx := errgroup.WithContext(runCtx)
 	eg.Go(func() error {
-		// Closing the group ends the current generation: workers flush,
-		// checkpoint and commit, then the member leaves the group.
-		<-egCtx.Done()
-		return cg.Close()
-	})
-	eg.Go(func() error {
-		p.watchRecovery(egCtx)
+		p.watchCluster(egCtx)
 		return nil
 	})
-	if p.spare != nil {
-		eg.Go(func() error {
-			// A fresh pair's memory is not yet backed by the operating
-			// system: the first copy into it would take a page fault per
-			// page while the worker waits. Writing it here, beside the workers,
-			// moves that cost off their path; until it is done a saver
-			// waits for the spare, as it does while another partition
-			// holds it, and the worker keeps consuming.
-			p.spare.Reset()
-			p.spares <- p.spare
-			return nil
-		})
-	}
 	eg.Go(func() error {
-		for {
-			gen, err := cg.Next(egCtx)
-			switch {
-			case egCtx.Err() != nil, errors.Is(err, kafka.ErrGroupClosed):
-				return nil
-			case err != nil:
-				p.log.Warn("join consumer group", "group", p.o.GroupID, "err", err)
-				continue // kafka-go backs off before the next attempt
-			}
-			if sticky != nil {
-				// What this member holds now is what it reports when it
-				// joins the next generation.
-				sticky.Record(gen)
-			}
-			p.runGeneration(gen)
-			if p.out.broken.Load() {
-				p.replaceOutput(egCtx)
-			}
+		// No group is joined while a topic is missing or the brokers are
+		// lost: a member that cannot consume would only drive generations.
+		if p.cluster.wait(egCtx) != nil {
+			return nil
 		}
+		return p.consume(egCtx, balancers, sticky)
 	})
+	err = eg.Wait()
 	err = eg.Wait()
 	p.forgetSeries(nil) // the member owns no partition any more
 	p.mu.Lock()
@@ -473,10 +430,27 @@ func (p *Processor) Run(ctx context.Context) (err error) {
 
 // Ready reports whether the member is in a generation and every partition
 // assigned to it is restored and consuming.
-func (p *Processor) Ready() bool {
+func (p *Processor) Ready() bool { return p.Readiness() == nil }
+
+// Readiness is nil when Ready, else why not: the brokers lost or a topic
+// missing (wrapping ErrBrokersUnreachable or ErrTopicMissing), the error
+// that stopped the processor, no generation yet, or partitions still
+// restoring.
+func (p *Processor) Readiness() error {
+	if err := p.cluster.err(); err != nil {
+		return err
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.fatal == nil && p.inGen && p.readyN == p.assigned
+	switch {
+	case p.fatal != nil:
+		return p.fatal
+	case !p.inGen:
+		return errors.New("not in a consumer-group generation")
+	case p.readyN != p.assigned:
+		return fmt.Errorf("%d of %d assigned partitions consuming", p.readyN, p.assigned)
+	}
+	return nil
 }
 
 // Healthy returns nil while the processor runs well; the error that

@@ -108,6 +108,7 @@ type output struct {
 
 func (p *Processor) newOutput() *output {
 	out := &output{transport: newTransport(p.o)}
+	p.outTransport.Store(out.transport)
 	oc := newOutcomes(out.transport, p.metrics.outputErrors, out.abort)
 	out.rt = newMetadataCache(oc)
 	if p.plainProduce {

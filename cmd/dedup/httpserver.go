@@ -71,7 +71,12 @@ func ListenStatus(addr string, reg *prometheus.Registry, probe Probe, log *slog.
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !probe.Ready() {
+		if r, ok := probe.(interface{ Readiness() error }); ok {
+			if err := r.Readiness(); err != nil {
+				http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+		} else if !probe.Ready() {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
 			return
 		}

@@ -23,6 +23,7 @@ const (
 	startupMetadataTimeout = 10 * time.Second // the whole attempt, metadata answer included
 	startupFirstBackoff    = 250 * time.Millisecond
 	startupMaxBackoff      = 10 * time.Second
+	startupWarnEvery       = 30 * time.Second // a reminder while the brokers stay unreachable
 )
 
 // StartupError is start-up giving up: no broker answered within
@@ -53,19 +54,25 @@ type reachOptions struct {
 	Status  *startupStatus // told what start-up is doing, for /healthz
 }
 
-// reachBrokers asks the brokers for metadata until one answers, logging each
-// attempt and the next retry, with exponential backoff, for at most
-// o.Timeout. It returns ctx's error when ctx ends first.
+// reachBrokers asks the brokers for metadata until one answers, with
+// exponential backoff, for at most o.Timeout. It logs the first attempt, the
+// first failure with the next retry, and a reminder every startupWarnEvery;
+// the other attempts at debug level. It returns ctx's error when ctx ends first.
 func reachBrokers(ctx context.Context, o reachOptions) error {
 	deadline := time.Now().Add(o.Timeout)
 	brokers := o.Conn.Brokers
 	backoff := startupFirstBackoff
 	var last error
+	var warnedAt time.Time
 	for attempt := 1; ; attempt++ {
 		if last != nil && time.Until(deadline) <= 0 {
 			return &StartupError{Brokers: brokers, Timeout: o.Timeout, Attempts: attempt - 1, Last: last}
 		}
-		o.Log.Info("connecting to Kafka", "brokers", brokers, "attempt", attempt)
+		level := slog.LevelDebug
+		if attempt == 1 {
+			level = slog.LevelInfo
+		}
+		o.Log.Log(ctx, level, "connecting to Kafka", "brokers", brokers, "attempt", attempt)
 		o.Status.set(fmt.Sprintf("connecting to %s (attempt %d)", strings.Join(brokers, ","), attempt))
 		err := probeBrokers(ctx, o.Conn, min(startupMetadataTimeout, time.Until(deadline)))
 		if err == nil {
@@ -86,7 +93,13 @@ func reachBrokers(ctx context.Context, o reachOptions) error {
 			return &StartupError{Brokers: brokers, Timeout: o.Timeout, Attempts: attempt, Last: err}
 		}
 		wait := min(backoff, left)
-		o.Log.Warn("Kafka not reachable, retrying", "brokers", brokers, "attempt", attempt, "err", err,
+		// The first failure and then one line every startupWarnEvery,
+		// not one per attempt.
+		level = slog.LevelDebug
+		if warnedAt.IsZero() || time.Since(warnedAt) >= startupWarnEvery {
+			level, warnedAt = slog.LevelWarn, time.Now()
+		}
+		o.Log.Log(ctx, level, "Kafka not reachable, retrying", "brokers", brokers, "attempt", attempt, "err", err,
 			"next_retry_in", wait.Round(time.Millisecond), "gives_up_in", left.Round(time.Second))
 		o.Status.set(fmt.Sprintf("no broker of %s reached yet (attempt %d: %v)", strings.Join(brokers, ","), attempt, err))
 		timer := time.NewTimer(wait)
@@ -175,7 +188,20 @@ func (s *startupStatus) Healthy() error {
 	return p.Healthy()
 }
 
-func (s *startupStatus) Ready() bool {
-	p, _ := s.current()
-	return p != nil && p.Ready()
+func (s *startupStatus) Ready() bool { return s.Readiness() == nil }
+
+// Readiness says why the stage is not ready, for /readyz: what start-up
+// is doing, or the processor's own reason.
+func (s *startupStatus) Readiness() error {
+	p, doing := s.current()
+	if p == nil {
+		return fmt.Errorf("starting: %s", doing)
+	}
+	if r, ok := p.(interface{ Readiness() error }); ok {
+		return r.Readiness()
+	}
+	if !p.Ready() {
+		return errors.New("not ready")
+	}
+	return nil
 }

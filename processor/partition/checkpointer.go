@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -54,6 +56,8 @@ type checkpointer struct {
 	// restored snapshot's, raised when the group's generation numbering is
 	// found to have started over (saveCheckpoint).
 	epoch atomic.Uint32
+
+	fails failStreak // failed checkpoints in a row, for the log
 
 	// worker-owned
 	busy bool
@@ -141,7 +145,11 @@ func (c *checkpointer) checkpoint(w *Worker) (r cpResult, stopped bool) {
 		return cpResult{offset: pos, err: err}, false
 	}
 	c.release() // the copy is saved: the next partition may take the spare now
-	return cpResult{offset: pos, err: w.commitCheckpoint(context.Background(), pos, w.scanStart(pos, ends).ends)}, false
+	err := w.commitCheckpoint(context.Background(), pos, w.scanStart(pos, ends).ends)
+	if err == nil {
+		w.checkpointSucceeded()
+	}
+	return cpResult{offset: pos, err: err}, false
 }
 
 // release gives the spare back, once.
@@ -214,7 +222,11 @@ func (w *Worker) finishCheckpoint(ctx context.Context, pos int64, ends outputMar
 	if err := w.saveCheckpoint(ctx, pos, ends, partitionState{pair: w.pair, legacy: w.legacy}, began); err != nil {
 		return err
 	}
-	return w.commitCheckpoint(ctx, pos, w.scanStart(pos, ends).ends)
+	if err := w.commitCheckpoint(ctx, pos, w.scanStart(pos, ends).ends); err != nil {
+		return err
+	}
+	w.checkpointSucceeded()
+	return nil
 }
 
 // saveCheckpoint is steps 4-5: wait for acknowledgements below pos and save
@@ -289,8 +301,50 @@ func (w *Worker) checkpointFailed(err error) error {
 	if w.cp.store != nil {
 		w.d.Metrics.CheckpointFails.Inc()
 	}
-	w.log.Warn("checkpoint failed", "err", err)
+	w.cp.fails.failed(w.log, err)
 	return err
+}
+
+// checkpointSucceeded ends a streak of failures, saying so once.
+func (w *Worker) checkpointSucceeded() { w.cp.fails.succeeded(w.log) }
+
+// failWarnEvery is how often a streak of failed checkpoints is logged
+// again while it lasts: a failure per interval (seconds) is one line at
+// the start, not one per attempt.
+const failWarnEvery = time.Minute
+
+// failStreak is a run of failed checkpoints of one partition. Safe for
+// concurrent use (the saver and the worker both checkpoint).
+type failStreak struct {
+	mu     sync.Mutex
+	n      int
+	since  time.Time
+	warned time.Time
+}
+
+func (s *failStreak) failed(log *slog.Logger, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	s.n++
+	if s.n == 1 {
+		s.since = now
+	}
+	if s.n == 1 || now.Sub(s.warned) >= failWarnEvery {
+		s.warned = now
+		log.Warn("checkpoint failed", "err", err, "failures", s.n, "failing_for", now.Sub(s.since).Round(time.Millisecond))
+		return
+	}
+	log.Debug("checkpoint failed", "err", err, "failures", s.n)
+}
+
+func (s *failStreak) succeeded(log *slog.Logger) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n > 0 {
+		log.Info("checkpoints succeed again", "failures", s.n, "failed_for", time.Since(s.since).Round(time.Millisecond))
+	}
+	s.n = 0
 }
 
 // stopSaver stops the saver and waits for it; a checkpoint it is finishing

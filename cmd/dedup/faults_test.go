@@ -1,0 +1,380 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"dedup/internal/tcpproxy"
+)
+
+// Faults injected into the built binary (the test binary run as dedup)
+// against a kfake broker: each is named in the log once when it starts and
+// once when it ends, shows in a metric and in /readyz, leaves /healthz at
+// 200 (a restart would not help), and the output afterwards holds every
+// first occurrence once.
+
+// readyz returns /readyz's status and body.
+func readyz(addr string) (int, string, error) {
+	resp, err := http.Get("http://" + addr + "/readyz") //nolint:noctx // test helper
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+// waitNotReadyNaming waits until /readyz answers 503 with a body that
+// contains what.
+func waitNotReadyNaming(t *testing.T, addr, what string) {
+	t.Helper()
+	waitFor(t, "/readyz 503 naming "+what, 15*time.Second, func() (bool, error) {
+		code, body, err := readyz(addr)
+		return code == http.StatusServiceUnavailable && strings.Contains(body, what), err
+	})
+}
+
+// waitMetric waits until the family's samples matching match sum to want.
+func waitMetric(t *testing.T, addr, family string, want float64, match ...string) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%s%v = %v", family, match, want), 15*time.Second, func() (bool, error) {
+		v, err := metricSum(addr, family, match...)
+		return err == nil && v == want, err
+	})
+}
+
+// logLines returns the lines of log that contain every one of parts.
+func logLines(log string, parts ...string) []string {
+	var out []string
+	for _, l := range strings.Split(log, "\n") {
+		ok := true
+		for _, p := range parts {
+			ok = ok && strings.Contains(l, p)
+		}
+		if ok {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// waitLog waits until log holds a line with every one of parts.
+func waitLog(t *testing.T, b *binary, parts ...string) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("a log line with %q", parts), 15*time.Second, func() (bool, error) {
+		return len(logLines(b.stderr.String(), parts...)) > 0, nil
+	})
+}
+
+// waitCommitted waits until the group's commits on the input sum to n:
+// every input record has been decided.
+func waitCommitted(t *testing.T, cluster *kfake.Cluster, n int64) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%d input records committed", n), 30*time.Second, func() (bool, error) {
+		g := cluster.GroupInfo("dedup")
+		if g == nil {
+			return false, nil
+		}
+		var sum int64
+		for _, c := range g.Commits["events"] {
+			sum += c.Offset
+		}
+		return sum == n, nil
+	})
+}
+
+// checkHealthy asserts /healthz answers 200.
+func checkHealthy(t *testing.T, addr string) {
+	t.Helper()
+	if code, err := httpStatus("http://" + addr + "/healthz"); err != nil || code != http.StatusOK {
+		t.Errorf("/healthz = %d, %v; want 200: a restart does not bring a topic or a broker back", code, err)
+	}
+}
+
+// checkExactlyOnce reads the output and checks that it holds one record
+// per key, the first occurrence, and nothing more.
+func checkExactlyOnce(t *testing.T, addr string, client []kgo.Opt, keys int) {
+	t.Helper()
+	out := consumeN(t, client, "events-deduped", keys)
+	checkForwarded(t, out, keys)
+	if n := endOffsets(t, addr, "events-deduped", 2); n != int64(keys) {
+		t.Errorf("output holds %d records, want %d", n, keys)
+	}
+}
+
+// TestTopicMissingAtStart: with the input or the output topic missing, the
+// stage says so once, is not ready (naming the topic), reports the gauge,
+// joins no group, and proceeds once the topic is created.
+func TestTopicMissingAtStart(t *testing.T) {
+	for _, missing := range []string{"events", "events-deduped"} {
+		t.Run(missing, func(t *testing.T) {
+			present := "events"
+			if missing == "events" {
+				present = "events-deduped"
+			}
+			cluster := newTestCluster(t, kfake.SeedTopics(2, present))
+			if err := cluster.DeleteTopic(missing); err != nil && cluster.TopicInfo(missing) != nil {
+				t.Fatal(err)
+			}
+			env := testEnv(t)
+			env["KAFKA_BROKERS"] = cluster.ListenAddrs()[0]
+			env["LOG_LEVEL"] = "info"
+			metrics := env["METRICS_ADDR"]
+			bin := startBinary(t, env)
+
+			waitLog(t, bin, "topic missing", "topic="+missing)
+			waitNotReadyNaming(t, metrics, missing)
+			waitMetric(t, metrics, "dedup_topic_missing", 1, `topic="`+missing+`"`)
+			checkHealthy(t, metrics)
+			if g := cluster.GroupInfo("dedup"); g != nil && g.Epoch > 0 {
+				t.Errorf("the group is at generation %d while %s is missing: want no member joined", g.Epoch, missing)
+			}
+
+			if err := cluster.CreateTopic(missing, 2, nil); err != nil {
+				t.Fatal(err)
+			}
+			waitReady(t, bin, metrics)
+			waitMetric(t, metrics, "dedup_topic_missing", 0, `topic="`+missing+`"`)
+			waitLog(t, bin, "topic present again", "topic="+missing)
+
+			const keys = 20
+			client := []kgo.Opt{kgo.SeedBrokers(cluster.ListenAddrs()[0])}
+			produce(t, client, keyedWithDuplicates("events", keys, 2)...)
+			waitCommitted(t, cluster, 2*keys)
+			checkExactlyOnce(t, cluster.ListenAddrs()[0], client, keys)
+			if n := len(logLines(bin.stderr.String(), "topic missing")); n != 1 {
+				t.Errorf("%d lines say the topic is missing, want 1", n)
+			}
+			if code := bin.stop(t, 30*time.Second); code != exitOK {
+				t.Errorf("exit %d after SIGTERM, want 0", code)
+			}
+		})
+	}
+}
+
+// TestOutputTopicDeletedAtRuntime: the output topic deleted under a running
+// stage is named once, makes it not ready and sets the gauge, and the
+// member stays in its generation (no rebalance loop); once the topic is
+// created again, new input is forwarded exactly once.
+func TestOutputTopicDeletedAtRuntime(t *testing.T) {
+	cluster := newTestCluster(t)
+	bin, env := stageAgainst(t, cluster, nil)
+	metrics := env["METRICS_ADDR"]
+	addr := cluster.ListenAddrs()[0]
+	client := []kgo.Opt{kgo.SeedBrokers(addr)}
+	const keys = 10
+	produce(t, client, keyedWithDuplicates("events", keys, 2)...)
+	consumeN(t, client, "events-deduped", keys)
+	generations, err := metricSum(metrics, "dedup_group_generations_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	epoch := cluster.GroupInfo("dedup").Epoch
+
+	if err := cluster.DeleteTopic("events-deduped"); err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, bin, "topic missing", "topic=events-deduped")
+	waitNotReadyNaming(t, metrics, "events-deduped")
+	waitMetric(t, metrics, "dedup_topic_missing", 1, `topic="events-deduped"`)
+	checkHealthy(t, metrics)
+	// Several cluster checks and group heartbeats pass while it is missing.
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if g, err := metricSum(metrics, "dedup_group_generations_total"); err != nil || g != generations {
+			t.Fatalf("generations %v -> %v (%v) while the output topic is missing: want none", generations, g, err)
+		}
+		if e := cluster.GroupInfo("dedup").Epoch; e != epoch {
+			t.Fatalf("group generation %d -> %d while the output topic is missing: want none", epoch, e)
+		}
+		time.Sleep(200 * time.Millisecond) // polling interval
+	}
+
+	if err := cluster.CreateTopic("events-deduped", 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, bin, metrics)
+	waitLog(t, bin, "topic present again", "topic=events-deduped")
+	// New keys and repeats of the old ones: only the new keys reach the
+	// new output topic, once each.
+	var recs []*kgo.Record
+	for c := range 2 {
+		for i := range 2 * keys {
+			recs = append(recs, &kgo.Record{Topic: "events", Key: fmt.Appendf(nil, "k%03d", i), Value: fmt.Appendf(nil, "v%03d-copy%d", i, c)})
+		}
+	}
+	produce(t, client, recs...)
+	waitCommitted(t, cluster, int64(2*keys+len(recs)))
+	out := consumeN(t, client, "events-deduped", keys)
+	for _, r := range out {
+		if string(r.Key) < fmt.Sprintf("k%03d", keys) {
+			t.Errorf("key %s forwarded again after the output topic came back", r.Key)
+		}
+	}
+	if n := endOffsets(t, addr, "events-deduped", 2); n != keys {
+		t.Errorf("new output topic holds %d records, want %d", n, keys)
+	}
+	if n := len(logLines(bin.stderr.String(), "topic missing")); n != 1 {
+		t.Errorf("%d lines say the topic is missing, want 1", n)
+	}
+}
+
+// advertised is a listener that kfake advertises under another address:
+// the proxy's, so that every client connection goes through the proxy.
+type advertised struct {
+	net.Listener
+	addr net.Addr
+}
+
+func (a advertised) Addr() net.Addr { return a.addr }
+
+// clusterBehindProxy starts a kfake broker that clients reach only through
+// the returned proxy.
+func clusterBehindProxy(t *testing.T) (*kfake.Cluster, *tcpproxy.Proxy) {
+	t.Helper()
+	proxy, err := tcpproxy.Listen("127.0.0.1:0", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	cluster := newTestCluster(t, kfake.ListenFn(func(network, _ string) (net.Listener, error) {
+		ln, err := net.Listen(network, "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		proxy.SetTarget(ln.Addr().String())
+		return advertised{Listener: ln, addr: proxy.Addr()}, nil
+	}))
+	return cluster, proxy
+}
+
+// TestBrokerLossAtRuntime: the network to the broker cut for a few seconds
+// under a running stage: one warning when it is lost, one line when it is
+// back, the connectivity gauge, /readyz 503 naming it, /healthz 200, few
+// lines meanwhile, and every first occurrence forwarded once.
+func TestBrokerLossAtRuntime(t *testing.T) {
+	cluster, proxy := clusterBehindProxy(t)
+	addr := cluster.ListenAddrs()[0] // the proxy
+	bin, env := stageAgainst(t, cluster, nil)
+	metrics := env["METRICS_ADDR"]
+	client := []kgo.Opt{kgo.SeedBrokers(addr)}
+	const keys = 20
+	first := keyedWithDuplicates("events", keys, 2)
+	produce(t, client, first[:keys+keys/2]...) // the first half of the copies now
+	consumeN(t, client, "events-deduped", keys)
+	waitMetric(t, metrics, "dedup_broker_connected", 1)
+
+	logBefore := len(bin.stderr.String())
+	proxy.Cut()
+	cutAt := time.Now()
+	waitLog(t, bin, "Kafka brokers unreachable")
+	waitMetric(t, metrics, "dedup_broker_connected", 0)
+	waitNotReadyNaming(t, metrics, "unreachable")
+	checkHealthy(t, metrics)
+	// Hold the cut long enough for several retries of every client.
+	for time.Since(cutAt) < 6*time.Second {
+		time.Sleep(100 * time.Millisecond) // the fault's duration, not synchronisation
+	}
+	proxy.Restore()
+	cut := time.Since(cutAt)
+
+	waitLog(t, bin, "Kafka brokers reachable again")
+	waitMetric(t, metrics, "dedup_broker_connected", 1)
+	waitReady(t, bin, metrics)
+	produce(t, client, first[keys+keys/2:]...)
+	waitCommitted(t, cluster, int64(len(first)))
+	checkExactlyOnce(t, addr, client, keys)
+
+	during := bin.stderr.String()[logBefore:]
+	if n := len(logLines(during, "Kafka brokers unreachable")); n != 1 {
+		t.Errorf("%d lines say the brokers are unreachable, want 1", n)
+	}
+	if n := len(logLines(during, "Kafka brokers reachable again")); n != 1 {
+		t.Errorf("%d lines say the brokers are back, want 1", n)
+	}
+	// Each client that meets the cut may say so before the watch does;
+	// from the watch's line on, about one line per 2 s at most, and no
+	// error once the brokers are back.
+	var loud, afterBack []string
+	lost, back := false, false
+	for _, l := range strings.Split(during, "\n") {
+		switch {
+		case strings.Contains(l, "Kafka brokers unreachable"):
+			lost = true
+			continue
+		case strings.Contains(l, "Kafka brokers reachable again"):
+			back = true
+			continue
+		}
+		if lost && !back && (strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR")) {
+			loud = append(loud, l)
+		}
+		if back && strings.Contains(l, "level=ERROR") {
+			afterBack = append(afterBack, l)
+		}
+	}
+	if limit := int(cut / (2 * time.Second)); len(loud) > limit {
+		t.Errorf("%d warnings and errors while the brokers were unreachable for %v, want at most %d (one per 2s):\n%s",
+			len(loud), cut.Round(time.Second), limit, strings.Join(loud, "\n"))
+	}
+	if len(afterBack) > 0 {
+		t.Errorf("errors after the brokers were back:\n%s", strings.Join(afterBack, "\n"))
+	}
+	if code := bin.stop(t, 30*time.Second); code != exitOK {
+		t.Errorf("exit %d after SIGTERM, want 0", code)
+	}
+}
+
+// TestInputTopicDeletedAtRuntime: the input topic deleted under a running
+// stage is named once, makes it not ready and sets the gauge, and the
+// member takes no new generation while it is missing (kafka-go's partition
+// watch would otherwise end one after another); once the topic is created
+// again the stage is ready again.
+func TestInputTopicDeletedAtRuntime(t *testing.T) {
+	cluster := newTestCluster(t)
+	bin, env := stageAgainst(t, cluster, nil)
+	metrics := env["METRICS_ADDR"]
+	client := []kgo.Opt{kgo.SeedBrokers(cluster.ListenAddrs()[0])}
+	const keys = 10
+	produce(t, client, keyedWithDuplicates("events", keys, 2)...)
+	consumeN(t, client, "events-deduped", keys)
+	epoch := cluster.GroupInfo("dedup").Epoch
+
+	if err := cluster.DeleteTopic("events"); err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, bin, "topic missing", "topic=events", "role=input")
+	waitNotReadyNaming(t, metrics, "events")
+	waitMetric(t, metrics, "dedup_topic_missing", 1, `topic="events"`)
+	checkHealthy(t, metrics)
+	// The generation in place ends (its partitions are gone); kafka-go
+	// prepares one more and waits: at most two generations while missing.
+	deadline := time.Now().Add(6 * time.Second)
+	for time.Now().Before(deadline) {
+		if e := cluster.GroupInfo("dedup").Epoch; e > epoch+2 {
+			t.Fatalf("group generation %d -> %d while the input topic is missing: a rebalance loop", epoch, e)
+		}
+		time.Sleep(200 * time.Millisecond) // polling interval
+	}
+
+	if err := cluster.CreateTopic("events", 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, bin, metrics)
+	waitLog(t, bin, "topic present again", "topic=events")
+	waitMetric(t, metrics, "dedup_topic_missing", 0, `topic="events"`)
+	if e := cluster.GroupInfo("dedup").Epoch; e > epoch+5 {
+		t.Errorf("group generation %d -> %d over the whole episode, want a few", epoch, e)
+	}
+	if n := len(logLines(bin.stderr.String(), "topic missing")); n != 1 {
+		t.Errorf("%d lines say the topic is missing, want 1", n)
+	}
+}

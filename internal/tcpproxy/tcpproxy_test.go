@@ -1,0 +1,85 @@
+package tcpproxy
+
+import (
+	"bufio"
+	"net"
+	"testing"
+	"time"
+)
+
+// echo serves lines back to the sender.
+func echo(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					if _, err := c.Write([]byte(line)); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func roundTrip(c net.Conn) error {
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte("ping\n")); err != nil {
+		return err
+	}
+	_, err := bufio.NewReader(c).ReadString('\n')
+	return err
+}
+
+func TestCutAndRestore(t *testing.T) {
+	p, err := Listen("127.0.0.1:0", echo(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := roundTrip(c); err != nil {
+		t.Fatalf("before the cut: %v", err)
+	}
+	p.Cut()
+	if err := roundTrip(c); err == nil {
+		t.Fatal("a connection open at the cut still answers")
+	}
+	c2, err := net.Dial("tcp", p.Addr().String())
+	if err == nil {
+		if err := roundTrip(c2); err == nil {
+			t.Fatal("a connection made during the cut answers")
+		}
+		c2.Close()
+	}
+	p.Restore()
+	c3, err := net.Dial("tcp", p.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c3.Close()
+	if err := roundTrip(c3); err != nil {
+		t.Fatalf("after the restore: %v", err)
+	}
+}
