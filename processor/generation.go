@@ -3,6 +3,7 @@ package processor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sort"
 	"sync"
@@ -131,9 +132,23 @@ func (p *Processor) runPartition(ctx context.Context, g *generation, a kafka.Par
 		<-ctx.Done()
 	case errors.As(err, &perr):
 		p.produceFailed(g.out, perr)
+	case err != nil && p.stopRequested():
+		p.mu.Lock()
+		p.unfinished = append(p.unfinished, fmt.Errorf("partition %d: %w", a.ID, err))
+		p.mu.Unlock()
+		p.log.Error("stop: final checkpoint or commit failed: the position is not committed; the next start resumes from the last checkpoint saved or replays from the last committed offset (no loss, no duplicate output)",
+			"topic", p.o.InputTopic, "partition", a.ID, "generation", g.gen.ID, "err", err)
 	case err != nil:
 		p.log.Error("partition stopped", "topic", p.o.InputTopic, "partition", a.ID, "generation", g.gen.ID, "err", err)
 	}
+}
+
+// stopRequested reports whether Run's own context has ended: the
+// generation ends for the stop, not for a rebalance.
+func (p *Processor) stopRequested() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stopping != nil && p.stopping.Err() != nil
 }
 
 // partitionDeps is everything the pipeline of assignment a uses in

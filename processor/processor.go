@@ -122,6 +122,12 @@ const DefaultMaxClockSkew = 5 * time.Minute
 // ErrRunTwice is returned by a second call of Run.
 var ErrRunTwice = errors.New("processor already run")
 
+// ErrStopUnfinished is what Run returns (wrapped, with each partition's
+// cause) when a stop could not checkpoint or commit every partition's
+// position: the next start replays from the last commit, exactly-once all
+// the same.
+var ErrStopUnfinished = errors.New("stop: final checkpoint or commit failed")
+
 // ErrRecovering is what Healthy reports (wrapped, with the *ProduceError)
 // while outputs that failed have not yet been delivered.
 var ErrRecovering = errors.New("recovering from a produce failure")
@@ -185,13 +191,17 @@ type Processor struct {
 	series map[int]struct{} // input partitions whose per-partition series exist
 	// kept holds, between two generations, the pairs of the partitions
 	// this member gave up cleanly (warm.go).
-	kept     map[int]keptPair
-	fatal    error
-	cancel   context.CancelFunc
-	inGen    bool
-	assigned int
-	readyN   int
-	stuck    recovery
+	kept  map[int]keptPair
+	fatal error
+	// unfinished are the partitions whose final checkpoint or commit
+	// failed while Run's context was ending (the stop), reported by Run.
+	unfinished []error
+	stopping   context.Context // Run's own ctx: done when the stop began
+	cancel     context.CancelFunc
+	inGen      bool
+	assigned   int
+	readyN     int
+	stuck      recovery
 }
 
 // New validates o, fills defaults and returns a Processor. It does not
@@ -376,6 +386,7 @@ func (p *Processor) Run(ctx context.Context) (err error) {
 	defer cancel()
 	p.mu.Lock()
 	p.cancel = cancel
+	p.stopping = ctx
 	p.mu.Unlock()
 
 	p.out = p.newOutput()
@@ -463,6 +474,9 @@ func (p *Processor) Run(ctx context.Context) (err error) {
 	clear(p.kept)
 	if p.fatal != nil {
 		return p.fatal
+	}
+	if err == nil && ctx.Err() != nil && len(p.unfinished) > 0 {
+		return fmt.Errorf("%w: %w", ErrStopUnfinished, errors.Join(p.unfinished...))
 	}
 	return err
 }
