@@ -117,7 +117,14 @@ func NewKafkaStore(ctx context.Context, opts KafkaOptions) (*KafkaStore, error) 
 		BatchBytes:   int64(s.chunk + recordOverhead),
 		BatchSize:    writeGroup,
 		BatchTimeout: time.Millisecond,
-		Completion:   s.completed,
+		// A short retry budget (about 1s, not kafka-go's ten attempts of up
+		// to 1s each): a failed Save is retried by the next checkpoint
+		// anyway, and an outage must show in the log and
+		// dedup_checkpoint_failures_total within about one interval.
+		MaxAttempts:     4,
+		WriteBackoffMin: 100 * time.Millisecond,
+		WriteBackoffMax: 400 * time.Millisecond,
+		Completion:      s.completed,
 	}
 	return s, nil
 }

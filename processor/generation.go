@@ -3,6 +3,7 @@ package processor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sort"
@@ -129,6 +130,12 @@ func (p *Processor) runPartition(ctx context.Context, g *generation, a kafka.Par
 		<-ctx.Done()
 	case errors.As(err, &perr):
 		p.produceFailed(g.out, perr)
+	case err != nil && p.stopRequested():
+		p.mu.Lock()
+		p.unfinished = append(p.unfinished, fmt.Errorf("partition %d: %w", a.ID, err))
+		p.mu.Unlock()
+		p.log.Error("stop: final checkpoint or commit failed: the position is not committed; the next start resumes from the last checkpoint saved or replays from the last committed offset (no loss, no duplicate output)",
+			"topic", p.o.InputTopic, "partition", a.ID, "generation", g.gen.ID, "err", err)
 	case err != nil:
 		level := slog.LevelError
 		if p.cluster.err() != nil {
@@ -137,6 +144,14 @@ func (p *Processor) runPartition(ctx context.Context, g *generation, a kafka.Par
 		}
 		p.log.Log(ctx, level, "partition stopped", "topic", p.o.InputTopic, "partition", a.ID, "generation", g.gen.ID, "err", err)
 	}
+}
+
+// stopRequested reports whether Run's own context has ended: the
+// generation ends for the stop, not for a rebalance.
+func (p *Processor) stopRequested() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stopping != nil && p.stopping.Err() != nil
 }
 
 // partitionDeps is everything the pipeline of assignment a uses in

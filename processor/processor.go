@@ -123,6 +123,12 @@ const DefaultMaxClockSkew = 5 * time.Minute
 // ErrRunTwice is returned by a second call of Run.
 var ErrRunTwice = errors.New("processor already run")
 
+// ErrStopUnfinished is what Run returns (wrapped, with each partition's
+// cause) when a stop could not checkpoint or commit every partition's
+// position: the next start replays from the last commit, exactly-once all
+// the same.
+var ErrStopUnfinished = errors.New("stop: final checkpoint or commit failed")
+
 // ErrRecovering is what Healthy reports (wrapped, with the *ProduceError)
 // while outputs that failed have not yet been delivered.
 var ErrRecovering = errors.New("recovering from a produce failure")
@@ -187,13 +193,17 @@ type Processor struct {
 	series map[int]struct{} // input partitions whose per-partition series exist
 	// kept holds, between two generations, the pairs of the partitions
 	// this member gave up cleanly (warm.go).
-	kept     map[int]keptPair
-	fatal    error
-	cancel   context.CancelFunc
-	inGen    bool
-	assigned int
-	readyN   int
-	stuck    recovery
+	kept  map[int]keptPair
+	fatal error
+	// unfinished are the partitions whose final checkpoint or commit
+	// failed while Run's context was ending (the stop), reported by Run.
+	unfinished []error
+	stopping   context.Context // Run's own ctx: done when the stop began
+	cancel     context.CancelFunc
+	inGen      bool
+	assigned   int
+	readyN     int
+	stuck      recovery
 
 	cluster *clusterState // what the cluster watch last saw (cluster.go)
 	// outTransport is the current writer's transport, for the cluster
@@ -389,6 +399,7 @@ func (p *Processor) Run(ctx context.Context) (err error) {
 	defer cancel()
 	p.mu.Lock()
 	p.cancel = cancel
+	p.stopping = ctx
 	p.mu.Unlock()
 
 	p.out = p.newOutput()
@@ -417,13 +428,15 @@ func (p *Processor) Run(ctx context.Context) (err error) {
 		return p.consume(egCtx, balancers, sticky)
 	})
 	err = eg.Wait()
-	err = eg.Wait()
 	p.forgetSeries(nil) // the member owns no partition any more
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	clear(p.kept)
 	if p.fatal != nil {
 		return p.fatal
+	}
+	if err == nil && ctx.Err() != nil && len(p.unfinished) > 0 {
+		return fmt.Errorf("%w: %w", ErrStopUnfinished, errors.Join(p.unfinished...))
 	}
 	return err
 }

@@ -220,12 +220,13 @@ func (s *stalls) offset(partition int) int64 {
 	return -1
 }
 
-// clear drops partition's stall once the output of its refused offset is
-// delivered, and returns how many stay stopped.
+// clear drops partition's stall once the output up to offset is
+// delivered (the refused offset at or below it), and returns how many stay
+// stopped.
 func (s *stalls) clear(partition int, offset int64) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if perr, ok := s.at[partition]; ok && perr.Offset == offset {
+	if perr, ok := s.at[partition]; ok && perr.Offset <= offset {
 		delete(s.at, partition)
 	}
 	return len(s.at)

@@ -80,12 +80,14 @@ func (p *Processor) failedOffset(partition int) int64 {
 	return off
 }
 
-// delivered reports that the output of partition's failed input offset
-// has now been acknowledged (or found already in the output).
+// delivered reports that the output of partition's input up to offset
+// has now been acknowledged (or found already in the output): every
+// failure at or below it, stuck produce and refused-record stall alike,
+// is settled, not only the lower one that failedOffset named.
 func (p *Processor) delivered(partition int, offset int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if off, ok := p.stuck.failedAt[partition]; ok && off == offset {
+	if off, ok := p.stuck.failedAt[partition]; ok && off <= offset {
 		delete(p.stuck.failedAt, partition)
 	}
 	p.metrics.stalled.Set(float64(p.stalls.clear(partition, offset)))

@@ -182,6 +182,11 @@ func LoadConfig(lookup LookupFunc) (Config, error) {
 	for _, p := range problems {
 		unparsed[p.Var] = true
 	}
+	if v, ok := environ["METRICS_ADDR"]; ok && v == "" {
+		// caarlos0/env gives an empty variable its default; set to empty,
+		// METRICS_ADDR means no HTTP server at all.
+		cfg.MetricsAddr = ""
+	}
 	cfg.applyDerivedDefaults()
 	for _, p := range cfg.validate() {
 		// A variable that failed to parse holds its zero value: do not report

@@ -1,0 +1,55 @@
+package checkpoint
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"dedup/internal/kfaketest"
+)
+
+// TestKafkaSaveFailsWithinAnInterval: while the checkpoint topic's leader
+// refuses every produce with a retriable error, Save gives up within about
+// one default CHECKPOINT_INTERVAL (10s) budget, well before kafka-go's
+// default ten attempts, so the first failure is logged and counted soon;
+// once the broker answers again the next Save goes through.
+func TestKafkaSaveFailsWithinAnInterval(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	s := newKafkaStore(t, c.ListenAddrs(), KafkaOptions{})
+
+	var refuse atomic.Bool
+	var refused atomic.Int64
+	refuse.Store(true)
+	c.ControlKey(int16(kmsg.Produce), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !refuse.Load() {
+			return nil, nil, false
+		}
+		refused.Add(1)
+		return kfaketest.ErrorResponse(kreq.(*kmsg.ProduceRequest), kerr.NotLeaderForPartition.Code), nil, true
+	})
+
+	start := time.Now()
+	_, err = s.Save(testContext(t), testMeta("in", 0, 100), newState(1, 1000))
+	took := time.Since(start)
+	if err == nil {
+		t.Fatal("Save succeeded while every produce was refused")
+	}
+	if refused.Load() < 2 {
+		t.Errorf("%d produce attempts, want the writer to retry at least once", refused.Load())
+	}
+	if took > 3*time.Second {
+		t.Errorf("Save failed after %v, want within 3s", took)
+	}
+
+	refuse.Store(false)
+	mustSave(t, s, testMeta("in", 0, 200), newState(2, 1000))
+}
