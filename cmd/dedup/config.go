@@ -35,6 +35,8 @@ type Config struct {
 	InputTopic         string        `env:"INPUT_TOPIC" envDefault:"events" help:"topic to deduplicate"`
 	OutputTopic        string        `env:"OUTPUT_TOPIC" envDefault:"events-deduped" help:"topic that receives first occurrences (must differ from INPUT_TOPIC)"`
 	GroupID            string        `env:"GROUP_ID" envDefault:"dedup" help:"consumer group; also names the state"`
+	DeadLetterTopic    string        `env:"DEAD_LETTER_TOPIC" helpDefault:"empty" help:"topic for records the output refuses for good (too large, invalid), with a dedup-error header naming why; empty = logged, counted and skipped"`
+	ClientID           string        `env:"KAFKA_CLIENT_ID" envDefault:"dedup" help:"client.id the stage's Kafka clients send (broker logs, quotas, ACL audits)"`
 
 	SessionTimeout time.Duration `env:"KAFKA_SESSION_TIMEOUT" envDefault:"30s" help:"consumer-group session timeout (Go duration); a killed member's partitions move after this"`
 	GroupBalancer  string        `env:"KAFKA_GROUP_BALANCER" envDefault:"sticky" help:"how the group assigns input partitions: sticky (keeps partitions with their owner across rebalances, moving only what balance requires), range or roundrobin; any case"`
@@ -58,6 +60,7 @@ type Config struct {
 
 	ProduceBatchSize    int           `env:"PRODUCE_BATCH_SIZE" envDefault:"1000" help:"records per produce batch"`
 	ProduceBatchBytes   int64         `env:"PRODUCE_BATCH_BYTES" envDefault:"1048576" help:"bytes per produce batch"`
+	ProduceCompression  string        `env:"PRODUCE_COMPRESSION" envDefault:"none" help:"compression of the output and checkpoint writers' batches: none, gzip, snappy, lz4 or zstd"`
 	ProduceBatchTimeout time.Duration `env:"PRODUCE_BATCH_TIMEOUT" envDefault:"5ms" help:"longest wait to fill a produce batch (Go duration)"`
 	RecoveryTimeout     time.Duration `env:"PRODUCE_RECOVERY_TIMEOUT" envDefault:"1m" help:"how long outputs may stay undeliverable (writer replaced, partitions restored, produce retried) before the stage exits 1 for a restart (Go duration)"`
 	FetchMinBytes       int           `env:"FETCH_MIN_BYTES" envDefault:"1" help:"bytes a fetch waits for"`
@@ -369,6 +372,23 @@ func (c *Config) validate() []Problem {
 	}
 	if c.InputTopic != "" && c.InputTopic == c.OutputTopic {
 		bad("OUTPUT_TOPIC", "must differ from INPUT_TOPIC (both %q)", c.InputTopic)
+	}
+	if c.DeadLetterTopic != "" {
+		if err := checkTopicName(c.DeadLetterTopic); err != nil {
+			bad("DEAD_LETTER_TOPIC", "%v", err)
+		} else if c.DeadLetterTopic == c.InputTopic || c.DeadLetterTopic == c.OutputTopic {
+			bad("DEAD_LETTER_TOPIC", "must differ from INPUT_TOPIC and OUTPUT_TOPIC, got %q", c.DeadLetterTopic)
+		}
+	}
+	// Brokers use client.id in quota and metric names, which take the
+	// topic-name alphabet.
+	if err := checkTopicName(c.ClientID); err != nil {
+		bad("KAFKA_CLIENT_ID", "%v", strings.Replace(err.Error(), "topic name", "client id", 1))
+	}
+	switch c.ProduceCompression {
+	case "none", "gzip", "snappy", "lz4", "zstd":
+	default:
+		bad("PRODUCE_COMPRESSION", "must be none, gzip, snappy, lz4 or zstd, got %q", c.ProduceCompression)
 	}
 	// GROUP_ID also names the checkpoint topic and directory.
 	if err := checkTopicName(c.GroupID); err != nil {

@@ -115,6 +115,8 @@ func badValues(t *testing.T) []badValue {
 		{name: "INPUT_TOPIC", value: "bad topic"},
 		{name: "OUTPUT_TOPIC", value: "events"}, // equals INPUT_TOPIC
 		{name: "GROUP_ID", value: "my group/1"},
+		{name: "DEAD_LETTER_TOPIC", value: "events-deduped"}, // equals OUTPUT_TOPIC
+		{name: "KAFKA_CLIENT_ID", value: "dedup stage"},
 		{name: "KAFKA_SESSION_TIMEOUT", value: "0s"},
 		{name: "KAFKA_GROUP_BALANCER", value: "cooperative-sticky"},
 		{name: "KAFKA_TLS_ENABLED", value: "maybe"},
@@ -135,6 +137,7 @@ func badValues(t *testing.T) []badValue {
 		{name: "PRODUCE_BATCH_SIZE", value: "0"},
 		{name: "PRODUCE_BATCH_BYTES", value: "-5"},
 		{name: "PRODUCE_BATCH_TIMEOUT", value: "0s"},
+		{name: "PRODUCE_COMPRESSION", value: "brotli"},
 		{name: "FETCH_MIN_BYTES", value: "0"},
 		{name: "FETCH_MAX_BYTES", value: "lots"},
 		{name: "FETCH_MAX_WAIT", value: "-1s"},
