@@ -30,7 +30,7 @@
 // seen as long as the current window starts at or before S+Window, and
 // forgotten once it starts at S+2·Window or later. A late record is added to
 // the current window, so it is remembered from that window's start, not from
-// its own timestamp. Remove (counting mode) takes a key out of whichever
+// its own timestamp. Remove (counting and fingerprint modes) takes a key out of whichever
 // generation holds it, after which it is reported new again.
 //
 // # Sizing and memory
@@ -40,7 +40,8 @@
 // generation (the end of a window) a key never added is reported seen with
 // probability at most FPRate; earlier in the window it is lower.
 //
-// Counting mode (the default) uses a blocked counting Bloom filter: 4-bit
+// Counting mode (the zero Mode; the stage's default is fingerprint mode)
+// uses a blocked counting Bloom filter: 4-bit
 // saturating counters, 128 to a 64-byte block (one cache line), and a key's
 // k counters are drawn (with replacement) from a single block chosen by its
 // hash (xxhash64). The two generations are interleaved, so a key's current

@@ -10,7 +10,7 @@ import (
 var (
 	// ErrRemoveUnsupported is returned by Remove in Plain mode: bit filters
 	// cannot forget a key.
-	ErrRemoveUnsupported = errors.New("remove unsupported in plain mode (use counting mode to retract keys)")
+	ErrRemoveUnsupported = errors.New("remove unsupported in plain mode (fingerprint and counting modes retract keys)")
 	// ErrVersion means the snapshot has a format version this code does not know.
 	ErrVersion = errors.New("unknown snapshot format version")
 	// ErrChecksum means the snapshot's bytes do not match its checksum.
