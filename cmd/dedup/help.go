@@ -16,6 +16,8 @@ Usage:
                                with a live progress line; 'dedup demo -h' lists the flags
   dedup demo --generate-only   only the traffic generator, against KAFKA_BROKERS
   dedup inspect                print, per partition, what the checkpoint store holds
+  dedup check                  before deploying: configuration, brokers, topics, checkpoint store,
+                               effective settings and sizing; exit 0 ok, 1 a check failed ('dedup check -h')
   dedup size [flags]           what to deploy for a workload: settings, memory, GOMEMLIMIT,
                                checkpoint bandwidth, false drops per day ('dedup size -h')
   dedup healthcheck            exit 0 when /healthz on METRICS_ADDR answers 200 (container HEALTHCHECK)
@@ -27,6 +29,33 @@ no broker reached within KAFKA_STARTUP_TIMEOUT), 2 configuration error.
 Numbers take k, M, G suffixes (10M); enumerations are case-insensitive.
 
 Configuration (environment variables):
+`
+
+const checkUsage = `Usage: dedup check [--timeout 10s]
+
+With the same environment as the stage, checks what the stage needs before
+it is deployed, one line per check (ok, warn or FAIL), every check run:
+  - the configuration (a problem: every one named, exit 2, as the stage does);
+  - each broker of KAFKA_BROKERS, and each broker the cluster advertises;
+    KAFKA_BROKERS empty: the embedded broker (a running stage's, or its
+    address free);
+  - INPUT_TOPIC, OUTPUT_TOPIC and DEAD_LETTER_TOPIC (when set) exist; the
+    output's partition count against the input's and its max.message.bytes
+    against PRODUCE_BATCH_BYTES; CHECKPOINT_TOPIC (kafka store) compacted,
+    with the input's partition count;
+  - committed offsets of GROUP_ID below the input's log start (input that
+    will be skipped);
+  - the checkpoint store read (its snapshots listed) and written: a probe
+    record written, read back and tombstoned on every partition of the
+    topic, or a probe file written, fsynced and removed in CHECKPOINT_DIR.
+It prints the effective settings (KAFKA_SASL_PASSWORD masked) and the sizing
+'dedup size' computes for them. REPARTITION_TOPIC is not checked (the stage
+does not implement it yet).
+
+Exit codes: 0 every check holds (warnings allowed), 1 a check failed (all
+failed checks are named on the last line), 2 configuration error.
+
+Flags:
 `
 
 func printUsage(w io.Writer) {

@@ -3,6 +3,7 @@
 //	dedup            run the stage (embedded broker when KAFKA_BROKERS is empty)
 //	dedup demo       the stage plus a traffic generator and a live progress line
 //	dedup inspect    print what the checkpoint store holds
+//	dedup check      before deploying: brokers, topics, checkpoint store, settings
 //	dedup size       what to deploy for a workload: settings, memory, checkpoint bandwidth
 //	dedup version    module version, commit and Go version
 //	dedup healthcheck  exit 0 when this host's /healthz answers 200 (for container HEALTHCHECKs)
@@ -57,6 +58,8 @@ func run(ctx context.Context, args []string, lookup LookupFunc, stdout, stderr i
 		return runDemo(ctx, args, lookup, stdout, stderr)
 	case "inspect":
 		return runInspect(ctx, args, lookup, stdout, stderr)
+	case "check":
+		return runCheck(ctx, args, lookup, stdout, stderr)
 	case "size":
 		return runSize(args, stdout, stderr)
 	case "healthcheck":
