@@ -476,6 +476,9 @@ func (c *checker) checkCommitted(ctx context.Context, conn *Connection, partitio
 	if err == nil {
 		err = res.Error
 	}
+	if errors.Is(err, kafka.GroupIdNotFound) {
+		err, res = nil, &kafka.OffsetFetchResponse{} // a group never formed has nothing committed
+	}
 	if err != nil {
 		c.report(checkFail, "committed offsets", "group %s on %s: %v", cfg.GroupID, cfg.InputTopic, err)
 		return

@@ -77,6 +77,10 @@ func (c *checker) reportSnapshots(entries []checkpoint.Entry, err error) {
 		}
 		parts[fmt.Sprintf("%s/%d", e.Meta.Topic, e.Meta.Partition)] = true
 	}
+	if len(entries) == 0 {
+		c.report(checkOK, "checkpoint read", "group %s: no snapshot yet (partitions start from committed offsets or KAFKA_START_OFFSET)", c.cfg.GroupID)
+		return
+	}
 	if damaged > 0 {
 		c.report(checkWarn, "checkpoint read", "group %s: %d snapshot(s) of %d partition(s), %d damaged (kept for inspection; restore falls back to older ones; 'dedup inspect' names them)",
 			c.cfg.GroupID, len(entries), len(parts), damaged)
@@ -93,6 +97,8 @@ func (c *checker) checkFileStore(ctx context.Context) {
 	dir := filepath.Join(c.cfg.CheckpointDir, c.cfg.GroupID)
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		c.report(checkOK, "checkpoint read", "%s does not exist yet: nothing to restore", dir)
+	} else if err != nil {
+		c.report(checkFail, "checkpoint read", "%v", err)
 	} else {
 		store, err := checkpoint.NewFileStore(checkpoint.FileOptions{Dir: c.cfg.CheckpointDir, Keep: c.cfg.CheckpointKeep, Group: c.cfg.GroupID})
 		if err != nil {
