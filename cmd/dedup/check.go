@@ -121,6 +121,9 @@ func (c *checker) run(ctx context.Context) int {
 			c.checkCommitted(ctx, conn, inputPartitions)
 		}
 	}
+	if !reached && !c.cfg.Embedded() {
+		fmt.Fprintln(c.out, "      (no broker answered: topics, committed offsets and a kafka checkpoint store not checked)")
+	}
 	c.checkStore(ctx, conn, reached, checkpointTopic, inputPartitions)
 
 	parts := inputPartitions

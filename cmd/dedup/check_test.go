@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -165,9 +167,46 @@ func TestCheckGoodSetup(t *testing.T) {
 	}
 }
 
+// docCheckExamples returns the fenced blocks of docs/operations.md's
+// section on dedup check, each as its lines.
+func docCheckExamples(t *testing.T) [][]string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "### Before deploying: `dedup check`\n")
+	if !ok {
+		t.Fatal("docs/operations.md has no section 'Before deploying: `dedup check`'")
+	}
+	section, _, _ = strings.Cut(section, "\n### ")
+	return fencedBlocks(section)
+}
+
+// checkShape is what an output's check lines say, addresses aside: each
+// line's status and name, and the verdict's opening.
+func checkShape(lines []string) []string {
+	var shape []string
+	for _, l := range lines {
+		f := strings.Fields(l)
+		switch {
+		case len(f) >= 2 && (f[0] == "ok" || f[0] == "warn" || f[0] == "FAIL") && len(l) > 33:
+			name := strings.TrimSpace(l[6:33])
+			if strings.HasPrefix(name, "broker ") {
+				name = "broker"
+			}
+			shape = append(shape, f[0]+" "+name)
+		case strings.HasPrefix(l, "dedup check: "):
+			verdict, _, _ := strings.Cut(l, "(")
+			shape = append(shape, verdict)
+		}
+	}
+	return shape
+}
+
 // TestCheckRunningEmbeddedStage: with KAFKA_BROKERS empty, check finds the
 // embedded broker of a running stage, checks its topics and the file store,
-// and exits 0.
+// and exits 0, with the checks the example in docs/operations.md shows.
 func TestCheckRunningEmbeddedStage(t *testing.T) {
 	env := testEnv(t)
 	env["EMBEDDED_BROKER_ADDR"] = freeAddr(t)
@@ -188,6 +227,19 @@ func TestCheckRunningEmbeddedStage(t *testing.T) {
 	if l := checkLine(stdout, "checkpoint write"); !strings.Contains(l, filepath.Join(env["DATA_DIR"], "checkpoints", "dedup")) {
 		t.Errorf("checkpoint write does not name the file store's directory: %q", l)
 	}
+	examples := docCheckExamples(t)
+	if len(examples) < 1 || len(examples[0]) == 0 || examples[0][0] != "$ go run ./cmd/dedup check" {
+		t.Fatalf("the section's first example is not '$ go run ./cmd/dedup check' and its output: %q", examples)
+	}
+	if got, doc := checkShape(strings.Split(stdout, "\n")), checkShape(examples[0][1:]); !slices.Equal(got, doc) {
+		t.Errorf("checks %q, docs/operations.md shows %q", got, doc)
+	}
+	for _, l := range examples[0][1:] {
+		name, _, isSetting := strings.Cut(strings.TrimSpace(l), "=")
+		if isSetting && strings.HasPrefix(l, "   ") && !regexp.MustCompile(`(?m)^ [ *] `+name+`=`).MatchString(stdout) {
+			t.Errorf("the example's setting line %q is not printed so", l)
+		}
+	}
 	if code := stage.stop(t, 30*time.Second); code != exitOK {
 		t.Errorf("stage exit %d after the check, want 0", code)
 	}
@@ -202,6 +254,11 @@ func TestCheckUnreachableBroker(t *testing.T) {
 	stdout, _, code := runCheckBinary(t, env, "--timeout", "2s")
 	if code != exitFailure {
 		t.Fatalf("exit %d, want 1:\n%s", code, stdout)
+	}
+	if ex := docCheckExamples(t); len(ex) < 2 || !slices.Contains(ex[1], "      (no broker answered: topics, committed offsets and a kafka checkpoint store not checked)") {
+		t.Errorf("docs/operations.md's second example lacks the note on what was not checked")
+	} else if note := ex[1][len(ex[1])-3]; !strings.Contains(stdout, note+"\n") {
+		t.Errorf("output lacks the note %q", note)
 	}
 	for _, b := range []string{refusing, silent} {
 		wantCheck(t, stdout, "FAIL", "broker "+b)
