@@ -404,3 +404,51 @@ func TestCheckHelp(t *testing.T) {
 		t.Errorf("check extra: exit %d, want 2", code)
 	}
 }
+
+// TestCheckTopicSettings: the brokers the cluster advertises beyond
+// KAFKA_BROKERS are reached too; an output topic with another partition
+// count than the input or a max.message.bytes below PRODUCE_BATCH_BYTES,
+// and a missing checkpoint topic (the stage creates it) are warnings; a
+// missing dead-letter topic fails.
+func TestCheckTopicSettings(t *testing.T) {
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(2), kfake.SeedTopics(2, "events"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cluster.Close)
+	if err := cluster.CreateTopic("events-deduped", 3, map[string]string{"max.message.bytes": "100000"}); err != nil {
+		t.Fatal(err)
+	}
+	addrs := cluster.ListenAddrs()
+	env := testEnv(t)
+	env["KAFKA_BROKERS"] = addrs[0]
+	env["DEAD_LETTER_TOPIC"] = "events-dead"
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"check"}, env.lookup, &stdout, &stderr); code != exitFailure {
+		t.Fatalf("exit %d, want 1:\n%s%s", code, &stdout, &stderr)
+	}
+	out := stdout.String()
+	if l := checkLine(out, "broker "+addrs[1]); !strings.HasPrefix(l, "ok ") || !strings.Contains(l, "advertised by the cluster") {
+		t.Errorf("second broker: %q", l)
+	}
+	wantCheck(t, out, "warn", "output topic")
+	wantCheck(t, out, "warn", "output max.message.bytes")
+	wantCheck(t, out, "FAIL", "dead-letter topic")
+	wantCheck(t, out, "warn", "checkpoint topic")
+	wantCheck(t, out, "warn", "checkpoint store")
+	if want := "dedup check: 1 check(s) failed: dead-letter topic"; lastLine(out) != want {
+		t.Errorf("verdict %q, want %q", lastLine(out), want)
+	}
+	// Checking created nothing.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	md, err := (&kafka.Client{Addr: kafka.TCP(addrs[0])}).Metadata(ctx, &kafka.MetadataRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tp := range md.Topics {
+		if tp.Name == "events-dead" || tp.Name == "dedup-dedup-state" {
+			t.Errorf("dedup check created topic %s", tp.Name)
+		}
+	}
+}
