@@ -181,28 +181,27 @@ func (c *checker) checkBrokers(ctx context.Context) (*Connection, bool) {
 		return nil, false
 	}
 	var md *kafka.MetadataResponse
-	failures := map[string]error{}
-	for _, b := range conn.Brokers {
+	errs := make([]error, len(conn.Brokers))
+	answered := make([]int, len(conn.Brokers))
+	for i, b := range conn.Brokers {
 		got, err := c.metadata(ctx, conn, b)
-		if err != nil {
-			failures[b] = err
-			continue
+		if errs[i] = err; err == nil {
+			answered[i] = len(got.Brokers)
+			if md == nil {
+				md = got
+			}
 		}
-		if md == nil {
-			md = got
-		}
-		c.report(checkOK, "broker "+b, "answered: cluster of %d broker(s)", len(got.Brokers))
 	}
-	for _, b := range conn.Brokers {
-		err, ok := failures[b]
-		if !ok {
-			continue
+	// In KAFKA_BROKERS order, once it is known whether any answered.
+	for i, b := range conn.Brokers {
+		switch err := errs[i]; {
+		case err == nil:
+			c.report(checkOK, "broker "+b, "answered: cluster of %d broker(s)", answered[i])
+		case md != nil && !permanent(err):
+			c.report(checkWarn, "broker "+b, "unreachable: %s (the other brokers bootstrap the clients)", brokerError(err))
+		default:
+			c.report(checkFail, "broker "+b, "unreachable: %s", brokerError(err))
 		}
-		st := checkFail
-		if md != nil && !permanent(err) {
-			st = checkWarn // the others bootstrap the clients
-		}
-		c.report(st, "broker "+b, "unreachable: %s", brokerError(err))
 	}
 	if md == nil {
 		conn.Transport.CloseIdleConnections()

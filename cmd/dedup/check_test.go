@@ -268,6 +268,25 @@ func TestCheckUnreachableBroker(t *testing.T) {
 	}
 }
 
+// TestCheckOneBrokerDown: a dead entry of KAFKA_BROKERS while another
+// answers is a warning naming it: the clients bootstrap from the others.
+func TestCheckOneBrokerDown(t *testing.T) {
+	cluster := newTestCluster(t)
+	if err := cluster.CreateTopic("dedup-dedup-state", 2, map[string]string{"cleanup.policy": "compact"}); err != nil {
+		t.Fatal(err)
+	}
+	dead := freeAddr(t)
+	env := testEnv(t)
+	env["KAFKA_BROKERS"] = dead + "," + cluster.ListenAddrs()[0]
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"check"}, env.lookup, &stdout, &stderr); code != exitOK {
+		t.Fatalf("exit %d, want 0:\n%s%s", code, &stdout, &stderr)
+	}
+	wantCheck(t, stdout.String(), "warn", "broker "+dead)
+	wantCheck(t, stdout.String(), "ok", "broker "+cluster.ListenAddrs()[0])
+	wantCheck(t, stdout.String(), "ok", "checkpoint write")
+}
+
 // TestCheckListsEveryFailure: a missing output topic and a checkpoint
 // topic that is not compacted are both reported, in one run, and named
 // together on the last line; the other checks still run.
