@@ -471,3 +471,21 @@ func TestCheckTopicSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestSecretsTagged: a variable named like a credential is tagged
+// secret:"true", so dedup check never prints it.
+func TestSecretsTagged(t *testing.T) {
+	secrets := 0
+	for _, d := range configDocs() {
+		named := regexp.MustCompile(`PASSWORD|SECRET|TOKEN|CREDENTIAL|PASSPHRASE`).MatchString(d.Name)
+		if named && !d.Secret {
+			t.Errorf("%s looks like a credential but is not tagged secret:\"true\"", d.Name)
+		}
+		if d.Secret {
+			secrets++
+		}
+	}
+	if secrets == 0 {
+		t.Error("no variable is tagged secret")
+	}
+}
