@@ -77,6 +77,10 @@ type Options struct {
 	BatchSize    int           // writer batch, records (default 1000)
 	BatchBytes   int64         // writer batch, bytes (default 1 MiB)
 	BatchTimeout time.Duration // writer linger (default 5ms)
+	// Compression of the writer's batches (zero = none). The broker keeps
+	// a batch as it was produced, so the codec also sets the output's
+	// storage and its consumers' decoding cost.
+	Compression kafka.Compression
 
 	FetchMinBytes int           // default 1
 	FetchMaxBytes int           // default 10 MiB

@@ -164,6 +164,7 @@ func newWriter(o Options, log kafka.Logger, transport *metadataCache, completion
 		BatchSize:    o.BatchSize,
 		BatchBytes:   o.BatchBytes,
 		BatchTimeout: o.BatchTimeout, // the default 1s would hold partial batches far too long
+		Compression:  o.Compression,
 		// kafka.Writer retries a batch whose error is temporary, whatever
 		// became of the first copy. The transport (outcomes) hands it only
 		// failures that certainly appended nothing as retriable; an

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/caarlos0/env/v11"
+	"github.com/segmentio/kafka-go"
 
 	"dedup/processor"
 	"dedup/processor/assignment"
@@ -60,7 +61,7 @@ type Config struct {
 
 	ProduceBatchSize    int           `env:"PRODUCE_BATCH_SIZE" envDefault:"1000" help:"records per produce batch"`
 	ProduceBatchBytes   int64         `env:"PRODUCE_BATCH_BYTES" envDefault:"1048576" help:"bytes per produce batch"`
-	ProduceCompression  string        `env:"PRODUCE_COMPRESSION" envDefault:"none" help:"compression of the output and checkpoint writers' batches: none, gzip, snappy, lz4 or zstd"`
+	ProduceCompression  string        `env:"PRODUCE_COMPRESSION" envDefault:"none" help:"compression of the output writer's batches: none, gzip, snappy, lz4 or zstd (checkpoint snapshots are zstd-compressed already)"`
 	ProduceBatchTimeout time.Duration `env:"PRODUCE_BATCH_TIMEOUT" envDefault:"5ms" help:"longest wait to fill a produce batch (Go duration)"`
 	RecoveryTimeout     time.Duration `env:"PRODUCE_RECOVERY_TIMEOUT" envDefault:"1m" help:"how long outputs may stay undeliverable (writer replaced, partitions restored, produce retried) before the stage exits 1 for a restart (Go duration)"`
 	FetchMinBytes       int           `env:"FETCH_MIN_BYTES" envDefault:"1" help:"bytes a fetch waits for"`
@@ -385,9 +386,7 @@ func (c *Config) validate() []Problem {
 	if err := checkTopicName(c.ClientID); err != nil {
 		bad("KAFKA_CLIENT_ID", "%v", strings.Replace(err.Error(), "topic name", "client id", 1))
 	}
-	switch c.ProduceCompression {
-	case "none", "gzip", "snappy", "lz4", "zstd":
-	default:
+	if _, ok := compressions[c.ProduceCompression]; !ok {
 		bad("PRODUCE_COMPRESSION", "must be none, gzip, snappy, lz4 or zstd, got %q", c.ProduceCompression)
 	}
 	// GROUP_ID also names the checkpoint topic and directory.
@@ -595,3 +594,16 @@ func (c *Config) filterOptions() rotation.Options {
 	mode, _ := rotation.ParseMode(c.Mode)
 	return rotation.Options{ExpectedKeys: c.ExpectedKeys, FPRate: c.FPRate, Window: c.Window, Mode: mode}
 }
+
+// compressions are PRODUCE_COMPRESSION's values, in Kafka's own spelling
+// (compression.type).
+var compressions = map[string]kafka.Compression{
+	"none":   0,
+	"gzip":   kafka.Gzip,
+	"snappy": kafka.Snappy,
+	"lz4":    kafka.Lz4,
+	"zstd":   kafka.Zstd,
+}
+
+// compression is the output writer's codec; validated with the configuration.
+func (c *Config) compression() kafka.Compression { return compressions[c.ProduceCompression] }

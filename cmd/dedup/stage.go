@@ -106,6 +106,7 @@ func newStage(ctx context.Context, cfg *Config, cluster *Cluster, reg *prometheu
 		BatchSize:          cfg.ProduceBatchSize,
 		BatchBytes:         cfg.ProduceBatchBytes,
 		BatchTimeout:       cfg.ProduceBatchTimeout,
+		Compression:        cfg.compression(),
 		FetchMinBytes:      cfg.FetchMinBytes,
 		FetchMaxBytes:      cfg.FetchMaxBytes,
 		FetchMaxWait:       cfg.FetchMaxWait,

@@ -120,7 +120,7 @@ func TestStartupGivesUp(t *testing.T) {
 						t.Errorf("last line %q lacks %q", last, want)
 					}
 				}
-				if kind == "refusing" && !strings.Contains(p.stderr.String(), "next_retry_in=") {
+				if kind == "refusing" && !strings.Contains(p.stderr.String(), "next_retry_in_seconds=") {
 					t.Errorf("no retry announced:\n%s", p.stderr)
 				}
 			})
@@ -137,7 +137,7 @@ func TestStartupSignalExits0(t *testing.T) {
 		name, brokers, waitFor string
 	}{
 		{"in an attempt", brokers["silent"], "attempt=1"},
-		{"between attempts", brokers["refusing"], "next_retry_in="},
+		{"between attempts", brokers["refusing"], "next_retry_in_seconds="},
 		{"as the embedded broker starts", "", "KAFKA_BROKERS is empty"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
