@@ -100,27 +100,23 @@ func (l readerLog) Printf(format string, args ...any) {
 			s.w.skipped(from, off, "reader: seek clamped to the log start")
 		}
 	}
-	msg := fmt.Sprintf(format, args...)
-	if !l.error || transient[format] {
-		log.Debug(msg, "component", "reader")
-		return
-	}
-	// Anything else the reader decides (reading past the end of a
-	// truncated partition, or a message this version does not know) is
-	// said at warn, once per minute while it repeats.
-	now := time.Now()
-	s.mu.Lock()
-	last, seen := s.warned[format]
-	loud := !seen || now.Sub(last) >= readerWarnEvery
-	if loud {
-		s.warned[format] = now
-	}
-	s.mu.Unlock()
 	level := slog.LevelDebug
-	if loud {
-		level = slog.LevelWarn
+	if l.error && !transient[format] {
+		// Anything else the reader decides (reading past the end of a
+		// truncated partition, or a message this version does not know)
+		// is said at warn, once per minute while it repeats.
+		now := time.Now()
+		s.mu.Lock()
+		if last, seen := s.warned[format]; !seen || now.Sub(last) >= readerWarnEvery {
+			s.warned[format] = now
+			level = slog.LevelWarn
+		}
+		s.mu.Unlock()
 	}
-	log.Log(context.Background(), level, msg, "component", "reader")
+	ctx := context.Background()
+	if log.Enabled(ctx, level) { // the chatty logger is not formatted for nothing
+		log.Log(ctx, level, fmt.Sprintf(format, args...), "component", "reader")
+	}
 }
 
 // offsetArg reads args[i] as an offset: kafka-go passes offsets as int64 or
