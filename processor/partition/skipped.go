@@ -24,7 +24,7 @@ import (
 //
 // readerLog recognises those decisions by kafka-go's format strings
 // (v0.4.51), which it is given apart from their arguments;
-// TestSkippedAtRuntime fails if a kafka-go upgrade changes them.
+// TestReaderFormatsMatchKafkaGo fails if a kafka-go upgrade rewords one.
 const (
 	fmtSkipping = "the kafka reader is reading before the first offset for partition %d of %s, skipping from offset %d to %d (%d messages)"
 	fmtInit     = "initializing kafka reader for partition %d of %s starting at offset %d"

@@ -3,6 +3,10 @@ package partition
 import (
 	"bytes"
 	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -96,5 +100,29 @@ func TestReaderLogLevels(t *testing.T) {
 	}
 	if n := len(levelLines(buf.String(), "DEBUG")); n != 8 {
 		t.Errorf("%d debug lines, want 8:\n%s", n, buf)
+	}
+}
+
+// TestReaderFormatsMatchKafkaGo: every kafka-go message readerLog
+// recognises is, verbatim, a format string of the kafka-go version in
+// go.mod, so an upgrade that rewords one fails here instead of making a
+// skip silent or a retry loud.
+func TestReaderFormatsMatchKafkaGo(t *testing.T) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/segmentio/kafka-go").Output()
+	if err != nil {
+		t.Skipf("locate kafka-go's source with the go command: %v", err)
+	}
+	src, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(out)), "reader.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	formats := []string{fmtSkipping, fmtInit, fmtSeek, fmtPastEnd}
+	for f := range transient {
+		formats = append(formats, f)
+	}
+	for _, f := range formats {
+		if !bytes.Contains(src, []byte(strconv.Quote(f))) {
+			t.Errorf("kafka-go's reader.go has no format %q", f)
+		}
 	}
 }
