@@ -62,6 +62,9 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 			start = r.meta.Offset
 			source = r.source
 			resumed = "checkpoint"
+			if r.rejected {
+				resumed = "committed offset (every checkpoint rejected)"
+			}
 			mark := outputMark{ends: r.meta.OutputEnds, inputs: r.meta.InputPartitions, outputs: r.meta.OutputPartitions}
 			if r.pair != nil {
 				w.pair = r.pair
@@ -173,6 +176,7 @@ type restored struct {
 	legacy     *legacy        // the pair from before the options changed, still holding keys
 	suppress   map[int64]struct{}
 	suppressTo int64
+	rejected   bool // every snapshot was rejected: meta is the committed offset's
 }
 
 // restore loads the newest valid snapshot and scans the output for records
@@ -241,7 +245,7 @@ func (w *Worker) restore(ctx context.Context) (restored, error) {
 	default:
 		return restored{}, fmt.Errorf("load checkpoint of %s/%d: %w", d.Topic, d.Partition, err)
 	}
-	r := restored{found: true, meta: meta, source: source, pair: got, legacy: old}
+	r := restored{found: true, meta: meta, source: source, pair: got, legacy: old, rejected: loadErr != nil}
 	if mismatch {
 		// The snapshot's pair becomes the legacy one, unless no record
 		// ever reached it (it holds nothing to keep).
