@@ -22,6 +22,8 @@ type generation struct {
 	route partition.Router
 	out   *output // the writer of this generation
 	lease *lease  // the member's proof of membership: gates produces and saves
+	limit partition.Limit
+	dlq   partition.DeadLetter // nil without a dead-letter topic
 }
 
 // runGeneration runs one generation to its end: a supervisor started with
@@ -57,6 +59,7 @@ func (p *Processor) superviseGeneration(ctx context.Context, gen *kafka.Generati
 	if err != nil {
 		return
 	}
+	p.applyLimits(ctx)
 	// Nothing is produced or saved before the membership is confirmed.
 	l := newLease(p.client, gen, p.o.SessionTimeout, p.o.RebalanceTimeout, p.clock, log)
 	cctx, cancel := context.WithTimeout(ctx, l.window)
@@ -70,7 +73,10 @@ func (p *Processor) superviseGeneration(ctx context.Context, gen *kafka.Generati
 	p.lease.Store(l)
 	defer p.lease.CompareAndSwap(l, nil)
 	go l.run(ctx)
-	g := &generation{gen: gen, route: partition.NewRouter(in, out), out: p.out, lease: l}
+	g := &generation{gen: gen, route: partition.NewRouter(in, out), out: p.out, lease: l, limit: p.outputLimit()}
+	if p.dlq != nil {
+		g.dlq = p.dlq
+	}
 
 	p.mu.Lock()
 	p.inGen, p.assigned, p.readyN = true, len(assigned), 0
@@ -120,6 +126,12 @@ func (p *Processor) runPartition(ctx context.Context, g *generation, a kafka.Par
 	err = w.Run(ctx)
 	var perr *ProduceError
 	switch {
+	case errors.As(err, &perr) && recordRefused(perr) && p.retryRefused(perr):
+		// The output refused a record the size check let through: its
+		// limit may have been lowered. The generation ends as for any
+		// produce failure; the next one reads the limit again and replays,
+		// and the check then refuses the record (dead letter or skip).
+		p.produceFailed(g.out, perr)
 	case errors.As(err, &perr) && refused(perr):
 		// Stopped, not retried: the refusal would repeat. The generation
 		// goes on for the other partitions; this one no longer consumes.
@@ -172,6 +184,9 @@ func (p *Processor) partitionDeps(g *generation, a kafka.PartitionAssignment) pa
 		Writer:        g.out.w,
 		Route:         g.route,
 		FlushAt:       p.flushAt,
+		Limit:         g.limit,
+		DeadLetter:    g.dlq,
+		OutputRefused: p.metrics.outputErrors.WithLabelValues(OutputRefused).Inc,
 		InflightCap:   p.inflightCap(g.route.OutputPartitions()),
 
 		Reader: kafka.ReaderConfig{

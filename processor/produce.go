@@ -192,6 +192,34 @@ func refused(err error) bool {
 		errors.As(err, &tooLarge)
 }
 
+// recordRefused reports whether a produce failure is a refusal of the
+// records themselves (too large, invalid, corrupt after the writer's
+// retries), which a lowered max.message.bytes explains, rather than of the
+// topic or the principal.
+func recordRefused(err error) bool {
+	for _, e := range []error{kafka.MessageSizeTooLarge, kafka.RecordListTooLarge, kafka.InvalidMessageSize,
+		kafka.InvalidRecord, kafka.InvalidMessage} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// retryRefused reports whether a record refusal of the output is the first
+// at its input offset: the partition is then restored once with the
+// topic's limits read again. A second refusal at the same offset is not
+// explained by the limits: the partition stops (stall).
+func (p *Processor) retryRefused(perr *ProduceError) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if off, ok := p.refusedAt[perr.Partition]; ok && off == perr.Offset {
+		return false
+	}
+	p.refusedAt[perr.Partition] = perr.Offset
+	return true
+}
+
 // stalls are the input partitions stopped by a refused output: partition
 // -> the refused record. Safe for concurrent use.
 type stalls struct {

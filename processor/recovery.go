@@ -64,6 +64,11 @@ func (p *Processor) forgetUnassigned(assigned []kafka.PartitionAssignment) {
 			delete(p.stuck.failedAt, part)
 		}
 	}
+	for part := range p.refusedAt {
+		if !slices.ContainsFunc(assigned, func(a kafka.PartitionAssignment) bool { return a.ID == part }) {
+			delete(p.refusedAt, part)
+		}
+	}
 	p.metrics.stalled.Set(float64(p.stalls.keep(assigned)))
 	p.settleLocked()
 }
@@ -89,6 +94,9 @@ func (p *Processor) delivered(partition int, offset int64) {
 	defer p.mu.Unlock()
 	if off, ok := p.stuck.failedAt[partition]; ok && off <= offset {
 		delete(p.stuck.failedAt, partition)
+	}
+	if off, ok := p.refusedAt[partition]; ok && off <= offset {
+		delete(p.refusedAt, partition)
 	}
 	p.metrics.stalled.Set(float64(p.stalls.clear(partition, offset)))
 	p.settleLocked()

@@ -51,6 +51,12 @@ type Deps struct {
 	Writer        Writer
 	Route         Router
 	FlushAt       int // outputs buffered before they go to the writer while behind
+	// Limit is the largest output the Writer can deliver: a larger one is
+	// refused before it is written, goes to DeadLetter when set (else it
+	// is skipped), and OutputRefused is called.
+	Limit         Limit
+	DeadLetter    DeadLetter
+	OutputRefused func()
 	InflightCap   int // ack ring size: outputs in flight at most
 
 	// Reader is the input reader's configuration without topic and

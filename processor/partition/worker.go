@@ -48,6 +48,10 @@ type Worker struct {
 	arena   headerArena     // output header slices and source-offset texts
 	srcTop  []byte
 	srcPart []byte
+	// srcFixed is the size of the source topic and partition headers
+	// (outputSize).
+	srcFixed int64
+	refused  refusals
 
 	counts       counts // not yet added to metrics and Totals
 	nextGauges   time.Time
@@ -223,6 +227,9 @@ func (w *Worker) process(r *record) error {
 	if w.suppress != nil && w.suppressed(m.Offset) {
 		w.counts.suppressed++
 		return w.flushIfCaughtUp()
+	}
+	if size := w.outputSize(m); size > w.d.Limit.Bytes {
+		return w.refuse(m, size)
 	}
 	*outcome++
 
