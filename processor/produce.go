@@ -301,6 +301,14 @@ func (s *stalls) err() error {
 // checkpointed: the worker's ack tracker holds the failure.
 func (p *Processor) stall(perr *ProduceError) {
 	p.metrics.stalled.Set(float64(p.stalls.add(perr)))
+	p.mu.Lock()
+	// Stopped, not recovering (a record refusal retried once was): the
+	// stall reports it, and no recovery deadline runs for it.
+	delete(p.stuck.failedAt, perr.Partition)
+	if len(p.stuck.failedAt) == 0 {
+		p.stuck = recovery{failedAt: p.stuck.failedAt}
+	}
+	p.mu.Unlock()
 	outPart := -1
 	var oe *OutputError
 	if errors.As(perr, &oe) {
