@@ -1,0 +1,55 @@
+package partition
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// TestMessageSize: MessageSize is the size kafka.Writer holds against
+// BatchBytes: a writer whose BatchBytes is the size takes the record, one
+// byte less refuses it.
+func TestMessageSize(t *testing.T) {
+	for _, m := range []kafka.Message{
+		{},
+		{Key: []byte("k"), Value: []byte("v")},
+		{Key: []byte(strings.Repeat("k", 200)), Value: []byte(strings.Repeat("v", 70_000)),
+			Headers: []kafka.Header{{Key: "a", Value: []byte("b")}, {Key: strings.Repeat("h", 130), Value: make([]byte, 300)}}},
+	} {
+		size := MessageSize(&m)
+		w := &kafka.Writer{Addr: kafka.TCP("127.0.0.1:1"), Topic: "t", Async: true, BatchBytes: size - 1}
+		var tooLarge kafka.MessageTooLargeError
+		if err := w.WriteMessages(t.Context(), m); !errors.As(err, &tooLarge) {
+			t.Errorf("record of MessageSize %d: writer with BatchBytes %d answered %v, want MessageTooLargeError", size, size-1, err)
+		}
+		w.Close()
+		// At the size it passes the check and fails later (no broker there).
+		w = &kafka.Writer{Addr: kafka.TCP("127.0.0.1:1"), Topic: "t", BatchBytes: size, Transport: &kafka.Transport{DialTimeout: 100 * time.Millisecond}}
+		if err := w.WriteMessages(t.Context(), m); errors.As(err, &tooLarge) || err == nil {
+			t.Errorf("record of MessageSize %d: writer with BatchBytes %d answered %v, want a dial error", size, size, err)
+		}
+		w.Close()
+	}
+}
+
+// TestOutputSize: the worker's size of an output, computed without
+// building it, is MessageSize of the output as the worker builds it.
+func TestOutputSize(t *testing.T) {
+	w := &Worker{srcTop: []byte("events"), srcPart: []byte("12")}
+	w.srcFixed = headerSize(HeaderSourceTopic, len(w.srcTop)) + headerSize(HeaderSourcePartition, len(w.srcPart))
+	var a headerArena
+	for _, m := range []kafka.Message{
+		{Offset: 0},
+		{Offset: 9, Key: []byte("k"), Value: []byte("v")},
+		{Offset: 1234567890123, Key: []byte("key"), Value: make([]byte, 5000),
+			Headers: []kafka.Header{{Key: "trace", Value: []byte("t-1")}, {Key: "big", Value: make([]byte, 200)}}},
+	} {
+		out := kafka.Message{Key: m.Key, Value: m.Value, Headers: a.headers(&m, w.srcTop, w.srcPart, 0, 0)}
+		if got, want := w.outputSize(&m), MessageSize(&out); got != want {
+			t.Errorf("offset %d: outputSize %d, MessageSize of the output %d", m.Offset, got, want)
+		}
+	}
+}
