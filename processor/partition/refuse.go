@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -61,23 +62,13 @@ func headerSize(key string, valueLen int) int64 {
 // varintLen is the length of i as a zig-zag varint.
 func varintLen(i int64) int64 {
 	u := uint64((i << 1) ^ (i >> 63))
-	n := int64(1)
-	for u >= 0x80 {
-		u >>= 7
-		n++
-	}
-	return n
+	return int64(bits.Len64(u|1)+6) / 7
 }
 
-// offsetDigits is the length of off's decimal text.
+// offsetDigits is the length of off's decimal text (off >= 0).
 func offsetDigits(off int64) int {
 	n := 1
-	if off < 0 {
-		n++
-		off = -off
-	}
-	for off >= 10 {
-		off /= 10
+	for p := int64(10); n < 19 && off >= p; p *= 10 {
 		n++
 	}
 	return n

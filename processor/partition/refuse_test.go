@@ -1,7 +1,9 @@
 package partition
 
 import (
+	"encoding/binary"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -53,3 +55,52 @@ func TestOutputSize(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkOutputSize: the per-record cost of the refused-record check on
+// the hot path (outputSize and its comparison with the limit), for a
+// record shaped like the produce-path benchmark's (16-byte key, 100-byte
+// value, no headers) and one with three headers of its own. Compare with
+// the per-record time of BenchmarkProducePath (processor).
+//
+//	go test ./processor/partition -run '^$' -bench OutputSize
+func BenchmarkOutputSize(b *testing.B) {
+	w := &Worker{srcTop: []byte("events"), srcPart: []byte("3"), d: Deps{Limit: Limit{Bytes: 1 << 20}}}
+	w.srcFixed = headerSize(HeaderSourceTopic, len(w.srcTop)) + headerSize(HeaderSourcePartition, len(w.srcPart))
+	for _, bc := range []struct {
+		name string
+		m    kafka.Message
+	}{
+		{"plain", kafka.Message{Offset: 123456789, Key: make([]byte, 16), Value: make([]byte, 100)}},
+		{"headers", kafka.Message{Offset: 123456789, Key: make([]byte, 16), Value: make([]byte, 100), Headers: []kafka.Header{
+			{Key: "trace-id", Value: make([]byte, 32)}, {Key: "content-type", Value: []byte("application/json")}, {Key: "tenant", Value: []byte("t-42")}}}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			refused := 0
+			for i := 0; b.Loop(); i++ {
+				bc.m.Offset = int64(i)
+				if w.outputSize(&bc.m) > w.d.Limit.Bytes {
+					refused++
+				}
+			}
+			if refused != 0 {
+				b.Fatal("refused")
+			}
+		})
+	}
+}
+
+func TestSizeHelpers(t *testing.T) {
+	for _, v := range []int64{0, 1, 63, 64, 65, 8191, 8192, 1 << 20, -1, -64, -65, 1<<62 + 5, -1 << 63} {
+		want := int64(len(binaryAppendVarint(v)))
+		if got := varintLen(v); got != want {
+			t.Errorf("varintLen(%d) = %d, want %d", v, got, want)
+		}
+	}
+	for _, v := range []int64{0, 9, 10, 99, 100, 123456789, 999999999999, 1000000000000, 1<<63 - 1} {
+		if got, want := offsetDigits(v), len(strconv.FormatInt(v, 10)); got != want {
+			t.Errorf("offsetDigits(%d) = %d, want %d", v, got, want)
+		}
+	}
+}
+
+func binaryAppendVarint(v int64) []byte { return binary.AppendVarint(nil, v) }
