@@ -14,9 +14,8 @@ import (
 )
 
 // The cluster watch: one metadata request for the input, output and
-// dead-letter topics,
-// every clusterPollInterval while all is well, and with a jittered,
-// doubling back-off (clusterFirstBackoff to clusterMaxBackoff) while the
+// dead-letter topics, every clusterPollInterval while all is well, and with
+// a jittered, doubling back-off (clusterFirstBackoff to clusterMaxBackoff) while the
 // brokers cannot be reached or a topic is missing. It is the one place
 // that decides whether an outside reason blocks progress: it logs each
 // change of state once, sets the gauges and makes the member not ready.

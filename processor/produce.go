@@ -29,9 +29,12 @@ const (
 	// landed.
 	OutputAmbiguous = "ambiguous"
 	// OutputRefused: the broker refuses the records for good
-	// (MESSAGE_TOO_LARGE, an authorization failure, ...). The input
-	// partitions they came from stop (Processor.Healthy fails) until the
-	// cause is fixed and the partition is assigned again.
+	// (MESSAGE_TOO_LARGE, an authorization failure, ...), or the size check
+	// refused a record before writing it. A refusal of the records
+	// themselves ends the generation once, with the limits read again
+	// (recordRefused); any other stops the input partitions they came from
+	// (Processor.Healthy fails) until the cause is fixed and the partition
+	// is assigned again.
 	OutputRefused = "refused"
 )
 

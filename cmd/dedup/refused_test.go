@@ -123,3 +123,23 @@ func TestRefusedRecordSkippedBinary(t *testing.T) {
 		t.Errorf("exit %d after SIGTERM, want 0", code)
 	}
 }
+
+// TestEmbeddedDeadLetterTopic: the embedded broker creates
+// DEAD_LETTER_TOPIC, so the stage (which is not ready while a topic it
+// needs is missing) becomes ready, and the topic's gauge is 0.
+func TestEmbeddedDeadLetterTopic(t *testing.T) {
+	env := testEnv(t)
+	brokerAddr := freeAddr(t)
+	env["EMBEDDED_BROKER_ADDR"] = brokerAddr
+	env["DEAD_LETTER_TOPIC"] = "events-dlq"
+	metrics := env["METRICS_ADDR"]
+	bin := startBinary(t, env)
+	waitReady(t, bin, metrics)
+	waitMetric(t, metrics, "dedup_topic_missing", 0, `topic="events-dlq"`)
+	if n := endOffsets(t, brokerAddr, "events-dlq", 2); n != 0 {
+		t.Errorf("new dead-letter topic holds %d records", n)
+	}
+	if code := bin.stop(t, 30*time.Second); code != exitOK {
+		t.Errorf("exit %d after SIGTERM, want 0", code)
+	}
+}
