@@ -215,9 +215,10 @@ type Processor struct {
 	assigned   int
 	readyN     int
 	stuck      recovery
-	// refusedAt: input partition -> offset whose output the broker refused
-	// once already (retryRefused), until delivered or unassigned.
-	refusedAt map[int]int64
+	// isolateAt: input partition -> offset from which its outputs are
+	// written alone after the broker refused a batch (isolate), until
+	// delivered or unassigned.
+	isolateAt map[int]int64
 
 	cluster *clusterState // what the cluster watch last saw (cluster.go)
 	// outTransport is the current writer's transport, for the cluster
@@ -312,7 +313,7 @@ func New(o Options) (*Processor, error) {
 	}
 	p.client = &kafka.Client{Addr: kafka.TCP(o.Brokers...), Timeout: 10 * time.Second, Transport: p.admin}
 	p.stuck.failedAt = map[int]int64{}
-	p.refusedAt = map[int]int64{}
+	p.isolateAt = map[int]int64{}
 	p.series = map[int]struct{}{}
 	p.kept = map[int]keptPair{}
 	p.cluster = newClusterState()

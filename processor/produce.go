@@ -209,18 +209,32 @@ func recordRefused(err error) bool {
 	return false
 }
 
-// retryRefused reports whether a record refusal of the output is the first
-// at its input offset: the partition is then restored once with the
-// topic's limits read again. A second refusal at the same offset is not
-// explained by the limits: the partition stops (stall).
-func (p *Processor) retryRefused(perr *ProduceError) bool {
+// isolate notes that partition's outputs from the refused offset on are
+// to be written alone in its next generations, until delivered.
+func (p *Processor) isolate(perr *ProduceError) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if off, ok := p.refusedAt[perr.Partition]; ok && off == perr.Offset {
-		return false
+	if off, ok := p.isolateAt[perr.Partition]; !ok || perr.Offset < off {
+		p.isolateAt[perr.Partition] = perr.Offset
 	}
-	p.refusedAt[perr.Partition] = perr.Offset
-	return true
+}
+
+// isolateFrom returns the input offset from which partition writes its
+// outputs alone, or -1.
+func (p *Processor) isolateFrom(partition int) int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if off, ok := p.isolateAt[partition]; ok {
+		return off
+	}
+	return -1
+}
+
+// isolating reports whether a partition writes outputs alone.
+func (p *Processor) isolating() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.isolateAt) > 0
 }
 
 // stalls are the input partitions stopped by a refused output: partition

@@ -225,13 +225,10 @@ func committed(t *testing.T, e *testEnv, group string, partition int) int64 {
 	return 0
 }
 
-// TestOutputRefused: a record the output topic refuses for good, for a
-// reason the size check cannot see, stops its input partition, loudly, and
-// loses nothing. Two refusals of every produce request to output partition
-// 0: an authorization failure, and INVALID_RECORD. An authorization
-// failure is not retried (one refused request is counted); a refusal of
-// the record itself is retried once with the topic's limits read again
-// (TestRefusedLimitLoweredAtRuntime), then stops the partition. Healthy reports
+// TestOutputRefused: a refusal for good that is not about the records
+// (an authorization failure of every produce request to output partition
+// 0) stops its input partition, loudly, and loses nothing. The refusal is
+// not retried (one refused request is counted), Healthy reports
 // ErrOutputRefused with the partition and offset, Ready is false,
 // dedup_partitions_stalled is 1, the other partition keeps flowing, Run
 // keeps running, and nothing at or after the refused offset is committed.
@@ -243,7 +240,6 @@ func TestOutputRefused(t *testing.T) {
 		refuse   func(t *testing.T, e *testEnv) (lift func())
 		refusals float64 // refused produce requests counted
 	}{
-		{"invalid record", refuseProduce(kerr.InvalidRecord.Code), 2},
 		{"authorization", refuseProduce(kerr.TopicAuthorizationFailed.Code), 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -64,9 +64,9 @@ func (p *Processor) forgetUnassigned(assigned []kafka.PartitionAssignment) {
 			delete(p.stuck.failedAt, part)
 		}
 	}
-	for part := range p.refusedAt {
+	for part := range p.isolateAt {
 		if !slices.ContainsFunc(assigned, func(a kafka.PartitionAssignment) bool { return a.ID == part }) {
-			delete(p.refusedAt, part)
+			delete(p.isolateAt, part)
 		}
 	}
 	p.metrics.stalled.Set(float64(p.stalls.keep(assigned)))
@@ -95,8 +95,8 @@ func (p *Processor) delivered(partition int, offset int64) {
 	if off, ok := p.stuck.failedAt[partition]; ok && off <= offset {
 		delete(p.stuck.failedAt, partition)
 	}
-	if off, ok := p.refusedAt[partition]; ok && off <= offset {
-		delete(p.refusedAt, partition)
+	if off, ok := p.isolateAt[partition]; ok && off <= offset {
+		delete(p.isolateAt, partition)
 	}
 	p.metrics.stalled.Set(float64(p.stalls.clear(partition, offset)))
 	p.settleLocked()

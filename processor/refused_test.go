@@ -134,9 +134,10 @@ func newRefusedCase(t *testing.T, name string, outLimit, dlq int) *refusedCase {
 	return &refusedCase{e: e, o: o, out: e.collect(), logs: logs}
 }
 
-// produce writes 10 records, the big one (value of size bytes, with a
-// header of its own) on partition 0, 10 more and the sentinels.
-func (c *refusedCase) produce(t *testing.T, a *running, size int) {
+// produce writes 10 records, the big one (value of size bytes, then
+// suffix, with a header of its own) on partition 0, 10 more and the
+// sentinels, and waits until every record is decided.
+func (c *refusedCase) produce(t *testing.T, a *running, size int, suffix ...string) {
 	var before, after []*kgo.Record
 	for i := range 10 {
 		k := fmt.Sprintf("before-%d", i)
@@ -146,7 +147,7 @@ func (c *refusedCase) produce(t *testing.T, a *running, size int) {
 	}
 	c.e.produce(before...)
 	c.out.until("records before the big one", func(rs []outRec) bool { return len(rs) >= len(before) })
-	c.big = rec(0, "big", strings.Repeat("x", size), t0.Add(time.Second), kgo.RecordHeader{Key: "trace", Value: []byte("t-1")})
+	c.big = rec(0, "big", strings.Repeat("x", size)+strings.Join(suffix, ""), t0.Add(time.Second), kgo.RecordHeader{Key: "trace", Value: []byte("t-1")})
 	c.bigAt = int64(len(before) / refusedParts)
 	c.e.produce(c.big)
 	c.e.produce(after...)
@@ -413,4 +414,74 @@ func kgoAdminCreate(e *testEnv, topic string) (*kmsg.CreateTopicsResponse, error
 		}
 	}
 	return res, nil
+}
+
+// TestRecordRefusedInvalid: the broker refuses, as INVALID_RECORD, every
+// produce request holding one particular record, which the size check
+// cannot know. The batch that held it fails; the partition is restored and
+// writes its next outputs alone, so the refusal names the record, which
+// goes to the dead-letter topic with the broker's answer in dedup-error.
+// Every other record is in the output once, the partition is not stopped,
+// and its commit passes the record.
+func TestRecordRefusedInvalid(t *testing.T) {
+	const marker = "refuse-me-as-invalid"
+	c := newRefusedCase(t, "refused-invalid", 0, 0)
+	c.e.cluster.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.e.cluster.KeepControl()
+		req := kr.(*kmsg.ProduceRequest)
+		for _, rt := range req.Topics {
+			for _, rp := range rt.Partitions {
+				if rt.Topic == outTopic && bytes.Contains(rp.Records, []byte(marker)) {
+					resp, _ := errorAnswer(kerr.InvalidRecord.Code)(req)
+					return resp, nil, true
+				}
+			}
+		}
+		return nil, nil, false
+	})
+	a := start(t, c.o)
+	a.waitReady(t)
+	c.produce(t, a, 0, marker)
+	dl := readTopic(t, c.e, dlqTopic, 1)
+	if len(dl) != 1 || string(dl[0].Key) != "big" {
+		t.Fatalf("dead-letter topic holds %d records, want the refused one", len(dl))
+	}
+	h := map[string]string{}
+	for _, x := range dl[0].Headers {
+		h[x.Key] = string(x.Value)
+	}
+	if e := h[HeaderError]; !strings.Contains(e, "output refused the record") || !strings.Contains(e, "Invalid Record") {
+		t.Errorf("dedup-error = %q, want the broker's refusal", e)
+	}
+	if h[HeaderSourceOffset] != strconv.FormatInt(c.bigAt, 10) {
+		t.Errorf("dead-letter source offset %q, want %d", h[HeaderSourceOffset], c.bigAt)
+	}
+	// Replays after the failure are read again: wait for them to be counted.
+	eventually(t, 10*time.Second, "the dead-lettered record counted", func() bool { return c.outcome(a, OutcomeDeadLettered) >= 1 })
+	eventually(t, 10*time.Second, "recovered", func() bool { return a.p.Healthy() == nil })
+	if n := c.outcome(a, OutcomeDeadLettered); n != 1 {
+		t.Errorf("dedup_messages_total{outcome=dead_lettered} = %v, want 1", n)
+	}
+	if n := metricValue(a.p.metrics.stalled); n != 0 {
+		t.Errorf("dedup_partitions_stalled = %v, want 0", n)
+	}
+	got := withoutSentinels(c.out.recs)
+	seen := map[string]int{}
+	for _, r := range got {
+		seen[r.Key]++
+	}
+	for _, k := range c.keys {
+		if seen[k] != 1 {
+			t.Errorf("key %q in the output %d times, want once", k, seen[k])
+		}
+	}
+	if seen["big"] != 0 {
+		t.Errorf("the refused record is in the output %d times", seen["big"])
+	}
+	if err := a.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if cm := committed(t, c.e, c.o.GroupID, 0); cm <= c.bigAt {
+		t.Errorf("committed offset %d of partition 0 does not pass the refused record at %d", cm, c.bigAt)
+	}
 }

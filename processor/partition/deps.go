@@ -57,7 +57,14 @@ type Deps struct {
 	Limit         Limit
 	DeadLetter    DeadLetter
 	OutputRefused func()
-	InflightCap   int // ack ring size: outputs in flight at most
+	// Probe, when set, writes the first IsolateCount outputs at or after
+	// input offset IsolateFrom one at a time, each alone and waited for:
+	// the broker refused a batch holding one of them, and a refusal of a
+	// lone record names it (it is then refused as a too large one is).
+	Probe        Writer
+	IsolateFrom  int64
+	IsolateCount int
+	InflightCap  int // ack ring size: outputs in flight at most
 
 	// Reader is the input reader's configuration without topic and
 	// partition (brokers, dialer, fetch sizes, error logger).

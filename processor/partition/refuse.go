@@ -17,6 +17,10 @@ const HeaderError = "dedup-error"
 // dead-letter topic refuses a record for good.
 var ErrDeadLetterRefused = errors.New("dead-letter topic refused the record")
 
+// ErrRecordRefused is what Deps.Probe returns (wrapped) when the output
+// refuses the lone record for good.
+var ErrRecordRefused = errors.New("output refused the record")
+
 // Limit is the largest output record the writer can deliver, in the size
 // kafka.Writer compares with its BatchBytes (MessageSize), and what sets it.
 type Limit struct {
@@ -85,19 +89,15 @@ func (w *Worker) outputSize(m *kafka.Message) int64 {
 	return n + w.srcFixed + headerSize(HeaderSourceOffset, offsetDigits(m.Offset))
 }
 
-// refuse settles a record whose output the output topic cannot take
-// (outputSize above the limit): it is never forwarded. With a dead-letter
-// topic it goes there, and the worker waits for the acknowledgement, so no
-// commit passes it before; without one it is logged and counted, and the
-// partition moves on.
-func (w *Worker) refuse(m *kafka.Message, size int64) error {
-	why := fmt.Sprintf("record of %d bytes exceeds output limit %d (%s)", size, w.d.Limit.Bytes, w.d.Limit.Setting)
-	if w.d.OutputRefused != nil {
-		w.d.OutputRefused()
-	}
+// refuse settles a record the output cannot take: it is never forwarded.
+// With a dead-letter topic it goes there, with why in its dedup-error
+// header, and the worker waits for the acknowledgement, so no commit passes
+// it before; without one it is logged and counted, and the partition moves
+// on.
+func (w *Worker) refuse(m *kafka.Message, size int64, why string) error {
 	if w.d.DeadLetter == nil {
 		w.counts.refused++
-		w.logRefused(m, size, "record refused by the output: skipped, not forwarded (no DEAD_LETTER_TOPIC)", nil)
+		w.logRefused(m, size, "record refused by the output: skipped, not forwarded (no DEAD_LETTER_TOPIC)", why, nil)
 		return w.flushIfCaughtUp()
 	}
 	hdrs := make([]kafka.Header, 0, len(m.Headers)+4)
@@ -119,7 +119,7 @@ func (w *Worker) refuse(m *kafka.Message, size int64) error {
 		w.log.Debug("record dead-lettered", "offset", m.Offset, "bytes", size, "err", why)
 	case errors.Is(err, ErrDeadLetterRefused):
 		w.counts.refused++
-		w.logRefused(m, size, "record refused by the output and the dead-letter topic: skipped, not forwarded", err)
+		w.logRefused(m, size, "record refused by the output and the dead-letter topic: skipped, not forwarded", why, err)
 	default:
 		// Not known to be written: nothing at or after it is committed, and
 		// the partition's next restore writes it again (at least once).
@@ -131,7 +131,7 @@ func (w *Worker) refuse(m *kafka.Message, size int64) error {
 
 // logRefused logs a refused record: at most one line per refuseLogEvery,
 // naming the latest and how many went unlogged before it.
-func (w *Worker) logRefused(m *kafka.Message, size int64, msg string, err error) {
+func (w *Worker) logRefused(m *kafka.Message, size int64, msg, why string, err error) {
 	now := time.Now()
 	if now.Sub(w.refused.loggedAt) < refuseLogEvery {
 		w.refused.unlogged++
@@ -139,7 +139,7 @@ func (w *Worker) logRefused(m *kafka.Message, size int64, msg string, err error)
 	}
 	// The worker's logger names the topic and partition.
 	args := []any{"offset", m.Offset, "bytes", size,
-		"limit", w.d.Limit.Bytes, "setting", w.d.Limit.Setting}
+		"limit", w.d.Limit.Bytes, "setting", w.d.Limit.Setting, "why", why}
 	if w.refused.unlogged > 0 {
 		args = append(args, "refused_unlogged", w.refused.unlogged)
 	}
@@ -148,4 +148,45 @@ func (w *Worker) logRefused(m *kafka.Message, size int64, msg string, err error)
 	}
 	w.log.Warn(msg, args...)
 	w.refused = refusals{loggedAt: now}
+}
+
+// probe writes the output of m alone and waits for it, once every output
+// before it is acknowledged (so that the partition's outputs stay in
+// order). A refusal of the lone record names it: it is refused as a too
+// large one is, with the broker's answer as the reason.
+func (w *Worker) probe(m *kafka.Message, outcome *uint64, ts time.Time, size int64) error {
+	w.isolate--
+	if err := w.flush(); err != nil {
+		return err
+	}
+	if err := w.acks.waitAcknowledged(context.Background(), m.Offset); err != nil {
+		return err
+	}
+	out := m.Time
+	if out.IsZero() {
+		out = noTimestamp // as process writes it
+	}
+	hdrs := make([]kafka.Header, 0, len(m.Headers)+3)
+	hdrs = append(hdrs, m.Headers...)
+	hdrs = append(hdrs,
+		kafka.Header{Key: HeaderSourceTopic, Value: w.srcTop},
+		kafka.Header{Key: HeaderSourcePartition, Value: w.srcPart},
+		kafka.Header{Key: HeaderSourceOffset, Value: fmt.Appendf(nil, "%d", m.Offset)},
+	)
+	err := w.d.Probe.WriteMessages(context.Background(), kafka.Message{Key: m.Key, Value: m.Value, Headers: hdrs, Time: out,
+		Partition: w.d.Route.partition(w.d.Partition, m.Key)})
+	switch {
+	case err == nil:
+		*outcome++
+		if m.Time.IsZero() {
+			w.counts.rewritten++
+		}
+		return w.flushIfCaughtUp()
+	case errors.Is(err, ErrRecordRefused):
+		return w.refuse(m, size, err.Error())
+	}
+	// Not known to be written: as a failed output, nothing at or after it
+	// is committed and the restore's replay scan finds it if it landed.
+	w.acks.fail(m.Offset, err)
+	return w.acks.failed()
 }

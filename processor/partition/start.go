@@ -44,6 +44,12 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 	if w.d.Limit.Bytes <= 0 {
 		w.d.Limit = Limit{Bytes: math.MaxInt64, Setting: "none"}
 	}
+	if d.Probe != nil {
+		w.isolate = d.IsolateCount
+	}
+	if w.d.OutputRefused == nil {
+		w.d.OutputRefused = func() {}
+	}
 	w.srcFixed = headerSize(HeaderSourceTopic, len(w.srcTop)) + headerSize(HeaderSourcePartition, len(w.srcPart))
 
 	committed := d.Committed // absolute, or kafka.FirstOffset/LastOffset when none

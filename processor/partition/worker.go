@@ -52,6 +52,9 @@ type Worker struct {
 	// (outputSize).
 	srcFixed int64
 	refused  refusals
+	// isolate is how many outputs at or after Deps.IsolateFrom are still
+	// to be written alone (Deps.Probe).
+	isolate int
 
 	counts       counts // not yet added to metrics and Totals
 	nextGauges   time.Time
@@ -228,8 +231,13 @@ func (w *Worker) process(r *record) error {
 		w.counts.suppressed++
 		return w.flushIfCaughtUp()
 	}
-	if size := w.outputSize(m); size > w.d.Limit.Bytes {
-		return w.refuse(m, size)
+	size := w.outputSize(m)
+	if size > w.d.Limit.Bytes {
+		w.d.OutputRefused()
+		return w.refuse(m, size, fmt.Sprintf("record of %d bytes exceeds output limit %d (%s)", size, w.d.Limit.Bytes, w.d.Limit.Setting))
+	}
+	if w.isolate > 0 && m.Offset >= w.d.IsolateFrom {
+		return w.probe(m, outcome, ts, size)
 	}
 	*outcome++
 
