@@ -33,11 +33,13 @@
 //     topic's max.message.bytes less the batch header, read at each
 //     generation's start) is never written: it goes to DeadLetterTopic,
 //     waited for, or is skipped and counted; the partition goes on
-//     (outputlimit.go, deadletter.go, partition/refuse.go). A record the
-//     broker refuses though it passed the check ends the generation once,
-//     so that the limits are read again and the replay's check settles it.
+//     (outputlimit.go, deadletter.go, partition/refuse.go). Records the
+//     broker refuses though they passed the check end the generation; the
+//     next reads the limits again and the partitions concerned write their
+//     next outputs alone (probe.go), so that the refused record is named
+//     and settled the same way.
 //   - Any other refusal for good (an authorization failure, a deleted
-//     topic, a record refused twice) stops its input partition only:
+//     topic) stops its input partition only:
 //     nothing at or past it is committed, the partition is logged, counted
 //     in dedup_partitions_stalled and Healthy reports ErrOutputRefused,
 //     until the record is delivered after the partition is assigned again.

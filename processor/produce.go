@@ -31,8 +31,9 @@ const (
 	// OutputRefused: the broker refuses the records for good
 	// (MESSAGE_TOO_LARGE, an authorization failure, ...), or the size check
 	// refused a record before writing it. A refusal of the records
-	// themselves ends the generation once, with the limits read again
-	// (recordRefused); any other stops the input partitions they came from
+	// themselves (recordRefused) ends the generation, and the partitions
+	// write their next outputs alone to name the record; any other stops
+	// the input partitions they came from
 	// (Processor.Healthy fails) until the cause is fixed and the partition
 	// is assigned again.
 	OutputRefused = "refused"
