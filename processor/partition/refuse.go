@@ -89,6 +89,11 @@ func (w *Worker) outputSize(m *kafka.Message) int64 {
 	return n + w.srcFixed + headerSize(HeaderSourceOffset, offsetDigits(m.Offset))
 }
 
+// tooLarge is the reason a record of size bytes is refused.
+func (w *Worker) tooLarge(size int64) string {
+	return fmt.Sprintf("record of %d bytes exceeds output limit %d (%s)", size, w.d.Limit.Bytes, w.d.Limit.Setting)
+}
+
 // refuse settles a record the output cannot take: it is never forwarded.
 // With a dead-letter topic it goes there, with why in its dedup-error
 // header, and the worker waits for the acknowledgement, so no commit passes

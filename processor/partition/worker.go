@@ -231,10 +231,14 @@ func (w *Worker) process(r *record) error {
 		w.counts.suppressed++
 		return w.flushIfCaughtUp()
 	}
+	// An output the output topic cannot take is never written: it goes to
+	// the dead-letter topic or is skipped (refuse.go). After the broker
+	// refused a batch, outputs are written alone until the refused record
+	// is found (probe).
 	size := w.outputSize(m)
 	if size > w.d.Limit.Bytes {
 		w.d.OutputRefused()
-		return w.refuse(m, size, fmt.Sprintf("record of %d bytes exceeds output limit %d (%s)", size, w.d.Limit.Bytes, w.d.Limit.Setting))
+		return w.refuse(m, size, w.tooLarge(size))
 	}
 	if w.isolate > 0 && m.Offset >= w.d.IsolateFrom {
 		return w.probe(m, outcome, ts, size)
