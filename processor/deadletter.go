@@ -8,6 +8,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"dedup/internal/leader"
 	"dedup/processor/partition"
 )
 
@@ -50,7 +51,8 @@ func (p *Processor) newDeadLetter() *deadLetter {
 		BatchSize:    1, // one record per request: sent at once, refused alone
 		BatchBytes:   d.limit,
 		MaxAttempts:  3,
-		Transport:    d.transport,
+		Compression:  p.o.Compression,
+		Transport:    leader.Follow(d.transport),
 		ErrorLogger:  kafkaLogger{log: p.log.With("component", "dead-letter writer")},
 	}
 	if p.plainProduce {

@@ -26,10 +26,13 @@ type topicLimits struct {
 
 // outputLimit is the largest output record the writer can deliver: the
 // writer's batch limit (PRODUCE_BATCH_BYTES), or the output topic's
-// max.message.bytes less the batch header when that is smaller.
+// max.message.bytes less the batch header when that is smaller. The
+// broker holds compressed batches against max.message.bytes, which the
+// check cannot know: with compression the batch limit alone applies, and
+// the broker's refusal of a record settles the rest (probe.go).
 func (p *Processor) outputLimit() partition.Limit {
 	lim := partition.Limit{Bytes: p.o.BatchBytes, Setting: fmt.Sprintf("PRODUCE_BATCH_BYTES=%d", p.o.BatchBytes)}
-	if m := p.limits.output; m > 0 && m-batchOverhead < lim.Bytes {
+	if m := p.limits.output; m > 0 && m-batchOverhead < lim.Bytes && p.o.Compression == 0 {
 		lim = partition.Limit{Bytes: m - batchOverhead,
 			Setting: fmt.Sprintf("max.message.bytes=%d of topic %s less %d bytes of batch header", m, p.o.OutputTopic, batchOverhead)}
 	}
@@ -68,8 +71,11 @@ func (p *Processor) readLimits(ctx context.Context) {
 		p.limits.deadLetter = v
 	}
 	if p.limits != was {
-		p.log.Info("output record limit", "bytes", p.outputLimit().Bytes, "setting", p.outputLimit().Setting,
-			"dead_letter_topic", p.o.DeadLetterTopic, "dead_letter_max_message_bytes", p.limits.deadLetter)
+		args := []any{"bytes", p.outputLimit().Bytes, "setting", p.outputLimit().Setting}
+		if p.o.DeadLetterTopic != "" {
+			args = append(args, "dead_letter_topic", p.o.DeadLetterTopic, "dead_letter_bytes", p.deadLetterLimit())
+		}
+		p.log.Info("output record limit", args...)
 	}
 }
 

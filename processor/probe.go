@@ -8,6 +8,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"dedup/internal/leader"
 	"dedup/processor/partition"
 )
 
@@ -24,7 +25,7 @@ type probeWriter struct {
 
 func (p *Processor) newProbe() *probeWriter {
 	pw := &probeWriter{transport: newTransport(p.o)}
-	oc := newOutcomes(pw.transport, p.metrics.outputErrors, func() {})
+	oc := newOutcomes(leader.Follow(pw.transport), p.metrics.outputErrors, func() {})
 	rt := newMetadataCache(oc)
 	if p.plainProduce {
 		oc.blind = true
@@ -40,6 +41,7 @@ func (p *Processor) newProbe() *probeWriter {
 		RequiredAcks:    kafka.RequireAll,
 		BatchSize:       1,
 		BatchBytes:      o.BatchBytes,
+		Compression:     o.Compression,
 		MaxAttempts:     3,
 		WriteBackoffMin: 50 * time.Millisecond, // as the writer's
 		WriteBackoffMax: 500 * time.Millisecond,

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"dedup/cmd/dedup/sizing"
+	"dedup/internal/leader"
 	"dedup/processor/assignment"
 	"dedup/processor/partition"
 	"dedup/rotation"
@@ -81,6 +82,10 @@ type Options struct {
 	BatchSize    int           // writer batch, records (default 1000)
 	BatchBytes   int64         // writer batch, bytes (default 1 MiB)
 	BatchTimeout time.Duration // writer linger (default 5ms)
+	// Compression of the writer's batches (zero = none). The broker keeps
+	// a batch as it was produced, so the codec also sets the output's
+	// storage and its consumers' decoding cost.
+	Compression kafka.Compression
 
 	FetchMinBytes int           // default 1
 	FetchMaxBytes int           // default 10 MiB
@@ -165,7 +170,10 @@ type Processor struct {
 
 	client *kafka.Client    // admin requests: metadata, list offsets
 	admin  *kafka.Transport // the client's own connections, dropped on recovery
-	out    *output          // the writer of the next generation; Run replaces it after a produce failure
+	// adminRT is admin as the client and the replay scan use it: its
+	// cached metadata dropped when a leader moves.
+	adminRT *leader.Transport
+	out     *output // the writer of the next generation; Run replaces it after a produce failure
 	// limits and dlq are read and replaced at the start of each generation
 	// by its supervisor (applyLimits); dlq is nil without DeadLetterTopic.
 	limits topicLimits
@@ -311,7 +319,8 @@ func New(o Options) (*Processor, error) {
 		p.spares = make(chan *rotation.Pair, 1)
 		p.spare = spare
 	}
-	p.client = &kafka.Client{Addr: kafka.TCP(o.Brokers...), Timeout: 10 * time.Second, Transport: p.admin}
+	p.adminRT = leader.Follow(p.admin)
+	p.client = &kafka.Client{Addr: kafka.TCP(o.Brokers...), Timeout: 10 * time.Second, Transport: p.adminRT}
 	p.stuck.failedAt = map[int]int64{}
 	p.isolateAt = map[int]int64{}
 	p.series = map[int]struct{}{}

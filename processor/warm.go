@@ -5,6 +5,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"dedup/processor/partition"
 	"dedup/rotation"
 )
 
@@ -58,7 +59,7 @@ func (p *Processor) takeKept(gen int32, assigned []kafka.PartitionAssignment, lo
 				"kept_generation", k.gen)
 		case a.Offset != k.offset:
 			log.Info("partition back at another committed offset: restoring from the store", "partition", a.ID,
-				"committed", a.Offset, "kept_offset", k.offset)
+				partition.OffsetAttr("committed", a.Offset), "kept_offset", k.offset)
 		default:
 			warm[a.ID] = k.pair
 		}

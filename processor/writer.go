@@ -11,6 +11,8 @@ import (
 	"github.com/segmentio/kafka-go"
 	metadataAPI "github.com/segmentio/kafka-go/protocol/metadata"
 	produceAPI "github.com/segmentio/kafka-go/protocol/produce"
+
+	"dedup/internal/leader"
 )
 
 // metadataCache is the writer's transport. kafka.Writer.WriteMessages asks
@@ -109,7 +111,7 @@ type output struct {
 func (p *Processor) newOutput() *output {
 	out := &output{transport: newTransport(p.o)}
 	p.outTransport.Store(out.transport)
-	oc := newOutcomes(out.transport, p.metrics.outputErrors, out.abort)
+	oc := newOutcomes(leader.Follow(out.transport), p.metrics.outputErrors, out.abort)
 	out.rt = newMetadataCache(oc)
 	if p.plainProduce {
 		oc.blind = true
@@ -164,6 +166,7 @@ func newWriter(o Options, log kafka.Logger, transport *metadataCache, completion
 		BatchSize:    o.BatchSize,
 		BatchBytes:   o.BatchBytes,
 		BatchTimeout: o.BatchTimeout, // the default 1s would hold partial batches far too long
+		Compression:  o.Compression,
 		// kafka.Writer retries a batch whose error is temporary, whatever
 		// became of the first copy. The transport (outcomes) hands it only
 		// failures that certainly appended nothing as retriable; an

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/caarlos0/env/v11"
+	"github.com/segmentio/kafka-go"
 
 	"dedup/processor"
 	"dedup/processor/assignment"
@@ -24,7 +25,8 @@ import (
 // computed from other variables, `helpDefault` says how (values in single
 // quotes, which the README's table sets as code). `dedup help`, the
 // README's configuration table (checked by a test) and the deploy manifests
-// (checked by deploy/) all follow these tags.
+// (checked by deploy/) all follow these tags. `secret:"true"` marks a value
+// that is never printed (`dedup check` masks it).
 type Config struct {
 	Brokers            string        `env:"KAFKA_BROKERS" helpDefault:"empty" help:"comma-separated bootstrap servers; empty = embedded broker"`
 	RequireBrokers     bool          `env:"DEDUP_REQUIRE_BROKERS" envDefault:"false" help:"refuse to start (exit 2) when KAFKA_BROKERS is empty instead of starting the embedded broker; the container image sets it"`
@@ -48,7 +50,7 @@ type Config struct {
 	TLSInsecureSkipVerify bool   `env:"KAFKA_TLS_INSECURE_SKIP_VERIFY" envDefault:"false" help:"skip verifying the brokers' certificates (testing only)"`
 	SASLMechanism         string `env:"KAFKA_SASL_MECHANISM" helpDefault:"empty" help:"SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; empty = no SASL"`
 	SASLUsername          string `env:"KAFKA_SASL_USERNAME" helpDefault:"empty" help:"SASL user (required with a mechanism)"`
-	SASLPassword          string `env:"KAFKA_SASL_PASSWORD" helpDefault:"empty" help:"SASL password (required with a mechanism)"`
+	SASLPassword          string `env:"KAFKA_SASL_PASSWORD" helpDefault:"empty" secret:"true" help:"SASL password (required with a mechanism)"`
 
 	Key           string        `env:"DEDUP_KEY" envDefault:"key" help:"where the dedup key comes from: key, value, header:NAME, json:dotted.path"`
 	Mode          string        `env:"DEDUP_MODE" envDefault:"fingerprint" help:"filter kind (see dedup size): fingerprint (cuckoo-style, applies retractions, least memory per false drop), counting (counting Bloom, applies retractions) or plain (bits-and-blooms; retractions are forwarded but not applied)"`
@@ -60,7 +62,7 @@ type Config struct {
 
 	ProduceBatchSize    int           `env:"PRODUCE_BATCH_SIZE" envDefault:"1000" help:"records per produce batch"`
 	ProduceBatchBytes   int64         `env:"PRODUCE_BATCH_BYTES" envDefault:"1048576" help:"bytes per produce batch"`
-	ProduceCompression  string        `env:"PRODUCE_COMPRESSION" envDefault:"none" help:"compression of the output and checkpoint writers' batches: none, gzip, snappy, lz4 or zstd"`
+	ProduceCompression  string        `env:"PRODUCE_COMPRESSION" envDefault:"none" help:"compression of the output writer's batches: none, gzip, snappy, lz4 or zstd (checkpoint snapshots are zstd-compressed already)"`
 	ProduceBatchTimeout time.Duration `env:"PRODUCE_BATCH_TIMEOUT" envDefault:"5ms" help:"longest wait to fill a produce batch (Go duration)"`
 	RecoveryTimeout     time.Duration `env:"PRODUCE_RECOVERY_TIMEOUT" envDefault:"1m" help:"how long outputs may stay undeliverable (writer replaced, partitions restored, produce retried) before the stage exits 1 for a restart (Go duration)"`
 	FetchMinBytes       int           `env:"FETCH_MIN_BYTES" envDefault:"1" help:"bytes a fetch waits for"`
@@ -118,6 +120,7 @@ type VarDoc struct {
 	Meaning string
 	Default string // the envDefault, or the helpDefault phrase
 	Literal bool   // Default is a literal value (envDefault), not a phrase
+	Secret  bool   // never printed: `secret:"true"`
 }
 
 // configDocs lists every environment variable of Config, in struct order.
@@ -129,7 +132,8 @@ func configDocs() []VarDoc {
 		if name == "" {
 			continue
 		}
-		d := VarDoc{Name: name, Field: f.Name, Meaning: f.Tag.Get("help"), Default: f.Tag.Get("helpDefault")}
+		d := VarDoc{Name: name, Field: f.Name, Meaning: f.Tag.Get("help"), Default: f.Tag.Get("helpDefault"),
+			Secret: f.Tag.Get("secret") == "true"}
 		if def, ok := f.Tag.Lookup("envDefault"); ok {
 			d.Default, d.Literal = def, true
 		}
@@ -395,9 +399,7 @@ func (c *Config) validate() []Problem {
 	if err := checkTopicName(c.ClientID); err != nil {
 		bad("KAFKA_CLIENT_ID", "%v", strings.Replace(err.Error(), "topic name", "client id", 1))
 	}
-	switch c.ProduceCompression {
-	case "none", "gzip", "snappy", "lz4", "zstd":
-	default:
+	if _, ok := compressions[c.ProduceCompression]; !ok {
 		bad("PRODUCE_COMPRESSION", "must be none, gzip, snappy, lz4 or zstd, got %q", c.ProduceCompression)
 	}
 	// GROUP_ID also names the checkpoint topic and directory.
@@ -605,3 +607,16 @@ func (c *Config) filterOptions() rotation.Options {
 	mode, _ := rotation.ParseMode(c.Mode)
 	return rotation.Options{ExpectedKeys: c.ExpectedKeys, FPRate: c.FPRate, Window: c.Window, Mode: mode}
 }
+
+// compressions are PRODUCE_COMPRESSION's values, in Kafka's own spelling
+// (compression.type).
+var compressions = map[string]kafka.Compression{
+	"none":   0,
+	"gzip":   kafka.Gzip,
+	"snappy": kafka.Snappy,
+	"lz4":    kafka.Lz4,
+	"zstd":   kafka.Zstd,
+}
+
+// compression is the output writer's codec; validated with the configuration.
+func (c *Config) compression() kafka.Compression { return compressions[c.ProduceCompression] }

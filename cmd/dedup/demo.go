@@ -24,21 +24,10 @@ type demoFlags struct {
 	gen          GeneratorOptions
 }
 
-func parseDemoFlags(args []string, stderr io.Writer) (demoFlags, error) {
-	var f demoFlags
+// newDemoFlagSet defines `dedup demo`'s flags into f, for parsing and for
+// its usage.
+func newDemoFlagSet(f *demoFlags) *flag.FlagSet {
 	fs := flag.NewFlagSet("dedup demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: dedup demo [flags]
-
-Without --generate-only: starts the stage (and the embedded broker when KAFKA_BROKERS is empty),
-sends generated traffic to INPUT_TOPIC and redraws a progress line twice a second.
-With --generate-only: only sends traffic to INPUT_TOPIC on KAFKA_BROKERS, logging its rate.
-
-Flags:
-`)
-		fs.PrintDefaults()
-	}
 	fs.BoolVar(&f.generateOnly, "generate-only", false, "only generate traffic (needs KAFKA_BROKERS)")
 	fs.DurationVar(&f.duration, "duration", 0, "stop after this long (0 = until SIGTERM/SIGINT)")
 	fs.IntVar(&f.gen.Rate, "rate", 500, "records per second")
@@ -49,6 +38,14 @@ Flags:
 	fs.IntVar(&f.gen.Count, "count", 0, "stop generating after this many records (0 = no limit)")
 	fs.IntVar(&f.gen.ValueSize, "value-size", 64, "filler bytes per value")
 	fs.Uint64Var(&f.gen.Seed, "seed", 1, "random seed (same seed, same traffic)")
+	return fs
+}
+
+func parseDemoFlags(args []string, stderr io.Writer) (demoFlags, error) {
+	var f demoFlags
+	fs := newDemoFlagSet(&f)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { printCommandUsage(fs.Output(), commandNamed("demo")) }
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}

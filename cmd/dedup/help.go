@@ -4,39 +4,27 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 )
 
-const usageHead = `dedup: drops duplicate records from a Kafka topic (Bloom filters rotating on event-time windows).
+const usageIntro = `dedup: drops duplicate records from a Kafka topic (Bloom filters rotating on event-time windows).
 
 Usage:
-  dedup [run]                  run the stage until SIGTERM/SIGINT; with KAFKA_BROKERS empty it
-                               starts an embedded broker on EMBEDDED_BROKER_ADDR first
-  dedup demo [flags]           embedded broker + stage + generator of duplicate-laden traffic,
-                               with a live progress line; 'dedup demo -h' lists the flags
-  dedup demo --generate-only   only the traffic generator, against KAFKA_BROKERS
-  dedup inspect                print, per partition, what the checkpoint store holds
-  dedup size [flags]           what to deploy for a workload: settings, memory, GOMEMLIMIT,
-                               checkpoint bandwidth, false drops per day ('dedup size -h')
-  dedup healthcheck            exit 0 when /healthz on METRICS_ADDR answers 200 (container HEALTHCHECK)
-  dedup version                module version, commit and Go version (also --version, -v)
-  dedup help [--markdown]      this text; --markdown prints the configuration table for the README
-
-Exit codes: 0 ok (also a stop by SIGTERM/SIGINT, at any point), 1 runtime failure (such as
-no broker reached within KAFKA_STARTUP_TIMEOUT), 2 configuration error.
-Numbers take k, M, G suffixes (10M); enumerations are case-insensitive.
-
-Configuration (environment variables):
 `
 
+// printUsage writes the general usage: every subcommand, the exit codes and
+// every configuration variable.
 func printUsage(w io.Writer) {
-	fmt.Fprint(w, usageHead)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  VARIABLE\tDEFAULT\tMEANING")
-	for _, d := range configDocs() {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", d.Name, d.Default, d.Meaning)
+	fmt.Fprint(w, usageIntro)
+	for _, c := range commands() {
+		lines := strings.Split(c.summary, "\n")
+		fmt.Fprintf(w, "  %-30s %s\n", "dedup "+c.synopsis, lines[0])
+		for _, l := range lines[1:] {
+			fmt.Fprintf(w, "  %-30s %s\n", "", l)
+		}
 	}
-	tw.Flush()
+	fmt.Fprint(w, "\n"+exitCodes)
+	fmt.Fprint(w, "Numbers take k, M, G suffixes (10M); enumerations are case-insensitive.\n\nConfiguration (environment variables):\n")
+	writeVarTable(w, nil)
 }
 
 // writeConfigTable writes the README's configuration table, generated from

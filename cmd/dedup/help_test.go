@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -21,7 +22,7 @@ func TestHelpListsSubcommandsAndVariables(t *testing.T) {
 			t.Fatalf("%q: exit %d, want 0", args, code)
 		}
 		out := stdout.String()
-		for _, sub := range []string{"dedup [run]", "dedup demo", "--generate-only", "dedup inspect", "dedup size", "dedup healthcheck", "dedup version", "dedup help"} {
+		for _, sub := range []string{"dedup [run]", "dedup demo", "--generate-only", "dedup inspect", "dedup check", "dedup size", "dedup healthcheck", "dedup version", "dedup help"} {
 			if !strings.Contains(out, sub) {
 				t.Errorf("%q: usage lacks %q", args, sub)
 			}
@@ -183,4 +184,67 @@ func TestHelpMarkdownIsTheTable(t *testing.T) {
 			t.Errorf("line %d: %q", 2+i, lines[2+i])
 		}
 	}
+}
+
+// TestEverySubcommandHasItsOwnHelp: `dedup SUB -h`, `dedup SUB --help` and
+// `dedup help SUB` print the same text, exit 0, and that text is SUB's own:
+// its synopsis, every flag it defines and the variables it reads; not the
+// general usage.
+func TestEverySubcommandHasItsOwnHelp(t *testing.T) {
+	allVarNames := ConfigVarNames()
+	for _, c := range commands() {
+		t.Run(c.name, func(t *testing.T) {
+			var texts []string
+			for _, args := range [][]string{{c.name, "-h"}, {c.name, "--help"}, {"help", c.name}} {
+				var stdout, stderr bytes.Buffer
+				if code := run(context.Background(), args, envMap{}.lookup, &stdout, &stderr); code != exitOK {
+					t.Fatalf("%q: exit %d, want 0; stderr: %s", args, code, stderr.String())
+				}
+				texts = append(texts, stdout.String())
+			}
+			out := texts[0]
+			for i, other := range texts[1:] {
+				if other != out {
+					t.Errorf("help text %d differs from `dedup %s -h`:\n%s", i+1, c.name, other)
+				}
+			}
+			if want := "Usage: dedup " + c.synopsis + "\n"; !strings.HasPrefix(out, want) {
+				t.Errorf("usage starts %q, want %q", firstLine(out), want)
+			}
+			if strings.Contains(out, "Usage:\n  dedup [run]") {
+				t.Error("prints the general usage, not its own")
+			}
+			if c.flags != nil {
+				c.flags().VisitAll(func(f *flag.Flag) {
+					if !strings.Contains(out, "-"+f.Name) {
+						t.Errorf("usage lacks flag -%s", f.Name)
+					}
+				})
+			}
+			var want []string
+			switch c.env {
+			case allVars:
+				want = allVarNames
+			case someVars:
+				want = c.vars
+			}
+			for _, name := range want {
+				if !strings.Contains(out, "  "+name+" ") {
+					t.Errorf("usage lacks variable %s", name)
+				}
+			}
+			if c.env != allVars && strings.Contains(out, "  INPUT_TOPIC ") {
+				t.Error("lists the whole configuration, though it reads less")
+			}
+		})
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"help", "bogus"}, envMap{}.lookup, &stdout, &stderr); code != exitConfig {
+		t.Errorf("dedup help bogus: exit %d, want %d", code, exitConfig)
+	}
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }

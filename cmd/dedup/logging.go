@@ -26,9 +26,24 @@ func parseLevel(s string) (slog.Level, error) {
 // the configuration has been validated, so unknown values cannot reach here.
 func newLogger(cfg *Config, w io.Writer) *slog.Logger {
 	level, _ := parseLevel(cfg.LogLevel)
-	opts := &slog.HandlerOptions{Level: level}
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: durationInSeconds}
 	if cfg.LogFormat == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// durationInSeconds writes a duration field k as k_seconds, a number of
+// seconds: slog would write nanoseconds in JSON and Go's "1m30s" in text;
+// one unit, named in the field, reads the same to people and machines in
+// both formats.
+func durationInSeconds(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() != slog.KindDuration {
+		return a
+	}
+	key := a.Key
+	if !strings.HasSuffix(key, "_seconds") {
+		key += "_seconds"
+	}
+	return slog.Float64(key, a.Value.Duration().Seconds())
 }

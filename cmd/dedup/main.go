@@ -1,12 +1,6 @@
 // Command dedup runs the Kafka stream deduplication stage.
 //
-//	dedup            run the stage (embedded broker when KAFKA_BROKERS is empty)
-//	dedup demo       the stage plus a traffic generator and a live progress line
-//	dedup inspect    print what the checkpoint store holds
-//	dedup size       what to deploy for a workload: settings, memory, checkpoint bandwidth
-//	dedup version    module version, commit and Go version
-//	dedup healthcheck  exit 0 when this host's /healthz answers 200 (for container HEALTHCHECKs)
-//	dedup help       usage and every environment variable
+// Its subcommands are listed in commands.go; `dedup help` prints them.
 //
 // Exit codes: 0 ok, 1 runtime failure, 2 configuration error.
 package main
@@ -50,27 +44,20 @@ func run(ctx context.Context, args []string, lookup LookupFunc, stdout, stderr i
 	if len(args) > 0 {
 		cmd, args = args[0], args[1:]
 	}
-	switch cmd {
-	case "run":
-		return runServe(ctx, args, lookup, stdout, stderr)
-	case "demo":
-		return runDemo(ctx, args, lookup, stdout, stderr)
-	case "inspect":
-		return runInspect(ctx, args, lookup, stdout, stderr)
-	case "size":
-		return runSize(args, stdout, stderr)
-	case "healthcheck":
-		return runHealthcheck(ctx, args, lookup, stdout, stderr)
-	case "version", "--version", "-version", "-v":
-		return runVersion(args, stdout, stderr)
-	case "help", "-h", "-help", "--help":
-		return runHelp(args, stdout, stderr)
+	c := commandNamed(cmd)
+	if c.run == nil {
+		fmt.Fprintf(stderr, "dedup: unknown subcommand %q; run 'dedup help' for the list\n", cmd)
+		return exitConfig
 	}
-	fmt.Fprintf(stderr, "dedup: unknown subcommand %q; run 'dedup help' for the list\n", cmd)
-	return exitConfig
+	if c.name != "help" && asksHelp(args) {
+		printCommandUsage(stdout, c)
+		return exitOK
+	}
+	return c.run(ctx, args, lookup, stdout, stderr)
 }
 
-// runHelp prints the usage; with --markdown, the README's configuration table.
+// runHelp prints the general usage; with a subcommand's name, its own; with
+// --markdown, the README's configuration table.
 func runHelp(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case len(args) == 0:
@@ -79,8 +66,11 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 	case len(args) == 1 && args[0] == "--markdown":
 		writeConfigTable(stdout)
 		return exitOK
+	case len(args) == 1 && commandNamed(args[0]).run != nil:
+		printCommandUsage(stdout, commandNamed(args[0]))
+		return exitOK
 	}
-	fmt.Fprintf(stderr, "dedup help: unexpected arguments %s (want none, or --markdown)\n", strings.Join(args, " "))
+	fmt.Fprintf(stderr, "dedup help: unexpected arguments %s (want none, a subcommand's name, or --markdown)\n", strings.Join(args, " "))
 	return exitConfig
 }
 
@@ -112,14 +102,11 @@ func reportConfigError(w io.Writer, err error) {
 	fmt.Fprintln(w, "Run 'dedup help' for every variable and its default.")
 }
 
-// noArgs rejects arguments for subcommands that take none, honouring -h.
-func noArgs(name string, args []string, stdout, stderr io.Writer) (int, bool) {
+// noArgs rejects arguments for subcommands that take none (run has
+// answered -h already).
+func noArgs(name string, args []string, _, stderr io.Writer) (int, bool) {
 	if len(args) == 0 {
 		return exitOK, true
-	}
-	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
-		printUsage(stdout)
-		return exitOK, false
 	}
 	fmt.Fprintf(stderr, "dedup %s: unexpected arguments %s (configuration comes from environment variables; see 'dedup help')\n", name, strings.Join(args, " "))
 	return exitConfig, false

@@ -50,11 +50,13 @@ func newConnection(cfg *Config, brokers []string) (*Connection, error) {
 			DualStack:     true,
 			TLS:           tlsCfg,
 			SASLMechanism: mech,
+			ClientID:      cfg.ClientID,
 		},
 		Transport: &kafka.Transport{
 			DialTimeout: dialTimeout,
 			TLS:         tlsCfg,
 			SASL:        mech,
+			ClientID:    cfg.ClientID,
 		},
 	}, nil
 }

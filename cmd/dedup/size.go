@@ -18,9 +18,7 @@ import (
 	"dedup/rotation"
 )
 
-const sizeUsage = `Usage: dedup size [flags]
-
-Prints what to deploy for a workload: the DEDUP_* settings, each instance's
+const sizeAbout = `Prints what to deploy for a workload: the DEDUP_* settings, each instance's
 container memory request and limit and GOMEMLIMIT, the checkpoint bandwidth
 raw and compressed, and the expected false drops per day; then the filter
 geometry behind them (counters or bits per generation, k, memory per
@@ -37,8 +35,6 @@ Partitions of more than 1M keys are sampled on a pair sized for 1M keys at
 the same rate (the same counters or bits per key and k). With --measure
 (the default) the full sample pair is also probed with keys never added:
 the measured false-positive rate, next to the model's.
-
-Flags:
 `
 
 // sampleKeys bounds the keys inserted to estimate the false-positive rate
@@ -114,40 +110,49 @@ func configCount(name string) int64 {
 	return n
 }
 
-// parseSize parses the flags; code is -1 when the size should be printed.
-func parseSize(args []string, stderr io.Writer) (sizeInput, int) {
+// sizeFlags are `dedup size`'s flags, as given.
+type sizeFlags struct {
+	perSecond, perWindow, fpRate, mode, fetchMax, batchBytes *string
+	window, interval                                         *time.Duration
+	partitions, instances                                    *int
+	measure                                                  *bool
+}
+
+// newSizeFlagSet defines `dedup size`'s flags, for parsing and for its usage.
+func newSizeFlagSet() (*flag.FlagSet, sizeFlags) {
 	fs := flag.NewFlagSet("dedup size", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), sizeUsage)
-		fs.PrintDefaults()
-	}
 	var modeNames []string
 	for _, m := range allModes() {
 		modeNames = append(modeNames, m.String())
 	}
-	fpDefault := configDefault("DEDUP_FP_RATE")
-	var (
-		perSecond  = fs.String("keys-per-second", "", "distinct keys per second, all partitions (k, M, G suffixes)")
-		perWindow  = fs.String("keys-per-window", "", "distinct keys per window, all partitions (instead of --keys-per-second)")
-		window     = fs.Duration("window", configDuration("DEDUP_WINDOW"), "dedup window (DEDUP_WINDOW)")
-		fpRate     = fs.String("fp-rate", fpDefault, "false-positive rate at the window's key count (DEDUP_FP_RATE)")
-		partitions = fs.Int("partitions", 12, "input partitions")
-		instances  = fs.Int("instances", 1, "instances (replicas) the partitions are spread over")
-		mode       = fs.String("mode", "all", strings.Join(modeNames, ", ")+" or all (DEDUP_MODE)")
-		interval   = fs.Duration("checkpoint-interval", configDuration("CHECKPOINT_INTERVAL"), "checkpoint interval (CHECKPOINT_INTERVAL)")
-		fetchMax   = fs.String("fetch-max-bytes", configDefault("FETCH_MAX_BYTES"), "FETCH_MAX_BYTES, for the memory per instance")
-		batchBytes = fs.String("produce-batch-bytes", configDefault("PRODUCE_BATCH_BYTES"), "PRODUCE_BATCH_BYTES, for the memory per instance")
-		measure    = fs.Bool("measure", true, "also probe the sample pair with absent keys: the measured false-positive rate")
-	)
+	return fs, sizeFlags{
+		perSecond:  fs.String("keys-per-second", "", "distinct keys per second, all partitions (k, M, G suffixes)"),
+		perWindow:  fs.String("keys-per-window", "", "distinct keys per window, all partitions (instead of --keys-per-second)"),
+		window:     fs.Duration("window", configDuration("DEDUP_WINDOW"), "dedup window (DEDUP_WINDOW)"),
+		fpRate:     fs.String("fp-rate", configDefault("DEDUP_FP_RATE"), "false-positive rate at the window's key count (DEDUP_FP_RATE)"),
+		partitions: fs.Int("partitions", 12, "input partitions"),
+		instances:  fs.Int("instances", 1, "instances (replicas) the partitions are spread over"),
+		mode:       fs.String("mode", "all", strings.Join(modeNames, ", ")+" or all (DEDUP_MODE)"),
+		interval:   fs.Duration("checkpoint-interval", configDuration("CHECKPOINT_INTERVAL"), "checkpoint interval (CHECKPOINT_INTERVAL)"),
+		fetchMax:   fs.String("fetch-max-bytes", configDefault("FETCH_MAX_BYTES"), "FETCH_MAX_BYTES, for the memory per instance"),
+		batchBytes: fs.String("produce-batch-bytes", configDefault("PRODUCE_BATCH_BYTES"), "PRODUCE_BATCH_BYTES, for the memory per instance"),
+		measure:    fs.Bool("measure", true, "also probe the sample pair with absent keys: the measured false-positive rate"),
+	}
+}
+
+// parseSize parses the flags; code is -1 when the size should be printed.
+func parseSize(args []string, stderr io.Writer) (sizeInput, int) {
+	fs, f := newSizeFlagSet()
+	fs.SetOutput(stderr)
+	fs.Usage = func() { printCommandUsage(fs.Output(), commandNamed("size")) }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return sizeInput{}, exitOK
 		}
 		return sizeInput{}, exitConfig
 	}
-	in := sizeInput{Window: *window, Partitions: *partitions, Instances: *instances,
-		CheckpointInterval: *interval, Measure: *measure}
+	in := sizeInput{Window: *f.window, Partitions: *f.partitions, Instances: *f.instances,
+		CheckpointInterval: *f.interval, Measure: *f.measure}
 	var problems []error
 	if fs.NArg() > 0 {
 		problems = append(problems, fmt.Errorf("unexpected arguments %q", fs.Args()))
@@ -160,34 +165,34 @@ func parseSize(args []string, stderr io.Writer) (sizeInput, int) {
 		return n
 	}
 	switch {
-	case (*perSecond == "") == (*perWindow == ""):
+	case (*f.perSecond == "") == (*f.perWindow == ""):
 		problems = append(problems, errors.New("give exactly one of --keys-per-second and --keys-per-window"))
-	case *perSecond != "":
-		in.KeysPerWindow = uint64(math.Round(float64(flagCount("keys-per-second", *perSecond)) * window.Seconds()))
+	case *f.perSecond != "":
+		in.KeysPerWindow = uint64(math.Round(float64(flagCount("keys-per-second", *f.perSecond)) * f.window.Seconds()))
 	default:
-		in.KeysPerWindow = flagCount("keys-per-window", *perWindow)
+		in.KeysPerWindow = flagCount("keys-per-window", *f.perWindow)
 	}
-	if _, err := fmt.Sscan(*fpRate, &in.FPRate); err != nil {
-		problems = append(problems, fmt.Errorf("--fp-rate: %q is not a number", *fpRate))
+	if _, err := fmt.Sscan(*f.fpRate, &in.FPRate); err != nil {
+		problems = append(problems, fmt.Errorf("--fp-rate: %q is not a number", *f.fpRate))
 	}
-	in.FetchMaxBytes = int64(flagCount("fetch-max-bytes", *fetchMax))
-	in.ProduceBatchBytes = int64(flagCount("produce-batch-bytes", *batchBytes))
-	if *window <= 0 {
-		problems = append(problems, fmt.Errorf("--window: %v is not positive", *window))
+	in.FetchMaxBytes = int64(flagCount("fetch-max-bytes", *f.fetchMax))
+	in.ProduceBatchBytes = int64(flagCount("produce-batch-bytes", *f.batchBytes))
+	if *f.window <= 0 {
+		problems = append(problems, fmt.Errorf("--window: %v is not positive", *f.window))
 	}
-	if *partitions < 1 {
-		problems = append(problems, fmt.Errorf("--partitions: %d is not positive", *partitions))
+	if *f.partitions < 1 {
+		problems = append(problems, fmt.Errorf("--partitions: %d is not positive", *f.partitions))
 	}
-	if *instances < 1 || *instances > max(*partitions, 1) {
-		problems = append(problems, fmt.Errorf("--instances: %d is not in 1..partitions", *instances))
+	if *f.instances < 1 || *f.instances > max(*f.partitions, 1) {
+		problems = append(problems, fmt.Errorf("--instances: %d is not in 1..partitions", *f.instances))
 	}
-	if *interval <= 0 {
-		problems = append(problems, fmt.Errorf("--checkpoint-interval: %v is not positive", *interval))
+	if *f.interval <= 0 {
+		problems = append(problems, fmt.Errorf("--checkpoint-interval: %v is not positive", *f.interval))
 	}
-	if strings.EqualFold(strings.TrimSpace(*mode), "all") || strings.EqualFold(strings.TrimSpace(*mode), "both") {
+	if strings.EqualFold(strings.TrimSpace(*f.mode), "all") || strings.EqualFold(strings.TrimSpace(*f.mode), "both") {
 		in.Modes = allModes()
 	} else {
-		m, err := rotation.ParseMode(*mode)
+		m, err := rotation.ParseMode(*f.mode)
 		if err != nil {
 			problems = append(problems, fmt.Errorf("--mode: %w", err))
 		}

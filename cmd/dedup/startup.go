@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 )
 
@@ -52,6 +53,9 @@ type reachOptions struct {
 	Timeout time.Duration // KAFKA_STARTUP_TIMEOUT
 	Log     *slog.Logger
 	Status  *startupStatus // told what start-up is doing, for /healthz
+	// Failures counts failed attempts: the processor's families, the
+	// connectivity gauge among them, exist only once a broker answered.
+	Failures prometheus.Counter
 }
 
 // reachBrokers asks the brokers for metadata until one answers, with
@@ -88,6 +92,7 @@ func reachBrokers(ctx context.Context, o reachOptions) error {
 			return &StartupError{Brokers: brokers, Timeout: o.Timeout, Attempts: attempt, Last: err}
 		}
 		last = err
+		o.Failures.Inc()
 		left := time.Until(deadline)
 		if left <= 0 {
 			return &StartupError{Brokers: brokers, Timeout: o.Timeout, Attempts: attempt, Last: err}
@@ -130,7 +135,7 @@ func permanent(err error) bool {
 // probeBrokers asks for the cluster's metadata once, on a transport of its
 // own so that a connection left hanging by a silent broker is not reused.
 func probeBrokers(ctx context.Context, conn *Connection, timeout time.Duration) error {
-	tr := &kafka.Transport{DialTimeout: startupDialTimeout, TLS: conn.Transport.TLS, SASL: conn.Transport.SASL}
+	tr := &kafka.Transport{DialTimeout: startupDialTimeout, TLS: conn.Transport.TLS, SASL: conn.Transport.SASL, ClientID: conn.Transport.ClientID}
 	defer tr.CloseIdleConnections()
 	client := &kafka.Client{Addr: kafka.TCP(conn.Brokers...), Transport: tr, Timeout: timeout}
 	actx, cancel := context.WithTimeout(ctx, timeout)

@@ -1,6 +1,7 @@
 // Command testcount reads `go test -json` on stdin, prints what `go test`
 // prints without -v (the ok/FAIL line of each package, and the output of
-// each failed test, build errors included), and ends with one line
+// each failed test, build errors included), then one line per skipped test
+// naming it and the reason it gave, and ends with one line
 // "N passed, N failed, N skipped" counting tests and subtests. It exits 1
 // when anything failed, including a package that failed outside any test
 // (a build error, a panic in TestMain, a timeout), which counts as one
@@ -18,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 )
 
@@ -57,6 +59,7 @@ func summarize(r io.Reader, w io.Writer) (counts, error) {
 	type key struct{ pkg, test string }
 	buffered := map[key][]string{}  // output of a test still running
 	failedTests := map[string]int{} // failed tests per package
+	var skips []string              // "skipped pkg Test: reason", in order
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	for sc.Scan() {
@@ -87,6 +90,7 @@ func summarize(r io.Reader, w io.Writer) (counts, error) {
 			delete(buffered, k)
 		case e.Action == "skip" && e.Test != "":
 			c.Skipped++
+			skips = append(skips, fmt.Sprintf("skipped %s %s: %s", e.Package, e.Test, skipReason(buffered[k])))
 			delete(buffered, k)
 		case e.Action == "fail" && e.Test != "":
 			c.Failed++
@@ -102,5 +106,28 @@ func summarize(r io.Reader, w io.Writer) (counts, error) {
 			}
 		}
 	}
+	for _, s := range skips {
+		fmt.Fprintln(w, s)
+	}
 	return c, sc.Err()
+}
+
+var bareLocation = regexp.MustCompile(`^\S+\.go:\d+:$`)
+
+// skipReason is what a skipped test logged (t.Skip's message, with its
+// file and line), without go test's "--- SKIP" line.
+func skipReason(out []string) string {
+	var parts []string
+	for _, line := range out {
+		line = strings.TrimSpace(line)
+		// t.Skip() without a message logs its bare "file.go:N:".
+		if line == "" || strings.HasPrefix(line, "--- SKIP") || bareLocation.MatchString(line) {
+			continue
+		}
+		parts = append(parts, line)
+	}
+	if len(parts) == 0 {
+		return "no reason given"
+	}
+	return strings.Join(parts, " ")
 }

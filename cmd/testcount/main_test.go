@@ -72,7 +72,8 @@ func TestBroken(t *testing.T) { undefined() }
 	if got := c.String(); got != "3 passed, 4 failed, 2 skipped" {
 		t.Errorf("line %q", got)
 	}
-	for _, want := range []string{"the reason it failed", "second subtest broke", "--- FAIL: TestFail", "undefined: undefined", "ok  \texample/b"} {
+	for _, want := range []string{"the reason it failed", "second subtest broke", "--- FAIL: TestFail", "undefined: undefined", "ok  \texample/b",
+		"skipped example/a TestSkip: a_test.go:6: not here", "skipped example/a TestSubs/three: no reason given"} {
 		if !strings.Contains(shown.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, shown.String())
 		}

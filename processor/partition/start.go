@@ -156,7 +156,7 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 		}
 		w.cp.last, w.cp.exact = start, anchor == nil
 	}
-	log.Info("partition assigned", "committed", committed, "start", start, "source", string(source),
+	log.Info("partition assigned", OffsetAttr("committed", committed), "start", start, "source", string(source),
 		"suppress", len(w.suppress))
 	return w, nil
 }

@@ -46,7 +46,7 @@ func (w *Worker) stop() error {
 		// the owner resumes it from memory.
 		w.d.Keep(w.pair, w.position)
 	}
-	w.log.Info("partition revoked", "position", w.position, "committed", w.cp.last, "kept", kept)
+	w.log.Info("partition revoked", "position", w.position, OffsetAttr("committed", w.cp.last), "kept", kept)
 	return errors.Join(errs...)
 }
 
