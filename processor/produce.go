@@ -198,8 +198,8 @@ func refused(err error) bool {
 
 // recordRefused reports whether a produce failure is a refusal of the
 // records themselves (too large, invalid, corrupt after the writer's
-// retries), which a lowered max.message.bytes explains, rather than of the
-// topic or the principal.
+// retries), rather than of the topic or the principal: one record of the
+// batch may be the cause, which writing them alone finds (probe.go).
 func recordRefused(err error) bool {
 	for _, e := range []error{kafka.MessageSizeTooLarge, kafka.RecordListTooLarge, kafka.InvalidMessageSize,
 		kafka.InvalidRecord, kafka.InvalidMessage} {
@@ -332,7 +332,7 @@ func (p *Processor) stall(perr *ProduceError) {
 	if errors.As(perr, &oe) {
 		outPart = oe.Partition
 	}
-	p.log.Error("output refused a record for good: partition stopped, nothing at or after the offset is committed; fix the cause (max.message.bytes, ACLs, the topic) and restart the member",
+	p.log.Error("output refused a record for good: partition stopped, nothing at or after the offset is committed; fix the cause (ACLs, the topic) and restart the member",
 		"output_topic", p.o.OutputTopic, "output_partition", outPart,
 		"topic", p.o.InputTopic, "partition", perr.Partition, "offset", perr.Offset, "err", perr.Err)
 }
