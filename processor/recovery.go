@@ -51,6 +51,11 @@ func (p *Processor) replaceOutput(ctx context.Context) {
 	p.log.Info("writer replaced after a produce failure", "attempt", n+1, "pause", pause)
 	sleep(ctx, pause)
 	p.out = p.newOutput()
+	if p.dlq != nil {
+		// Its pooled connections may be as dead as the writer's.
+		p.dlq.close()
+		p.dlq = p.newDeadLetter()
+	}
 	p.replaced.Add(1)
 }
 
