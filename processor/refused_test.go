@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -483,5 +484,65 @@ func TestRecordRefusedInvalid(t *testing.T) {
 	}
 	if cm := committed(t, c.e, c.o.GroupID, 0); cm <= c.bigAt {
 		t.Errorf("committed offset %d of partition 0 does not pass the refused record at %d", cm, c.bigAt)
+	}
+}
+
+// TestDeadLetterWaitedForBeforeCommit: the dead-letter write of a refused
+// record is held by the broker. Meanwhile the other partition goes on and
+// commits, but partition 0 commits nothing past the refused record; once
+// the write is acknowledged partition 0 goes on and its commit passes it.
+func TestDeadLetterWaitedForBeforeCommit(t *testing.T) {
+	c := newRefusedCase(t, "refused-dlq-held", 2000, 0)
+	release := make(chan struct{})
+	var held atomic.Bool
+	c.e.cluster.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.e.cluster.KeepControl()
+		req := kr.(*kmsg.ProduceRequest)
+		if len(req.Topics) > 0 && req.Topics[0].Topic == dlqTopic && held.CompareAndSwap(false, true) {
+			c.e.cluster.SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
+	a := start(t, c.o)
+	a.waitReady(t)
+	var before, after []*kgo.Record
+	for i := range 10 {
+		k := fmt.Sprintf("before-%d", i)
+		before = append(before, rec(int32(i%refusedParts), k, k, t0))
+		k = fmt.Sprintf("after-%d", i)
+		after = append(after, rec(int32(i%refusedParts), k, k, t0))
+	}
+	c.e.produce(before...)
+	c.out.until("records before the big one", func(rs []outRec) bool { return len(rs) >= len(before) })
+	bigAt := int64(len(before) / refusedParts)
+	c.e.produce(rec(0, "big", strings.Repeat("x", 3000), t0))
+	c.e.produce(after...)
+	c.e.produce(sentinels(refusedParts, t0)...)
+
+	c.out.untilValue(sentinelValue(1))
+	end1 := int64(len(before)/refusedParts + len(after)/refusedParts + 1)
+	eventually(t, 10*time.Second, "partition 1 committed to its end", func() bool { return committed(t, c.e, c.o.GroupID, 1) == end1 })
+	if !held.Load() {
+		t.Fatal("the dead-letter write never reached the broker")
+	}
+	if cm := committed(t, c.e, c.o.GroupID, 0); cm > bigAt {
+		t.Fatalf("partition 0 committed %d while the dead-letter write of offset %d is unacknowledged", cm, bigAt)
+	}
+	for _, r := range c.out.recs {
+		if r.SrcPart == 0 && r.SrcOffset > bigAt {
+			t.Fatalf("partition 0 forwarded offset %d past the unacknowledged dead-letter write at %d", r.SrcOffset, bigAt)
+		}
+	}
+
+	close(release)
+	c.out.untilValue(sentinelValue(0))
+	if dl := readTopic(t, c.e, dlqTopic, 1); len(dl) != 1 || string(dl[0].Key) != "big" {
+		t.Fatalf("dead-letter topic holds %d records, want the big one", len(dl))
+	}
+	if err := a.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if cm := committed(t, c.e, c.o.GroupID, 0); cm <= bigAt {
+		t.Errorf("committed offset %d of partition 0 does not pass the dead-lettered record at %d", cm, bigAt)
 	}
 }
