@@ -50,7 +50,7 @@ type refusals struct {
 // MessageSize is kafka-go's size of m, the one kafka.Writer holds against
 // BatchBytes (a MessageTooLargeError above it) and sums into its batches.
 // It is at least a v2 record's encoded size in practice, so a batch within
-// a topic's max.message.bytes less batchOverhead fits the topic.
+// a topic's max.message.bytes less the 61-byte batch header fits it.
 func MessageSize(m *kafka.Message) int64 {
 	n := int64(4+1+1+8) + 4 + int64(len(m.Key)) + 4 + int64(len(m.Value)) + varintLen(int64(len(m.Headers)))
 	for i := range m.Headers {
