@@ -299,6 +299,16 @@ func normalizeKeySpec(s string) string {
 	return strings.ToLower(kind) + ":" + rest
 }
 
+// embeddedTopics are the topics the embedded broker creates: input,
+// output and, when set, the dead-letter topic.
+func (c *Config) embeddedTopics() []string {
+	ts := []string{c.InputTopic, c.OutputTopic}
+	if c.DeadLetterTopic != "" {
+		ts = append(ts, c.DeadLetterTopic)
+	}
+	return ts
+}
+
 // Embedded reports whether the binary runs its own broker (KAFKA_BROKERS empty).
 func (c *Config) Embedded() bool { return len(c.BrokerList()) == 0 }
 

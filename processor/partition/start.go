@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"time"
 
@@ -40,6 +41,16 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 		recoverAt: d.RecoverAt,
 	}
 	w.acks = newAckTracker(part, d.InflightCap)
+	if w.d.Limit.Bytes <= 0 {
+		w.d.Limit = Limit{Bytes: math.MaxInt64, Setting: "none"}
+	}
+	if d.Probe != nil {
+		w.isolate = d.IsolateCount
+	}
+	if w.d.OutputRefused == nil {
+		w.d.OutputRefused = func() {}
+	}
+	w.srcFixed = headerSize(HeaderSourceTopic, len(w.srcTop)) + headerSize(HeaderSourcePartition, len(w.srcPart))
 
 	committed := d.Committed // absolute, or kafka.FirstOffset/LastOffset when none
 	start := committed
