@@ -145,6 +145,23 @@ func TestCheckpointStoreOutage(t *testing.T) {
 			checkpointOutage(t, cluster, testEnv(t), f)
 		})
 	}
+	t.Run("kafka-topic-deleted", func(t *testing.T) {
+		cluster := newTestCluster(t)
+		const topic = "dedup-dedup-state"
+		checkpointOutage(t, cluster, testEnv(t), storeFault{
+			env: envMap{"CHECKPOINT_STORE": "kafka"},
+			start: func(t *testing.T) {
+				if err := cluster.DeleteTopic(topic); err != nil {
+					t.Fatal(err)
+				}
+			},
+			end: func(t *testing.T) {
+				if err := cluster.CreateTopic(topic, 2, map[string]string{"cleanup.policy": "compact"}); err != nil {
+					t.Fatal(err)
+				}
+			},
+		})
+	})
 	t.Run("file-chmod", func(t *testing.T) {
 		if os.Geteuid() == 0 {
 			t.Skip("running as root: permission bits do not stop root's writes (file-not-a-directory covers the file store as root)")
