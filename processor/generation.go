@@ -158,6 +158,7 @@ func (p *Processor) stopRequested() bool {
 // generation g.
 func (p *Processor) partitionDeps(g *generation, a kafka.PartitionAssignment) partition.Deps {
 	topic, part := p.o.InputTopic, a.ID
+	bufs := p.partitionBuffers(g.route.OutputPartitions())
 	log := p.log.With("topic", topic, "partition", part, "generation", g.gen.ID)
 	return partition.Deps{
 		Group:       p.o.GroupID,
@@ -172,13 +173,14 @@ func (p *Processor) partitionDeps(g *generation, a kafka.PartitionAssignment) pa
 		Writer:        g.out.w,
 		Route:         g.route,
 		FlushAt:       p.flushAt,
-		InflightCap:   p.inflightCap(g.route.OutputPartitions()),
+		InflightCap:   bufs.inflight,
+		ReadQueue:     bufs.queue,
 
 		Reader: kafka.ReaderConfig{
 			Brokers:     p.o.Brokers,
 			Dialer:      p.readDialer,
 			MinBytes:    p.o.FetchMinBytes,
-			MaxBytes:    p.o.FetchMaxBytes,
+			MaxBytes:    bufs.maxBytes,
 			MaxWait:     p.o.FetchMaxWait,
 			ErrorLogger: kafkaLogger{log: log},
 		},

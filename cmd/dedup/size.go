@@ -60,7 +60,7 @@ type sizeInput struct {
 	Instances          int
 	Modes              []rotation.Mode
 	CheckpointInterval time.Duration
-	FetchMaxBytes      int64
+	FetchBufferBytes   int64
 	ProduceBatchBytes  int64
 	Measure            bool
 }
@@ -112,10 +112,10 @@ func configCount(name string) int64 {
 
 // sizeFlags are `dedup size`'s flags, as given.
 type sizeFlags struct {
-	perSecond, perWindow, fpRate, mode, fetchMax, batchBytes *string
-	window, interval                                         *time.Duration
-	partitions, instances                                    *int
-	measure                                                  *bool
+	perSecond, perWindow, fpRate, mode, fetchBuffer, batchBytes *string
+	window, interval                                            *time.Duration
+	partitions, instances                                       *int
+	measure                                                     *bool
 }
 
 // newSizeFlagSet defines `dedup size`'s flags, for parsing and for its usage.
@@ -126,17 +126,17 @@ func newSizeFlagSet() (*flag.FlagSet, sizeFlags) {
 		modeNames = append(modeNames, m.String())
 	}
 	return fs, sizeFlags{
-		perSecond:  fs.String("keys-per-second", "", "distinct keys per second, all partitions (k, M, G suffixes)"),
-		perWindow:  fs.String("keys-per-window", "", "distinct keys per window, all partitions (instead of --keys-per-second)"),
-		window:     fs.Duration("window", configDuration("DEDUP_WINDOW"), "dedup window (DEDUP_WINDOW)"),
-		fpRate:     fs.String("fp-rate", configDefault("DEDUP_FP_RATE"), "false-positive rate at the window's key count (DEDUP_FP_RATE)"),
-		partitions: fs.Int("partitions", 12, "input partitions"),
-		instances:  fs.Int("instances", 1, "instances (replicas) the partitions are spread over"),
-		mode:       fs.String("mode", "all", strings.Join(modeNames, ", ")+" or all (DEDUP_MODE)"),
-		interval:   fs.Duration("checkpoint-interval", configDuration("CHECKPOINT_INTERVAL"), "checkpoint interval (CHECKPOINT_INTERVAL)"),
-		fetchMax:   fs.String("fetch-max-bytes", configDefault("FETCH_MAX_BYTES"), "FETCH_MAX_BYTES, for the memory per instance"),
-		batchBytes: fs.String("produce-batch-bytes", configDefault("PRODUCE_BATCH_BYTES"), "PRODUCE_BATCH_BYTES, for the memory per instance"),
-		measure:    fs.Bool("measure", true, "also probe the sample pair with absent keys: the measured false-positive rate"),
+		perSecond:   fs.String("keys-per-second", "", "distinct keys per second, all partitions (k, M, G suffixes)"),
+		perWindow:   fs.String("keys-per-window", "", "distinct keys per window, all partitions (instead of --keys-per-second)"),
+		window:      fs.Duration("window", configDuration("DEDUP_WINDOW"), "dedup window (DEDUP_WINDOW)"),
+		fpRate:      fs.String("fp-rate", configDefault("DEDUP_FP_RATE"), "false-positive rate at the window's key count (DEDUP_FP_RATE)"),
+		partitions:  fs.Int("partitions", 12, "input partitions"),
+		instances:   fs.Int("instances", 1, "instances (replicas) the partitions are spread over"),
+		mode:        fs.String("mode", "all", strings.Join(modeNames, ", ")+" or all (DEDUP_MODE)"),
+		interval:    fs.Duration("checkpoint-interval", configDuration("CHECKPOINT_INTERVAL"), "checkpoint interval (CHECKPOINT_INTERVAL)"),
+		fetchBuffer: fs.String("fetch-buffer-bytes", configDefault("FETCH_BUFFER_BYTES"), "FETCH_BUFFER_BYTES, for the memory per instance"),
+		batchBytes:  fs.String("produce-batch-bytes", configDefault("PRODUCE_BATCH_BYTES"), "PRODUCE_BATCH_BYTES, for the memory per instance"),
+		measure:     fs.Bool("measure", true, "also probe the sample pair with absent keys: the measured false-positive rate"),
 	}
 }
 
@@ -175,7 +175,7 @@ func parseSize(args []string, stderr io.Writer) (sizeInput, int) {
 	if _, err := fmt.Sscan(*f.fpRate, &in.FPRate); err != nil {
 		problems = append(problems, fmt.Errorf("--fp-rate: %q is not a number", *f.fpRate))
 	}
-	in.FetchMaxBytes = int64(flagCount("fetch-max-bytes", *f.fetchMax))
+	in.FetchBufferBytes = int64(flagCount("fetch-buffer-bytes", *f.fetchBuffer))
 	in.ProduceBatchBytes = int64(flagCount("produce-batch-bytes", *f.batchBytes))
 	if *f.window <= 0 {
 		problems = append(problems, fmt.Errorf("--window: %v is not positive", *f.window))
@@ -349,7 +349,7 @@ func sizeFor(in sizeInput, mode rotation.Mode) (sizeRow, error) {
 // deployment is the sizing model of in for one pair size.
 func (in sizeInput) deployment(pairBytes int64) sizing.Deployment {
 	return sizing.Deployment{PairBytes: pairBytes, Partitions: in.Partitions, Replicas: in.Instances,
-		FetchMaxBytes: in.FetchMaxBytes, ProduceBatchBytes: in.ProduceBatchBytes}
+		FetchBufferBytes: in.FetchBufferBytes, ProduceBatchBytes: in.ProduceBatchBytes}
 }
 
 func writeSize(w io.Writer, in sizeInput) error {

@@ -52,6 +52,7 @@ type Deps struct {
 	Route         Router
 	FlushAt       int // outputs buffered before they go to the writer while behind
 	InflightCap   int // ack ring size: outputs in flight at most
+	ReadQueue     int // reader QueueCapacity: records fetched ahead (0 = 4096)
 
 	// Reader is the input reader's configuration without topic and
 	// partition (brokers, dialer, fetch sizes, error logger).
