@@ -1,6 +1,10 @@
 package processor
 
-import "dedup/cmd/dedup/sizing"
+import (
+	"math/bits"
+
+	"dedup/cmd/dedup/sizing"
+)
 
 // bufferSizes is what one partition's reader and ack ring may hold when
 // assigned partitions share the instance's FetchBufferBytes
@@ -16,7 +20,8 @@ type bufferSizes struct {
 }
 
 // Queue bounds: below 64 kafka-go's fetch goroutine stalls on the queue
-// many times per fetch; above 4096 nothing was gained.
+// many times per fetch; 4096 lets it run a whole 1 MB fetch of small
+// records ahead (the size before the budget).
 const (
 	minQueue    = 64
 	maxQueue    = 4096
@@ -32,9 +37,12 @@ func (p *Processor) bufferSizes(assigned, outputs int) bufferSizes {
 	return bufferSizes{
 		maxBytes: int(min(int64(p.o.FetchMaxBytes), max(q, minFetch, int64(p.o.FetchMinBytes)))),
 		queue:    int(min(maxQueue, max(minQueue, q/sizing.RecordCost))),
-		inflight: int(min(int64(p.inflightCap(outputs)), max(minInflight, share/2/sizing.RecordCost))),
+		// A power of two: the ring rounds its size up to one.
+		inflight: floorPow2(min(int64(p.inflightCap(outputs)), max(minInflight, share/2/sizing.RecordCost))),
 	}
 }
+
+func floorPow2(n int64) int { return 1 << (bits.Len64(uint64(n)) - 1) }
 
 // partitionBuffers is bufferSizes for the partitions of the current
 // generation (superviseGeneration sets p.assigned before any starts).

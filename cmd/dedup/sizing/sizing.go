@@ -17,7 +17,7 @@ const RuntimeBase = 32 << 20
 // DefaultFetchBufferBytes is FETCH_BUFFER_BYTES's default: what an
 // instance's partitions together hold between fetch and produce
 // acknowledgement, whatever their number (docs: sizing).
-const DefaultFetchBufferBytes = 64 << 20
+const DefaultFetchBufferBytes = 32 << 20
 
 // MinPartitionShare is the least a partition's readers and ack ring are
 // sized for, however many partitions share FETCH_BUFFER_BYTES: below it a

@@ -1,0 +1,44 @@
+package processor
+
+import (
+	"testing"
+
+	"dedup/cmd/dedup/sizing"
+)
+
+// TestBufferSizes: the partitions' readers and rings together stay within
+// the budget, whatever the partition count, down to the minimum share;
+// each fetch stays within FETCH_MIN_BYTES..FETCH_MAX_BYTES; the ring is a
+// power of two (the tracker would round it up).
+func TestBufferSizes(t *testing.T) {
+	for _, budget := range []int64{0, 4 << 20, sizing.DefaultFetchBufferBytes, 1 << 30} {
+		p := &Processor{o: Options{FetchBufferBytes: budget}}
+		p.o = withDefaults(p.o)
+		for _, parts := range []int{1, 2, 4, 12, 16, 32, 48, 100, 500} {
+			s := p.bufferSizes(parts, parts)
+			share := sizing.PartitionShare(p.o.FetchBufferBytes, parts)
+			if s.maxBytes < p.o.FetchMinBytes || s.maxBytes > p.o.FetchMaxBytes {
+				t.Errorf("budget %d, %d partitions: fetch %d not in %d..%d", budget, parts, s.maxBytes, p.o.FetchMinBytes, p.o.FetchMaxBytes)
+			}
+			if s.inflight&(s.inflight-1) != 0 {
+				t.Errorf("budget %d, %d partitions: ring %d is not a power of two", budget, parts, s.inflight)
+			}
+			if held := int64(s.queue+s.inflight) * sizing.RecordCost; held > share*3/4 && s.queue > minQueue && s.inflight > minInflight {
+				t.Errorf("budget %d, %d partitions: queue %d + ring %d records hold %d bytes, over 3/4 of the share %d", budget, parts, s.queue, s.inflight, held, share)
+			}
+			if s.inflight > p.inflightCap(parts) || s.queue > maxQueue || s.queue < minQueue || s.inflight < minInflight {
+				t.Errorf("budget %d, %d partitions: queue %d, ring %d out of bounds", budget, parts, s.queue, s.inflight)
+			}
+		}
+	}
+	// Few partitions keep the sizes they had before the budget.
+	p := &Processor{o: Options{}}
+	p.o = withDefaults(p.o)
+	if s := p.bufferSizes(4, 4); s.queue != maxQueue || s.inflight != p.inflightCap(4) {
+		t.Errorf("4 partitions at the default budget: queue %d, ring %d; want %d and %d", s.queue, s.inflight, maxQueue, p.inflightCap(4))
+	}
+	// Many share the budget: 48 partitions hold no more than 48 minimum shares.
+	if s := p.bufferSizes(48, 48); int64(s.queue+s.inflight)*sizing.RecordCost > sizing.MinPartitionShare {
+		t.Errorf("48 partitions: queue %d + ring %d records exceed the minimum share", s.queue, s.inflight)
+	}
+}
