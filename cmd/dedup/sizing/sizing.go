@@ -24,6 +24,12 @@ const DefaultFetchBufferBytes = 32 << 20
 // partition could not fill a writer batch (docs: sizing).
 const MinPartitionShare = 1 << 20
 
+// MaxPartitionShare is the most one partition's readers and ack ring are
+// sized for: what a partition fetching and producing at full speed was
+// measured to use (docs: sizing). Fewer partitions than the budget has
+// room for leave the rest of it unused.
+const MaxPartitionShare = 8 << 20
+
 // RecordCost is what one buffered record is counted as: a record of a few
 // hundred bytes with kafka-go's message and queue slot, or an output with
 // its ack slot, headers and writer message.
@@ -35,17 +41,19 @@ const RecordCost = 512
 const PartitionOverhead = 256 << 10
 
 // PartitionShare is one partition's part of a FETCH_BUFFER_BYTES budget
-// shared by partitions assigned partitions, at least MinPartitionShare.
+// shared by partitions assigned partitions, between MinPartitionShare and
+// MaxPartitionShare.
 func PartitionShare(budget int64, partitions int) int64 {
 	if budget <= 0 {
 		budget = DefaultFetchBufferBytes
 	}
-	return max(budget/int64(max(partitions, 1)), MinPartitionShare)
+	return min(max(budget/int64(max(partitions, 1)), MinPartitionShare), MaxPartitionShare)
 }
 
 // FetchBuffer is what partitions assigned partitions hold of a
-// FETCH_BUFFER_BYTES budget: the budget, or MinPartitionShare each when
-// there are more partitions than the budget has room for.
+// FETCH_BUFFER_BYTES budget: the budget, MinPartitionShare each when there
+// are more partitions than the budget has room for, MaxPartitionShare
+// each when there are fewer.
 func FetchBuffer(budget int64, partitions int) int64 {
 	if partitions <= 0 {
 		return 0

@@ -9,12 +9,13 @@ func TestResources(t *testing.T) {
 	if r.PartitionsPerInstance != 2 || r.PartitionsPerInstanceOneDown != 3 {
 		t.Fatalf("partitions per instance %d, with one down %d; want 2 and 3", r.PartitionsPerInstance, r.PartitionsPerInstanceOneDown)
 	}
-	// 2 partitions + 1 spare pair, the fetch buffer, 2 partitions'
-	// overhead, 6 output batches, the runtime.
-	if want := int64(3*20+64+6*1)*mib + 2*PartitionOverhead + RuntimeBase; r.Request != want {
+	// 2 partitions + 1 spare pair, their fetch buffer (each at most
+	// MaxPartitionShare), 2 partitions' overhead, 6 output batches, the
+	// runtime.
+	if want := int64(3*20+6*1)*mib + 2*MaxPartitionShare + 2*PartitionOverhead + RuntimeBase; r.Request != want {
 		t.Errorf("request %d, want %d", r.Request, want)
 	}
-	if want := (int64(4*20+6*1)*mib + 64*mib/3*3 + 3*PartitionOverhead + RuntimeBase) * 5 / 4; r.Limit != want {
+	if want := (int64(4*20+6*1)*mib + 3*MaxPartitionShare + 3*PartitionOverhead + RuntimeBase) * 5 / 4; r.Limit != want {
 		t.Errorf("limit %d, want %d", r.Limit, want)
 	}
 	if r.GoMemLimit >= r.Limit || r.GoMemLimit < r.Limit*85/100 {
@@ -36,11 +37,13 @@ func TestFetchBuffer(t *testing.T) {
 		share      int64
 		total      int64
 	}{
-		{64 * mib, 1, 64 * mib, 64 * mib},
-		{64 * mib, 4, 16 * mib, 64 * mib},
+		{64 * mib, 1, MaxPartitionShare, MaxPartitionShare},
+		{64 * mib, 8, 8 * mib, 64 * mib},
+		{64 * mib, 16, 4 * mib, 64 * mib},
 		{64 * mib, 48, 64 * mib / 48, 64 * mib / 48 * 48},
 		{64 * mib, 128, MinPartitionShare, 128 * MinPartitionShare},
 		{0, 4, DefaultFetchBufferBytes / 4, DefaultFetchBufferBytes},
+		{0, 2, MaxPartitionShare, 2 * MaxPartitionShare},
 	} {
 		if got := PartitionShare(c.budget, c.partitions); got != c.share {
 			t.Errorf("PartitionShare(%d, %d) = %d, want %d", c.budget, c.partitions, got, c.share)
