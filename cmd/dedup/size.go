@@ -433,9 +433,10 @@ func writeSize(w io.Writer, in sizeInput) error {
 	}
 	fmt.Fprintln(w, "A record is tested against both generations, sized so that with both full (n keys each) the pair's modelled rate is at most ε (each generation at about ε/2; fingerprint widths are even, so that mode lands at or below ε):")
 	fmt.Fprintln(w, "in steady state the previous generation holds a full window while the current one fills, so a record meets about half the end-of-window rate at a window's start and all of it at its end; false drops are rotation's model over the window.")
-	fmt.Fprintf(w, "Memory: request = filters of %d partitions + 1 spare + a FETCH_MAX_BYTES fetch per partition + a PRODUCE_BATCH_BYTES batch per output partition + %d MiB runtime;\n",
-		res.PartitionsPerInstance, sizing.RuntimeBase>>20)
+	fmt.Fprintf(w, "Memory: request = filters of %d partitions + 1 spare + their share of FETCH_BUFFER_BYTES (%d to %d MiB each) + %d KiB each + a PRODUCE_BATCH_BYTES batch per output partition + %d MiB runtime;\n",
+		res.PartitionsPerInstance, sizing.MinPartitionShare>>20, sizing.MaxPartitionShare>>20, sizing.PartitionOverhead>>10, sizing.RuntimeBase>>20)
 	fmt.Fprintf(w, "limit = the same with one instance down (%d partitions) ×5/4 for the collector; GOMEMLIMIT = 90%% of the limit.\n", res.PartitionsPerInstanceOneDown)
+	fmt.Fprintln(w, "Under load the resident memory settles near GOMEMLIMIT (the collector holds it there); without GOMEMLIMIT it grows to about twice the live heap.")
 	fmt.Fprintln(w, "The bound n·log2(1/ε) is the least memory any structure answering membership at rate ε can use for n keys.")
 	fmt.Fprintln(w, "Changing DEDUP_MODE, DEDUP_EXPECTED_KEYS, DEDUP_FP_RATE or DEDUP_WINDOW: each partition keeps its old pair beside the new one until")
 	fmt.Fprintln(w, "the old window has passed twice; until the log says the old filters were released, memory must also cover the old settings' filters.")
