@@ -14,6 +14,10 @@ const (
 	OutcomeDuplicate  = "duplicate"
 	OutcomeRetraction = "retraction"
 	OutcomeUnkeyed    = "unkeyed"
+	// The output refused the record for good (too large): written to the
+	// dead-letter topic, or skipped without one.
+	OutcomeDeadLettered = "dead_lettered"
+	OutcomeRefused      = "refused"
 )
 
 // Kinds of dedup_timestamp_anomalies_total: records decided without moving
@@ -60,6 +64,7 @@ type Metrics struct {
 	checkpointFails   *prometheus.CounterVec
 	restores          *prometheus.CounterVec
 	restoreScanned    prometheus.Counter
+	inputSkipped      *prometheus.CounterVec
 	cluster           *clusterMetrics // cluster.go
 }
 
@@ -72,7 +77,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "dedup_messages_total",
-			Help: "Input records by outcome: forwarded, duplicate, retraction, unkeyed.",
+			Help: "Input records by outcome: forwarded, duplicate, retraction, unkeyed; dead_lettered and refused for records the output cannot take (too large), written to DEAD_LETTER_TOPIC or skipped.",
 		}, []string{"topic", "partition", "outcome"}),
 		replaySuppressed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "dedup_replay_suppressed_total",
@@ -160,7 +165,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"topic"}),
 		outputErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "dedup_output_errors_total",
-			Help: "Failed produce requests by kind: retriable (not appended, retried), ambiguous (outcome unknown, resolved by reading the output back), refused (a permanent refusal: the partition stops).",
+			Help: "Failed produce requests by kind: retriable (not appended, retried), ambiguous (outcome unknown, resolved by reading the output back), refused (records the output cannot take: too large for the output topic's max.message.bytes or PRODUCE_BATCH_BYTES, found before writing or refused by the broker; other permanent refusals stop the partition).",
 		}, []string{"kind"}),
 		stalled: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "dedup_partitions_stalled",
@@ -206,13 +211,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "dedup_restore_scanned_records_total",
 			Help: "Output records read by the replay scans of restores from the store.",
 		}),
+		inputSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dedup_input_skipped_offsets_total",
+			Help: "Input offsets the stage never read because they were below the partition's log start when it got there (deleted by retention or DeleteRecords while the stage was down or behind): their records were neither deduplicated nor forwarded.",
+		}, pt),
 	}
 	reg.MustRegister(
 		m.messages, m.replaySuppressed, m.tsAnomalies, m.tsRewritten, m.fill, m.estimatedKeys, m.fpRate, m.saturated,
 		m.fpTarget, m.expectedKeys, m.windowSeconds, m.windowElapsed, m.filterBytes,
 		m.rotations, m.overflows, m.earlyRotations, m.forgottenKeys, m.stashed, m.lag, m.assigned, m.memPredicted, m.produceErrors, m.outputErrors, m.stalled, m.latency, m.checkpointSeconds,
 		m.checkpointPause, m.checkpointSize, m.checkpointLast, m.checkpoints, m.checkpointFails, m.restores,
-		m.restoreScanned,
+		m.restoreScanned, m.inputSkipped,
 	)
 	m.cluster = newClusterMetrics(reg)
 	for _, s := range []string{string(partition.SourceMemory), "latest", "fallback", "empty"} {
@@ -234,7 +243,7 @@ func (m *Metrics) forget(topic string, part int) {
 		m.messages, m.replaySuppressed, m.tsAnomalies, m.tsRewritten, m.fill, m.estimatedKeys, m.fpRate,
 		m.saturated, m.windowElapsed, m.filterBytes, m.rotations, m.overflows, m.earlyRotations,
 		m.forgottenKeys, m.stashed, m.lag, m.checkpointSize,
-		m.checkpointLast, m.checkpoints, m.checkpointFails,
+		m.checkpointLast, m.checkpoints, m.checkpointFails, m.inputSkipped,
 	} {
 		v.DeletePartialMatch(l)
 	}
@@ -249,6 +258,8 @@ func (m *Metrics) partition(topic string, part int, storeKind string) *partition
 		Duplicate:        m.messages.WithLabelValues(topic, p, OutcomeDuplicate),
 		Retraction:       m.messages.WithLabelValues(topic, p, OutcomeRetraction),
 		Unkeyed:          m.messages.WithLabelValues(topic, p, OutcomeUnkeyed),
+		Refused:          m.messages.WithLabelValues(topic, p, OutcomeRefused),
+		DeadLettered:     m.messages.WithLabelValues(topic, p, OutcomeDeadLettered),
 		ReplaySuppressed: m.replaySuppressed.WithLabelValues(topic, p),
 		WindowElapsed:    m.windowElapsed.WithLabelValues(topic, p),
 		Bytes:            m.filterBytes.WithLabelValues(topic, p),
@@ -269,6 +280,7 @@ func (m *Metrics) partition(topic string, part int, storeKind string) *partition
 		MissingTimestamps:   m.tsAnomalies.WithLabelValues(topic, p, AnomalyMissing),
 		RewrittenTimestamps: m.tsRewritten.WithLabelValues(topic, p),
 		RestoreScanned:      m.restoreScanned,
+		SkippedOffsets:      m.inputSkipped.WithLabelValues(topic, p),
 	}
 	if storeKind != "" { // without a store there are no checkpoints to time
 		pm.CheckpointSeconds = m.checkpointSeconds.WithLabelValues(storeKind)

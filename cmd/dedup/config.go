@@ -37,6 +37,8 @@ type Config struct {
 	InputTopic         string        `env:"INPUT_TOPIC" envDefault:"events" help:"topic to deduplicate"`
 	OutputTopic        string        `env:"OUTPUT_TOPIC" envDefault:"events-deduped" help:"topic that receives first occurrences (must differ from INPUT_TOPIC)"`
 	GroupID            string        `env:"GROUP_ID" envDefault:"dedup" help:"consumer group; also names the state"`
+	RepartitionTopic   string        `env:"REPARTITION_TOPIC" helpDefault:"empty" help:"not implemented in this version: set, the stage refuses to start (exit 2) rather than deduplicate input that is not partitioned by the dedup key; partition the input by the dedup key instead"`
+	RepartitionParts   string        `env:"REPARTITION_PARTITIONS" helpDefault:"empty" help:"partition count of REPARTITION_TOPIC; not implemented in this version, refused like it"`
 	DeadLetterTopic    string        `env:"DEAD_LETTER_TOPIC" helpDefault:"empty" help:"topic for records the output refuses for good (too large, invalid), with a dedup-error header naming why; empty = logged, counted and skipped"`
 	ClientID           string        `env:"KAFKA_CLIENT_ID" envDefault:"dedup" help:"client.id the stage's Kafka clients send (broker logs, quotas, ACL audits)"`
 
@@ -298,6 +300,16 @@ func normalizeKeySpec(s string) string {
 	return strings.ToLower(kind) + ":" + rest
 }
 
+// embeddedTopics are the topics the embedded broker creates: input,
+// output and, when set, the dead-letter topic.
+func (c *Config) embeddedTopics() []string {
+	ts := []string{c.InputTopic, c.OutputTopic}
+	if c.DeadLetterTopic != "" {
+		ts = append(ts, c.DeadLetterTopic)
+	}
+	return ts
+}
+
 // Embedded reports whether the binary runs its own broker (KAFKA_BROKERS empty).
 func (c *Config) Embedded() bool { return len(c.BrokerList()) == 0 }
 
@@ -377,6 +389,14 @@ func (c *Config) validate() []Problem {
 	}
 	if c.InputTopic != "" && c.InputTopic == c.OutputTopic {
 		bad("OUTPUT_TOPIC", "must differ from INPUT_TOPIC (both %q)", c.InputTopic)
+	}
+	// Running without the repartition hop would forward every copy of a key
+	// that arrives on several partitions, without a word.
+	if c.RepartitionTopic != "" {
+		bad("REPARTITION_TOPIC", "the repartition hop is not implemented in this version, got %q: unset it and partition INPUT_TOPIC by the dedup key", c.RepartitionTopic)
+	}
+	if c.RepartitionParts != "" {
+		bad("REPARTITION_PARTITIONS", "the repartition hop is not implemented in this version, got %q: unset it", c.RepartitionParts)
 	}
 	if c.DeadLetterTopic != "" {
 		if err := checkTopicName(c.DeadLetterTopic); err != nil {

@@ -38,7 +38,7 @@ func openCluster(ctx context.Context, cfg *Config, log *slog.Logger, stdout io.W
 	b, err := StartEmbeddedBroker(ctx, EmbeddedOptions{
 		Addr:       cfg.EmbeddedBrokerAddr,
 		DataDir:    cfg.DataDir,
-		Topics:     []string{cfg.InputTopic, cfg.OutputTopic},
+		Topics:     cfg.embeddedTopics(),
 		Partitions: cfg.EmbeddedPartitions,
 		SASL:       cfg,
 		Logger:     log,
@@ -95,6 +95,7 @@ func newStage(ctx context.Context, cfg *Config, cluster *Cluster, reg *prometheu
 		GroupID:            cfg.GroupID,
 		InputTopic:         cfg.InputTopic,
 		OutputTopic:        cfg.OutputTopic,
+		DeadLetterTopic:    cfg.DeadLetterTopic,
 		StartOffset:        start,
 		SessionTimeout:     cfg.SessionTimeout,
 		GroupBalancer:      cfg.GroupBalancer,

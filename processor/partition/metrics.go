@@ -12,6 +12,7 @@ import (
 // that the hot path never hashes label values.
 type Metrics struct {
 	Forwarded, Duplicate, Retraction, Unkeyed prometheus.Counter
+	Refused, DeadLettered                     prometheus.Counter // outputs the output cannot take
 	ReplaySuppressed                          prometheus.Counter
 	Fill, EstKeys, FPRate, Saturated          [2]prometheus.Gauge // current, previous
 	WindowElapsed, Bytes, Lag                 prometheus.Gauge
@@ -33,18 +34,23 @@ type Metrics struct {
 	// Forwarded records whose timestamp could not be written as read.
 	RewrittenTimestamps prometheus.Counter
 	RestoreScanned      prometheus.Counter // output records read by restores' replay scans
+	// Input offsets below the log start when the partition got there
+	// (deleted before they were read).
+	SkippedOffsets prometheus.Counter
 }
 
 // Totals are cumulative counts of input records by outcome over every
 // partition of an instance, cheap to read at any time.
 type Totals struct {
 	In, Forwarded, Duplicates, Retractions, Unkeyed, Suppressed atomic.Uint64
+	Refused, DeadLettered                                       atomic.Uint64
 }
 
 // counts are per-outcome tallies the worker keeps locally and publishes
 // every tick, so the hot path touches no shared cache line per record.
 type counts struct {
 	in, forwarded, duplicates, retractions, unkeyed, suppressed uint64
+	refused, deadLettered                                       uint64
 	future, missing, rewritten                                  uint64
 }
 
@@ -61,6 +67,8 @@ func (w *Worker) publishCounts() {
 	publish(c.retractions, pm.Retraction, &pr.Retractions)
 	publish(c.unkeyed, pm.Unkeyed, &pr.Unkeyed)
 	publish(c.suppressed, pm.ReplaySuppressed, &pr.Suppressed)
+	publish(c.refused, pm.Refused, &pr.Refused)
+	publish(c.deadLettered, pm.DeadLettered, &pr.DeadLettered)
 	for _, a := range [...]struct {
 		n uint64
 		m prometheus.Counter
