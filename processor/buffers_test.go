@@ -1,7 +1,10 @@
 package processor
 
 import (
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"dedup/cmd/dedup/sizing"
 )
@@ -40,5 +43,30 @@ func TestBufferSizes(t *testing.T) {
 	// Many share the budget: 48 partitions hold no more than 48 minimum shares.
 	if s := p.bufferSizes(48, 48); int64(s.queue+s.inflight)*sizing.RecordCost > sizing.MinPartitionShare {
 		t.Errorf("48 partitions: queue %d + ring %d records exceed the minimum share", s.queue, s.inflight)
+	}
+}
+
+// TestRecordLargerThanFetch: a partition whose share of the fetch buffer
+// makes its fetch smaller than a record still reads that record (the broker
+// returns a first batch larger than the fetch's MaxBytes) and the records
+// after it.
+func TestRecordLargerThanFetch(t *testing.T) {
+	e := newTestEnv(t, 1, 1)
+	o := e.options("large-record")
+	o.FetchBufferBytes = 1 // the minimum share: a 256 KiB fetch
+	p := &Processor{o: withDefaults(o)}
+	big := strings.Repeat("x", 700<<10)
+	if fetch := p.bufferSizes(1, 1).maxBytes; fetch >= len(big) {
+		t.Fatalf("fetch of %d bytes: the test needs one smaller than its %d-byte record", fetch, len(big))
+	}
+	out := e.collect()
+	ts := time.Now()
+	e.runMember(t, out, o, rec(0, "big", big, ts), rec(0, "after", "after", ts))
+	var got []int
+	for _, r := range out.recs {
+		got = append(got, len(r.Value))
+	}
+	if !slices.Equal(got, []int{len(big), len("after")}) {
+		t.Errorf("output value lengths %v, want [%d %d]", got, len(big), len("after"))
 	}
 }
