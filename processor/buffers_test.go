@@ -20,29 +20,29 @@ func TestBufferSizes(t *testing.T) {
 		for _, parts := range []int{1, 2, 4, 12, 16, 32, 48, 100, 500} {
 			s := p.bufferSizes(parts, parts)
 			share := sizing.PartitionShare(p.o.FetchBufferBytes, parts)
-			if s.maxBytes < p.o.FetchMinBytes || s.maxBytes > p.o.FetchMaxBytes {
-				t.Errorf("budget %d, %d partitions: fetch %d not in %d..%d", budget, parts, s.maxBytes, p.o.FetchMinBytes, p.o.FetchMaxBytes)
+			if s.FetchBytes < p.o.FetchMinBytes || s.FetchBytes > p.o.FetchMaxBytes {
+				t.Errorf("budget %d, %d partitions: fetch %d not in %d..%d", budget, parts, s.FetchBytes, p.o.FetchMinBytes, p.o.FetchMaxBytes)
 			}
-			if s.inflight&(s.inflight-1) != 0 {
-				t.Errorf("budget %d, %d partitions: ring %d is not a power of two", budget, parts, s.inflight)
+			if s.InFlight&(s.InFlight-1) != 0 {
+				t.Errorf("budget %d, %d partitions: ring %d is not a power of two", budget, parts, s.InFlight)
 			}
-			if held := int64(s.queue+s.inflight) * sizing.RecordCost; held > share*3/4 && s.queue > minQueue && s.inflight > minInflight {
-				t.Errorf("budget %d, %d partitions: queue %d + ring %d records hold %d bytes, over 3/4 of the share %d", budget, parts, s.queue, s.inflight, held, share)
+			if held := int64(s.Queue+s.InFlight) * sizing.RecordCost; held > share*3/4 && s.Queue > 64 && s.InFlight > 1024 {
+				t.Errorf("budget %d, %d partitions: queue %d + ring %d records hold %d bytes, over 3/4 of the share %d", budget, parts, s.Queue, s.InFlight, held, share)
 			}
-			if s.inflight > p.inflightCap(parts) || s.queue > maxQueue || s.queue < minQueue || s.inflight < minInflight {
-				t.Errorf("budget %d, %d partitions: queue %d, ring %d out of bounds", budget, parts, s.queue, s.inflight)
+			if s.InFlight > p.inflightCap(parts) || s.Queue > 4096 || s.Queue < 64 || s.InFlight < 1024 {
+				t.Errorf("budget %d, %d partitions: queue %d, ring %d out of bounds", budget, parts, s.Queue, s.InFlight)
 			}
 		}
 	}
 	// Few partitions keep the sizes they had before the budget.
 	p := &Processor{o: Options{}}
 	p.o = withDefaults(p.o)
-	if s := p.bufferSizes(4, 4); s.queue != maxQueue || s.inflight != p.inflightCap(4) {
-		t.Errorf("4 partitions at the default budget: queue %d, ring %d; want %d and %d", s.queue, s.inflight, maxQueue, p.inflightCap(4))
+	if s := p.bufferSizes(4, 4); s.Queue != 4096 || s.InFlight != p.inflightCap(4) {
+		t.Errorf("4 partitions at the default budget: queue %d, ring %d; want %d and %d", s.Queue, s.InFlight, 4096, p.inflightCap(4))
 	}
 	// Many share the budget: 48 partitions hold no more than 48 minimum shares.
-	if s := p.bufferSizes(48, 48); int64(s.queue+s.inflight)*sizing.RecordCost > sizing.MinPartitionShare {
-		t.Errorf("48 partitions: queue %d + ring %d records exceed the minimum share", s.queue, s.inflight)
+	if s := p.bufferSizes(48, 48); int64(s.Queue+s.InFlight)*sizing.RecordCost > sizing.MinPartitionShare {
+		t.Errorf("48 partitions: queue %d + ring %d records exceed the minimum share", s.Queue, s.InFlight)
 	}
 }
 
@@ -56,7 +56,7 @@ func TestRecordLargerThanFetch(t *testing.T) {
 	o.FetchBufferBytes = 1 // the minimum share: a 256 KiB fetch
 	p := &Processor{o: withDefaults(o)}
 	big := strings.Repeat("x", 700<<10)
-	if fetch := p.bufferSizes(1, 1).maxBytes; fetch >= len(big) {
+	if fetch := p.bufferSizes(1, 1).FetchBytes; fetch >= len(big) {
 		t.Fatalf("fetch of %d bytes: the test needs one smaller than its %d-byte record", fetch, len(big))
 	}
 	out := e.collect()

@@ -197,14 +197,14 @@ func (p *Processor) partitionDeps(g *generation, a kafka.PartitionAssignment) pa
 		DeadLetter:    g.dlq,
 		OutputRefused: p.metrics.outputErrors.WithLabelValues(OutputRefused).Inc,
 		IsolateCount:  p.o.BatchSize, // a refused batch held at most this many
-		InflightCap:   bufs.inflight,
-		ReadQueue:     bufs.queue,
+		InflightCap:   bufs.InFlight,
+		ReadQueue:     bufs.Queue,
 
 		Reader: kafka.ReaderConfig{
 			Brokers:  p.o.Brokers,
 			Dialer:   p.readDialer,
 			MinBytes: p.o.FetchMinBytes,
-			MaxBytes: bufs.maxBytes,
+			MaxBytes: bufs.FetchBytes,
 			MaxWait:  p.o.FetchMaxWait,
 			// Logger and ErrorLogger are the partition's own (Start).
 		},

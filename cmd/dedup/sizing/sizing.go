@@ -6,7 +6,10 @@
 // (rotation.Pair.SizeBytes), never recomputed here.
 package sizing
 
-import "strconv"
+import (
+	"math/bits"
+	"strconv"
+)
 
 // RuntimeBase is the memory of an instance that does not grow with its
 // partitions: the Go runtime, the HTTP server, the checkpoint encoder. It
@@ -60,6 +63,42 @@ func FetchBuffer(budget int64, partitions int) int64 {
 	}
 	return PartitionShare(budget, partitions) * int64(partitions)
 }
+
+// Buffers is what one partition's reader and ack ring are sized for, from
+// its share of FETCH_BUFFER_BYTES (PartitionShare): a quarter of the share
+// for kafka-go's message queue, a quarter for one fetch, half for the
+// outputs in flight, each record counted at RecordCost.
+type Buffers struct {
+	FetchBytes int // reader MaxBytes: one fetch
+	Queue      int // reader QueueCapacity: decoded records waiting for the worker
+	InFlight   int // ack ring: outputs the writer has not acknowledged, a power of two
+}
+
+// Buffer bounds: below 64 records kafka-go's fetch goroutine stalls on the
+// queue many times per fetch, and 4096 lets it run a whole 1 MB fetch of
+// small records ahead (the size before the budget); a ring of 1024 outputs
+// holds a writer batch and then some.
+const (
+	minQueue    = 64
+	maxQueue    = 4096
+	minFetch    = 64 << 10
+	minInFlight = 1024
+)
+
+// PartitionBuffers sizes one of partitions partitions sharing budget: the
+// fetch never above fetchMax nor below fetchMin, the ring never above
+// maxInFlight (rounded down to a power of two: the ring rounds up).
+func PartitionBuffers(budget int64, partitions, fetchMin, fetchMax, maxInFlight int) Buffers {
+	share := PartitionShare(budget, partitions)
+	q := share / 4
+	return Buffers{
+		FetchBytes: int(min(int64(fetchMax), max(q, minFetch, int64(fetchMin)))),
+		Queue:      int(min(maxQueue, max(minQueue, q/RecordCost))),
+		InFlight:   floorPow2(min(int64(maxInFlight), max(minInFlight, share/2/RecordCost))),
+	}
+}
+
+func floorPow2(n int64) int { return 1 << (bits.Len64(uint64(max(n, 1))) - 1) }
 
 // Instance is one running dedup process.
 type Instance struct {
