@@ -178,6 +178,7 @@ func (p *Processor) stopRequested() bool {
 // generation g.
 func (p *Processor) partitionDeps(g *generation, a kafka.PartitionAssignment) partition.Deps {
 	topic, part := p.o.InputTopic, a.ID
+	bufs := p.partitionBuffers(g.route.OutputPartitions())
 	log := p.log.With("topic", topic, "partition", part, "generation", g.gen.ID)
 	d := partition.Deps{
 		Group:       p.o.GroupID,
@@ -196,13 +197,14 @@ func (p *Processor) partitionDeps(g *generation, a kafka.PartitionAssignment) pa
 		DeadLetter:    g.dlq,
 		OutputRefused: p.metrics.outputErrors.WithLabelValues(OutputRefused).Inc,
 		IsolateCount:  p.o.BatchSize, // a refused batch held at most this many
-		InflightCap:   p.inflightCap(g.route.OutputPartitions()),
+		InflightCap:   bufs.InFlight,
+		ReadQueue:     bufs.Queue,
 
 		Reader: kafka.ReaderConfig{
 			Brokers:  p.o.Brokers,
 			Dialer:   p.readDialer,
 			MinBytes: p.o.FetchMinBytes,
-			MaxBytes: p.o.FetchMaxBytes,
+			MaxBytes: bufs.FetchBytes,
 			MaxWait:  p.o.FetchMaxWait,
 			// Logger and ErrorLogger are the partition's own (Start).
 		},

@@ -88,8 +88,14 @@ type Options struct {
 	Compression kafka.Compression
 
 	FetchMinBytes int           // default 1
-	FetchMaxBytes int           // default 10 MiB
+	FetchMaxBytes int           // one fetch at most (default 10 MiB)
 	FetchMaxWait  time.Duration // default 250ms
+	// FetchBufferBytes is what the assigned partitions together hold of
+	// records fetched but not yet produced and acknowledged: each
+	// partition's reader queue, fetch size and ack ring are sized from its
+	// share, at least sizing.MinPartitionShare (default
+	// sizing.DefaultFetchBufferBytes).
+	FetchBufferBytes int64
 
 	CheckpointInterval time.Duration // checkpoint (or, without a Store, commit) period (default 10s)
 	Store              Store         // nil = no checkpoints: at-least-once output
@@ -290,7 +296,7 @@ func New(o Options) (*Processor, error) {
 			errs = append(errs, fmt.Errorf("%s %v: want >= 0", d.name, d.v))
 		}
 	}
-	if o.BatchSize < 0 || o.BatchBytes < 0 || o.FetchMinBytes < 0 || o.FetchMaxBytes < 0 {
+	if o.BatchSize < 0 || o.BatchBytes < 0 || o.FetchMinBytes < 0 || o.FetchMaxBytes < 0 || o.FetchBufferBytes < 0 {
 		errs = append(errs, errors.New("negative batch or fetch size"))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -372,6 +378,9 @@ func withDefaults(o Options) Options {
 	}
 	if o.FetchMaxWait == 0 {
 		o.FetchMaxWait = 250 * time.Millisecond
+	}
+	if o.FetchBufferBytes == 0 {
+		o.FetchBufferBytes = sizing.DefaultFetchBufferBytes
 	}
 	if o.CheckpointInterval == 0 {
 		o.CheckpointInterval = 10 * time.Second
@@ -536,7 +545,7 @@ func (p *Processor) Progress() Progress {
 // checkpoint store the spare pair is not held.
 func (p *Processor) predictMemory(assigned, outputs int) {
 	live := sizing.Instance{PairBytes: p.pairBytes, Partitions: assigned, OutputPartitions: outputs,
-		FetchMaxBytes: int64(p.o.FetchMaxBytes), ProduceBatchBytes: p.o.BatchBytes}.LiveBytes()
+		FetchBufferBytes: p.o.FetchBufferBytes, ProduceBatchBytes: p.o.BatchBytes}.LiveBytes()
 	if p.o.Store == nil {
 		live -= p.pairBytes
 	}

@@ -69,6 +69,7 @@ type Config struct {
 	RecoveryTimeout     time.Duration `env:"PRODUCE_RECOVERY_TIMEOUT" envDefault:"1m" help:"how long outputs may stay undeliverable (writer replaced, partitions restored, produce retried) before the stage exits 1 for a restart (Go duration)"`
 	FetchMinBytes       int           `env:"FETCH_MIN_BYTES" envDefault:"1" help:"bytes a fetch waits for"`
 	FetchMaxBytes       int           `env:"FETCH_MAX_BYTES" envDefault:"10485760" help:"most bytes one fetch returns"`
+	FetchBufferBytes    int64         `env:"FETCH_BUFFER_BYTES" envDefault:"33554432" help:"bytes of records fetched but not yet produced, all assigned partitions together; each partition's fetch size, read-ahead queue and outputs in flight are sized from its share (at least 1 MiB): see docs/sizing.md"`
 	FetchMaxWait        time.Duration `env:"FETCH_MAX_WAIT" envDefault:"250ms" help:"longest a fetch waits for FETCH_MIN_BYTES (Go duration)"`
 
 	CheckpointStore    string        `env:"CHECKPOINT_STORE" helpDefault:"'kafka' with brokers, 'file' embedded" help:"kafka (compacted topic) or file"`
@@ -437,6 +438,7 @@ func (c *Config) validate() []Problem {
 	positive("PRODUCE_RECOVERY_TIMEOUT", c.RecoveryTimeout)
 	positiveInt("FETCH_MIN_BYTES", int64(c.FetchMinBytes))
 	positiveInt("FETCH_MAX_BYTES", int64(c.FetchMaxBytes))
+	positiveInt("FETCH_BUFFER_BYTES", c.FetchBufferBytes)
 	if c.FetchMaxBytes > 0 && c.FetchMinBytes > c.FetchMaxBytes {
 		bad("FETCH_MIN_BYTES", "must not exceed FETCH_MAX_BYTES (%d > %d)", c.FetchMinBytes, c.FetchMaxBytes)
 	}

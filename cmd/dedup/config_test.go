@@ -142,6 +142,7 @@ func badValues(t *testing.T) []badValue {
 		{name: "PRODUCE_COMPRESSION", value: "brotli"},
 		{name: "FETCH_MIN_BYTES", value: "0"},
 		{name: "FETCH_MAX_BYTES", value: "lots"},
+		{name: "FETCH_BUFFER_BYTES", value: "0"},
 		{name: "FETCH_MAX_WAIT", value: "-1s"},
 		{name: "CHECKPOINT_STORE", value: "s3"},
 		{name: "CHECKPOINT_TOPIC", value: "bad topic", env: envMap{"CHECKPOINT_STORE": "kafka"}},

@@ -110,6 +110,7 @@ func newStage(ctx context.Context, cfg *Config, cluster *Cluster, reg *prometheu
 		Compression:        cfg.compression(),
 		FetchMinBytes:      cfg.FetchMinBytes,
 		FetchMaxBytes:      cfg.FetchMaxBytes,
+		FetchBufferBytes:   cfg.FetchBufferBytes,
 		FetchMaxWait:       cfg.FetchMaxWait,
 		CheckpointInterval: cfg.CheckpointInterval,
 		Store:              store,

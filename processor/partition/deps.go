@@ -65,6 +65,7 @@ type Deps struct {
 	IsolateFrom  int64
 	IsolateCount int
 	InflightCap  int // ack ring size: outputs in flight at most
+	ReadQueue    int // reader QueueCapacity: records fetched ahead (0 = 4096)
 
 	// Reader is the input reader's configuration without topic, partition
 	// and loggers (brokers, dialer, fetch sizes).

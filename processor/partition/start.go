@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -133,7 +134,7 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 	// The default 100-message queue between kafka-go's fetch goroutine
 	// and FetchMessage stalls the fetcher twice per 1 MB fetch of small
 	// records; a deeper queue lets it run a whole fetch ahead.
-	rc.QueueCapacity = 4096
+	rc.QueueCapacity = cmp.Or(d.ReadQueue, 4096)
 	// Lag comes from each record's HighWaterMark; the reader's own lag
 	// poller would cost a ListOffsets round trip per interval.
 	rc.ReadLagInterval = -1
