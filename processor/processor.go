@@ -99,6 +99,9 @@ type Options struct {
 
 	CheckpointInterval time.Duration // checkpoint (or, without a Store, commit) period (default 10s)
 	Store              Store         // nil = no checkpoints: at-least-once output
+	// OnDamage is what a partition whose every snapshot is damaged does
+	// (CHECKPOINT_ON_DAMAGE; default partition.OnDamageEmpty).
+	OnDamage partition.OnDamage
 
 	// RecoveryTimeout bounds how long outputs may stay undeliverable: after
 	// a produce failure the stage replaces its writer and restores the
@@ -229,6 +232,9 @@ type Processor struct {
 	assigned   int
 	readyN     int
 	stuck      recovery
+	// damaged: input partitions not started because every snapshot of
+	// each is damaged (CHECKPOINT_ON_DAMAGE=refuse).
+	damaged map[int]*partition.DamagedError
 	// isolateAt: input partition -> offset from which its outputs are
 	// written alone after the broker refused a batch (isolate), until
 	// delivered or unassigned.
@@ -500,6 +506,8 @@ func (p *Processor) Readiness() error {
 		return p.fatal
 	case !p.inGen:
 		return errors.New("not in a consumer-group generation")
+	case len(p.damaged) > 0:
+		return p.damagedErr()
 	case p.readyN != p.assigned:
 		return fmt.Errorf("%d of %d assigned partitions consuming", p.readyN, p.assigned)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"dedup/checkpoint"
 	"dedup/processor"
+	"dedup/processor/partition"
 )
 
 // Cluster is the Kafka the binary talks to: the configured brokers, or the
@@ -114,6 +115,7 @@ func newStage(ctx context.Context, cfg *Config, cluster *Cluster, reg *prometheu
 		FetchMaxWait:       cfg.FetchMaxWait,
 		CheckpointInterval: cfg.CheckpointInterval,
 		Store:              store,
+		OnDamage:           partition.OnDamage(cfg.CheckpointOnDamage),
 		Metrics:            processor.NewMetrics(reg),
 		Logger:             log,
 	})

@@ -87,6 +87,9 @@ type Deps struct {
 	// Scan is the replay scan's configuration without the source and
 	// range (brokers, transport, output topic, headers).
 	Scan checkpoint.ScanOptions
+	// OnDamage is CHECKPOINT_ON_DAMAGE: what a partition whose every
+	// snapshot is damaged does (OnDamageEmpty when zero).
+	OnDamage OnDamage
 
 	// Fence returns nil while the member's membership is confirmed
 	// (its lease holds), else an error: no checkpoint is saved without it.
