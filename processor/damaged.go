@@ -38,6 +38,7 @@ func (p *Processor) startPartition(ctx context.Context, d partition.Deps) (*part
 			return w, err
 		}
 		p.setDamaged(d.Partition, de)
+		d.RefusedBefore = true
 		p.log.Warn("partition not started: every checkpoint damaged; retrying", "topic", d.Topic, "partition", d.Partition,
 			"retry_in", backoff)
 		sleep(ctx, backoff)

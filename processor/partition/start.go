@@ -232,8 +232,26 @@ func (w *Worker) restore(ctx context.Context) (restored, error) {
 		return nil
 	})
 	var loadErr *checkpoint.LoadError
+	emptied := false // no snapshot used: meta is the committed offset's
 	switch {
 	case err == nil:
+	case errors.Is(err, checkpoint.ErrNotFound) && d.RefusedBefore:
+		// The operator removed the damaged snapshots of a refused
+		// partition: start empty as OnDamageEmpty would have, with the
+		// replay scan from the commit's output end offsets.
+		off, ends, cerr := d.CommittedEnds(ctx)
+		if cerr != nil {
+			return restored{}, fmt.Errorf("damaged checkpoints of %s/%d removed, and %w", d.Topic, d.Partition, cerr)
+		}
+		what := fmt.Sprintf("damaged checkpoints of %s/%d removed: starting with empty filters at the committed offset, "+
+			"keys seen before may be forwarded again", d.Topic, d.Partition)
+		if off < 0 || ends == nil {
+			log.Warn(what+"; the commit records no output end offsets: no replay scan", "committed", off)
+			return restored{}, nil
+		}
+		log.Warn(what+"; replay scan from the output end offsets recorded with it", "committed", off)
+		meta, source, got, old, mismatch = checkpoint.Meta{Offset: off, OutputEnds: ends}, checkpoint.SourceEmpty, nil, nil, false
+		emptied = true
 	case errors.Is(err, checkpoint.ErrNotFound):
 		log.Info("no checkpoint: starting with empty filters")
 		return restored{}, nil
@@ -265,10 +283,11 @@ func (w *Worker) restore(ctx context.Context) (restored, error) {
 		// Nothing of a rejected snapshot is kept: not its legacy pair either
 		// (the decoder may have read one before the snapshot failed).
 		meta, source, got, old, mismatch = checkpoint.Meta{Offset: off, OutputEnds: ends}, checkpoint.SourceEmpty, nil, nil, false
+		emptied = true
 	default:
 		return restored{}, fmt.Errorf("load checkpoint of %s/%d: %w", d.Topic, d.Partition, err)
 	}
-	r := restored{found: true, meta: meta, source: source, pair: got, legacy: old, rejected: loadErr != nil}
+	r := restored{found: true, meta: meta, source: source, pair: got, legacy: old, rejected: emptied}
 	if mismatch {
 		// The snapshot's pair becomes the legacy one, unless no record
 		// ever reached it (it holds nothing to keep).
