@@ -493,7 +493,8 @@ func (p *Processor) Ready() bool { return p.Readiness() == nil }
 
 // Readiness is nil when Ready, else why not: the brokers lost or a topic
 // missing (wrapping ErrBrokersUnreachable or ErrTopicMissing), the error
-// that stopped the processor, no generation yet, or partitions still
+// that stopped the processor, no generation yet, partitions refused for
+// damaged checkpoints (wrapping ErrCheckpointDamaged), or partitions still
 // restoring.
 func (p *Processor) Readiness() error {
 	if err := p.cluster.err(); err != nil {
