@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"dedup/checkpoint"
 	"dedup/processor/partition"
 )
@@ -19,15 +21,73 @@ import (
 // is consumed, readiness names it, health does not, the damaged snapshots
 // are counted and kept. Once an operator removes them the retry starts the
 // partition empty at the committed offset with the replay scan: no input is
-// forwarded twice.
+// forwarded twice. Both stores.
 func TestCheckpointDamagedRefuse(t *testing.T) {
+	t.Run("file", func(t *testing.T) {
+		e := newTestEnv(t, 2, 2)
+		dir := t.TempDir()
+		st, err := checkpoint.NewFileStore(checkpoint.FileOptions{Dir: dir, Keep: 3, Group: "refuse"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		aside := func(p int) string { return filepath.Join(dir, "refuse", inTopic, strconv.Itoa(p), "damaged") }
+		checkRefused(t, e, st, func(entries []checkpoint.Entry) {
+			for _, en := range entries {
+				if err := os.WriteFile(en.Where, []byte("not a checkpoint"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}, func(perPart map[int]int) {
+			for p, n := range perPart {
+				if kept, err := os.ReadDir(aside(p)); err != nil || len(kept) != n {
+					t.Errorf("partition %d: %d files kept aside (%v), want %d", p, len(kept), err, n)
+				}
+			}
+		}, func(entries []checkpoint.Entry) {
+			for p := range 2 {
+				if err := os.RemoveAll(aside(p)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	})
+	t.Run("kafka", func(t *testing.T) {
+		e := newTestEnv(t, 2, 2)
+		st := kafkaStore(t, e, "refuse")
+		write := func(entries []checkpoint.Entry, value []byte) {
+			for _, en := range entries {
+				e.produce(&kgo.Record{Topic: "refuse-state", Partition: 0, Key: []byte(en.Where), Value: value})
+			}
+		}
+		checkRefused(t, e, st, func(entries []checkpoint.Entry) {
+			write(entries, []byte("not a manifest"))
+		}, func(perPart map[int]int) {
+			entries, err := kafkaStore(t, e, "refuse").List(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			kept := map[int]int{}
+			for _, en := range entries {
+				if en.Damaged {
+					kept[en.Meta.Partition]++
+				}
+			}
+			for p, n := range perPart {
+				if kept[p] != n {
+					t.Errorf("partition %d: %d damaged manifests left in place, want %d", p, kept[p], n)
+				}
+			}
+		}, func(entries []checkpoint.Entry) {
+			write(entries, nil) // the operator's tombstones
+		})
+	})
+}
+
+func checkRefused(t *testing.T, e *testEnv, st interface {
+	Store
+	List(context.Context) ([]checkpoint.Entry, error)
+}, damage func([]checkpoint.Entry), checkKept func(perPart map[int]int), repair func([]checkpoint.Entry)) {
 	const parts = 2
-	e := newTestEnv(t, parts, 2)
-	dir := t.TempDir()
-	st, err := checkpoint.NewFileStore(checkpoint.FileOptions{Dir: dir, Keep: 3, Group: "refuse"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	o := e.options("refuse")
 	o.Store = st
 	o.OnDamage = partition.OnDamageRefuse
@@ -51,10 +111,8 @@ func TestCheckpointDamagedRefuse(t *testing.T) {
 	perPart := map[int]int{}
 	for _, en := range entries {
 		perPart[en.Meta.Partition]++
-		if err := os.WriteFile(en.Where, []byte("not a checkpoint"), 0o644); err != nil {
-			t.Fatal(err)
-		}
 	}
+	damage(entries)
 
 	second := newWorkload(parts, 300, 2, 6)
 	e.produce(second.recs...)
@@ -74,22 +132,21 @@ func TestCheckpointDamagedRefuse(t *testing.T) {
 		if n := metricValue(b.p.metrics.checkpointDamaged.WithLabelValues(inTopic, strconv.Itoa(p))); n != float64(perPart[p]) {
 			t.Errorf("dedup_checkpoint_damaged_total{partition=%d} = %v, want %d", p, n, perPart[p])
 		}
-		aside, err := os.ReadDir(filepath.Join(dir, "refuse", inTopic, strconv.Itoa(p), "damaged"))
-		if err != nil || len(aside) != perPart[p] {
-			t.Errorf("partition %d: %d files kept aside (%v), want %d", p, len(aside), err, perPart[p])
-		}
 	}
+	checkKept(perPart)
 
 	// The operator removes the damaged snapshots; the retries pick it up.
-	for p := range parts {
-		if err := os.RemoveAll(filepath.Join(dir, "refuse", inTopic, strconv.Itoa(p), "damaged")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	repair(entries)
 	b.waitReady(t)
 	e.produce(sentinels(parts, t0.Add(time.Hour/2))...)
 	got := out.untilSentinels(parts)
 	checkNothingLost(t, union(parts, first, second), got)
+	// Counted once each, however often the start was retried.
+	for p := range parts {
+		if n := metricValue(b.p.metrics.checkpointDamaged.WithLabelValues(inTopic, strconv.Itoa(p))); n != float64(perPart[p]) {
+			t.Errorf("after the repair: dedup_checkpoint_damaged_total{partition=%d} = %v, want %d", p, n, perPart[p])
+		}
+	}
 	if err := b.stop(t); err != nil {
 		t.Fatal(err)
 	}
