@@ -255,6 +255,11 @@ func (w *Worker) restore(ctx context.Context) (restored, error) {
 	case errors.Is(err, checkpoint.ErrNotFound):
 		log.Info("no checkpoint: starting with empty filters")
 		return restored{}, nil
+	case errors.As(err, &loadErr) && errors.As(err, new(*checkpoint.ReadError)):
+		// A snapshot could not be read for now (the checkpoint topic
+		// unreachable mid-restore): that is no damage, and starting empty
+		// for it would forget the state. The start is retried.
+		return restored{}, fmt.Errorf("load checkpoint of %s/%d: a snapshot could not be read: %w", d.Topic, d.Partition, err)
 	case errors.As(err, &loadErr) && d.OnDamage == OnDamageRefuse:
 		// The operator chose to repair or remove the damaged snapshots
 		// rather than forward keys seen before again.
