@@ -81,3 +81,69 @@ func TestDamagedNewestSnapshotBinary(t *testing.T) {
 		t.Errorf("second run: exit %d after SIGTERM, want 0", code)
 	}
 }
+
+// TestAllSnapshotsDamagedRefuseBinary: every snapshot of partition 0 is
+// damaged between two runs of the real binary, with
+// CHECKPOINT_ON_DAMAGE=refuse. The second run says so at error level
+// naming each file, does not start partition 0 (/readyz 503 naming it,
+// /healthz 200) while partition 1 runs, and starts it once the damaged
+// files are removed; the output holds every first occurrence exactly once.
+func TestAllSnapshotsDamagedRefuseBinary(t *testing.T) {
+	cluster := newTestCluster(t)
+	env := testEnv(t)
+	env["KAFKA_BROKERS"] = cluster.ListenAddrs()[0]
+	env["CHECKPOINT_STORE"] = "file"
+	env["CHECKPOINT_ON_DAMAGE"] = "refuse"
+	env["LOG_LEVEL"] = "info"
+	metrics := env["METRICS_ADDR"]
+	addr := cluster.ListenAddrs()[0]
+	client := []kgo.Opt{kgo.SeedBrokers(addr)}
+
+	const keys = 30
+	all := keyedWithDuplicates("events", keys, 1)
+	before, after := all[:20], all[20:]
+
+	first := startBinary(t, env)
+	waitReady(t, first, metrics)
+	produce(t, client, before...)
+	consumeN(t, client, "events-deduped", len(before))
+	waitCommitted(t, cluster, int64(len(before)))
+	if code := first.stop(t, 30*time.Second); code != exitOK {
+		t.Fatalf("first run: exit %d after SIGTERM, want 0", code)
+	}
+
+	dir := partitionDirs(env["DATA_DIR"])[0]
+	names, err := filepath.Glob(filepath.Join(dir, "*.ckpt"))
+	if err != nil || len(names) == 0 {
+		t.Fatalf("partition 0 holds no snapshot (%v)", err)
+	}
+	for _, n := range names {
+		if err := os.Truncate(n, 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	second := startBinary(t, env)
+	waitNotReadyNaming(t, metrics, "partitions [0] not started")
+	waitLog(t, second, "level=ERROR", "every checkpoint of events/0 damaged")
+	waitMetric(t, metrics, "dedup_checkpoint_damaged_total", float64(len(names)), `partition="0"`)
+	checkHealthy(t, metrics)
+	lines := logLines(second.stderr.String(), "level=ERROR", "every checkpoint of events/0 damaged")
+	for _, n := range names {
+		if !strings.Contains(lines[0], filepath.Join(dir, "damaged")) || len(logLines(second.stderr.String(), "checkpoint damaged", "path="+n)) != 1 {
+			t.Errorf("the damaged snapshot %s is not named once by a warning, and kept under damaged/ by the error line:\n%s", n, lines[0])
+		}
+	}
+
+	// The operator removes the damaged files; the retry starts the partition.
+	if err := os.RemoveAll(filepath.Join(dir, "damaged")); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, second, metrics)
+	produce(t, client, after...)
+	waitCommitted(t, cluster, int64(len(all)))
+	checkExactlyOnce(t, addr, client, keys)
+	if code := second.stop(t, 30*time.Second); code != exitOK {
+		t.Errorf("second run: exit %d after SIGTERM, want 0", code)
+	}
+}
