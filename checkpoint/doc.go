@@ -10,7 +10,8 @@
 // Files, one concern each: file.go is the FileStore;
 // kafka.go the KafkaStore's Save/Load/List, kafka_keys.go its key scheme,
 // kafka_topic.go the topic it creates and checks, kafka_index.go the index
-// of a checkpoint partition, kafka_chunks.go the chunk writer; codec.go and
+// of a checkpoint partition, kafka_chunks.go the chunk writer,
+// kafka_probe.go the write probe of `dedup check`; codec.go and
 // literals.go the compression; scan.go and fetch.go the replay scan.
 //
 // Guarantees, for both stores:

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"dedup/internal/leader"
 )
 
 const (
@@ -28,7 +30,7 @@ func transportFor(t kafka.RoundTripper, d *kafka.Dialer) (rt kafka.RoundTripper,
 			own.DialTimeout = d.Timeout
 		}
 	}
-	return own, own
+	return leader.Follow(own), own
 }
 
 // partitionIDs returns the partitions of topic, or an error wrapping

@@ -12,6 +12,7 @@ import (
 //
 //	<g>/<t>/<p>/c/<seq>/<nonce>/<n>   chunk n of snapshot seq (value: stored bytes)
 //	<g>/<t>/<p>/m/<seq>               manifest of snapshot seq (value: JSON)
+//	<g>/!probe/<nonce>                a probe of `dedup check`, tombstoned at once (kafka_probe.go)
 //
 // seq is zero-padded to 20 digits, n to 6. The nonce is random per Save, so
 // two writers that pick the same seq never overwrite each other's chunks; the

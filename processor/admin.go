@@ -79,7 +79,7 @@ func (p *Processor) scanOptions() checkpoint.ScanOptions {
 		HeaderOffset:    HeaderSourceOffset,
 	}
 	if p.o.Transport != nil {
-		o.Transport = p.admin
+		o.Transport = p.adminRT
 	}
 	return o
 }

@@ -44,6 +44,7 @@ type clusterMetrics struct {
 	connected   prometheus.Gauge
 	missing     *prometheus.GaugeVec
 	generations prometheus.Counter
+	joinFails   prometheus.Counter
 }
 
 func newClusterMetrics(reg prometheus.Registerer) *clusterMetrics {
@@ -60,8 +61,12 @@ func newClusterMetrics(reg prometheus.Registerer) *clusterMetrics {
 			Name: "dedup_group_generations_total",
 			Help: "Consumer-group generations this member joined; a steady rise without partition changes is a rebalance loop.",
 		}),
+		joinFails: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "dedup_group_join_failures_total",
+			Help: "Attempts to join the consumer group that failed (coordinator errors, rejected joins); a member that keeps failing holds no partition.",
+		}),
 	}
-	reg.MustRegister(m.connected, m.missing, m.generations)
+	reg.MustRegister(m.connected, m.missing, m.generations, m.joinFails)
 	return m
 }
 

@@ -175,12 +175,12 @@ func (p *Processor) partitionDeps(g *generation, a kafka.PartitionAssignment) pa
 		InflightCap:   p.inflightCap(g.route.OutputPartitions()),
 
 		Reader: kafka.ReaderConfig{
-			Brokers:     p.o.Brokers,
-			Dialer:      p.readDialer,
-			MinBytes:    p.o.FetchMinBytes,
-			MaxBytes:    p.o.FetchMaxBytes,
-			MaxWait:     p.o.FetchMaxWait,
-			ErrorLogger: kafkaLogger{log: log},
+			Brokers:  p.o.Brokers,
+			Dialer:   p.readDialer,
+			MinBytes: p.o.FetchMinBytes,
+			MaxBytes: p.o.FetchMaxBytes,
+			MaxWait:  p.o.FetchMaxWait,
+			// Logger and ErrorLogger are the partition's own (Start).
 		},
 		Filter:       p.filter,
 		MaxClockSkew: p.skew,

@@ -123,6 +123,7 @@ type joinStreak struct {
 func (s *joinStreak) failed(p *Processor, err error) {
 	now := time.Now()
 	s.n++
+	p.metrics.cluster.joinFails.Inc()
 	if s.n == 1 {
 		s.since, s.backoff = now, joinFirstBackoff
 	}

@@ -60,6 +60,7 @@ type Metrics struct {
 	checkpointFails   *prometheus.CounterVec
 	restores          *prometheus.CounterVec
 	restoreScanned    prometheus.Counter
+	inputSkipped      *prometheus.CounterVec
 	cluster           *clusterMetrics // cluster.go
 }
 
@@ -206,13 +207,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "dedup_restore_scanned_records_total",
 			Help: "Output records read by the replay scans of restores from the store.",
 		}),
+		inputSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dedup_input_skipped_offsets_total",
+			Help: "Input offsets the stage never read because they were below the partition's log start when it got there (deleted by retention or DeleteRecords while the stage was down or behind): their records were neither deduplicated nor forwarded.",
+		}, pt),
 	}
 	reg.MustRegister(
 		m.messages, m.replaySuppressed, m.tsAnomalies, m.tsRewritten, m.fill, m.estimatedKeys, m.fpRate, m.saturated,
 		m.fpTarget, m.expectedKeys, m.windowSeconds, m.windowElapsed, m.filterBytes,
 		m.rotations, m.overflows, m.earlyRotations, m.forgottenKeys, m.stashed, m.lag, m.assigned, m.memPredicted, m.produceErrors, m.outputErrors, m.stalled, m.latency, m.checkpointSeconds,
 		m.checkpointPause, m.checkpointSize, m.checkpointLast, m.checkpoints, m.checkpointFails, m.restores,
-		m.restoreScanned,
+		m.restoreScanned, m.inputSkipped,
 	)
 	m.cluster = newClusterMetrics(reg)
 	for _, s := range []string{string(partition.SourceMemory), "latest", "fallback", "empty"} {
@@ -234,7 +239,7 @@ func (m *Metrics) forget(topic string, part int) {
 		m.messages, m.replaySuppressed, m.tsAnomalies, m.tsRewritten, m.fill, m.estimatedKeys, m.fpRate,
 		m.saturated, m.windowElapsed, m.filterBytes, m.rotations, m.overflows, m.earlyRotations,
 		m.forgottenKeys, m.stashed, m.lag, m.checkpointSize,
-		m.checkpointLast, m.checkpoints, m.checkpointFails,
+		m.checkpointLast, m.checkpoints, m.checkpointFails, m.inputSkipped,
 	} {
 		v.DeletePartialMatch(l)
 	}
@@ -269,6 +274,7 @@ func (m *Metrics) partition(topic string, part int, storeKind string) *partition
 		MissingTimestamps:   m.tsAnomalies.WithLabelValues(topic, p, AnomalyMissing),
 		RewrittenTimestamps: m.tsRewritten.WithLabelValues(topic, p),
 		RestoreScanned:      m.restoreScanned,
+		SkippedOffsets:      m.inputSkipped.WithLabelValues(topic, p),
 	}
 	if storeKind != "" { // without a store there are no checkpoints to time
 		pm.CheckpointSeconds = m.checkpointSeconds.WithLabelValues(storeKind)

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"dedup/cmd/dedup/sizing"
+	"dedup/internal/leader"
 	"dedup/processor/assignment"
 	"dedup/processor/partition"
 	"dedup/rotation"
@@ -162,7 +163,10 @@ type Processor struct {
 
 	client *kafka.Client    // admin requests: metadata, list offsets
 	admin  *kafka.Transport // the client's own connections, dropped on recovery
-	out    *output          // the writer of the next generation; Run replaces it after a produce failure
+	// adminRT is admin as the client and the replay scan use it: its
+	// cached metadata dropped when a leader moves.
+	adminRT *leader.Transport
+	out     *output // the writer of the next generation; Run replaces it after a produce failure
 	// The partition readers' dialer: Options.Dialer with connections that
 	// skip needless read-deadline updates (deadlineConn).
 	readDialer *kafka.Dialer
@@ -297,7 +301,8 @@ func New(o Options) (*Processor, error) {
 		p.spares = make(chan *rotation.Pair, 1)
 		p.spare = spare
 	}
-	p.client = &kafka.Client{Addr: kafka.TCP(o.Brokers...), Timeout: 10 * time.Second, Transport: p.admin}
+	p.adminRT = leader.Follow(p.admin)
+	p.client = &kafka.Client{Addr: kafka.TCP(o.Brokers...), Timeout: 10 * time.Second, Transport: p.adminRT}
 	p.stuck.failedAt = map[int]int64{}
 	p.series = map[int]struct{}{}
 	p.kept = map[int]keptPair{}

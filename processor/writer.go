@@ -11,6 +11,8 @@ import (
 	"github.com/segmentio/kafka-go"
 	metadataAPI "github.com/segmentio/kafka-go/protocol/metadata"
 	produceAPI "github.com/segmentio/kafka-go/protocol/produce"
+
+	"dedup/internal/leader"
 )
 
 // metadataCache is the writer's transport. kafka.Writer.WriteMessages asks
@@ -109,7 +111,7 @@ type output struct {
 func (p *Processor) newOutput() *output {
 	out := &output{transport: newTransport(p.o)}
 	p.outTransport.Store(out.transport)
-	oc := newOutcomes(out.transport, p.metrics.outputErrors, out.abort)
+	oc := newOutcomes(leader.Follow(out.transport), p.metrics.outputErrors, out.abort)
 	out.rt = newMetadataCache(oc)
 	if p.plainProduce {
 		oc.blind = true

@@ -63,6 +63,12 @@ reads from the embedded broker of a running dedup at EMBEDDED_BROKER_ADDR.`,
 			env: allVars, run: runInspect,
 		},
 		{
+			name: "check", synopsis: "check [--timeout 10s]",
+			summary: "before deploying: configuration, brokers, topics, checkpoint store,\neffective settings and sizing; exit 0 ok, 1 a check failed",
+			about:   checkAbout,
+			env:     allVars, flags: func() *flag.FlagSet { fs, _ := newCheckFlagSet(); return fs }, run: runCheck,
+		},
+		{
 			name: "size", synopsis: "size [flags]",
 			summary: "what to deploy for a workload: settings, memory, GOMEMLIMIT,\ncheckpoint bandwidth, false drops per day",
 			about:   sizeAbout,
@@ -143,8 +149,10 @@ func printCommandUsage(w io.Writer, c command) {
 		fmt.Fprint(w, "\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	fmt.Fprintln(w)
-	fmt.Fprint(w, exitCodes)
+	if !strings.Contains(c.about, "Exit codes:") {
+		fmt.Fprintln(w)
+		fmt.Fprint(w, exitCodes)
+	}
 	switch c.env {
 	case noVars:
 		fmt.Fprint(w, "\nEnvironment: none read.\n")

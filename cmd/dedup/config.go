@@ -25,7 +25,8 @@ import (
 // computed from other variables, `helpDefault` says how (values in single
 // quotes, which the README's table sets as code). `dedup help`, the
 // README's configuration table (checked by a test) and the deploy manifests
-// (checked by deploy/) all follow these tags.
+// (checked by deploy/) all follow these tags. `secret:"true"` marks a value
+// that is never printed (`dedup check` masks it).
 type Config struct {
 	Brokers            string        `env:"KAFKA_BROKERS" helpDefault:"empty" help:"comma-separated bootstrap servers; empty = embedded broker"`
 	RequireBrokers     bool          `env:"DEDUP_REQUIRE_BROKERS" envDefault:"false" help:"refuse to start (exit 2) when KAFKA_BROKERS is empty instead of starting the embedded broker; the container image sets it"`
@@ -49,7 +50,7 @@ type Config struct {
 	TLSInsecureSkipVerify bool   `env:"KAFKA_TLS_INSECURE_SKIP_VERIFY" envDefault:"false" help:"skip verifying the brokers' certificates (testing only)"`
 	SASLMechanism         string `env:"KAFKA_SASL_MECHANISM" helpDefault:"empty" help:"SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; empty = no SASL"`
 	SASLUsername          string `env:"KAFKA_SASL_USERNAME" helpDefault:"empty" help:"SASL user (required with a mechanism)"`
-	SASLPassword          string `env:"KAFKA_SASL_PASSWORD" helpDefault:"empty" help:"SASL password (required with a mechanism)"`
+	SASLPassword          string `env:"KAFKA_SASL_PASSWORD" helpDefault:"empty" secret:"true" help:"SASL password (required with a mechanism)"`
 
 	Key           string        `env:"DEDUP_KEY" envDefault:"key" help:"where the dedup key comes from: key, value, header:NAME, json:dotted.path"`
 	Mode          string        `env:"DEDUP_MODE" envDefault:"fingerprint" help:"filter kind (see dedup size): fingerprint (cuckoo-style, applies retractions, least memory per false drop), counting (counting Bloom, applies retractions) or plain (bits-and-blooms; retractions are forwarded but not applied)"`
@@ -119,6 +120,7 @@ type VarDoc struct {
 	Meaning string
 	Default string // the envDefault, or the helpDefault phrase
 	Literal bool   // Default is a literal value (envDefault), not a phrase
+	Secret  bool   // never printed: `secret:"true"`
 }
 
 // configDocs lists every environment variable of Config, in struct order.
@@ -130,7 +132,8 @@ func configDocs() []VarDoc {
 		if name == "" {
 			continue
 		}
-		d := VarDoc{Name: name, Field: f.Name, Meaning: f.Tag.Get("help"), Default: f.Tag.Get("helpDefault")}
+		d := VarDoc{Name: name, Field: f.Name, Meaning: f.Tag.Get("help"), Default: f.Tag.Get("helpDefault"),
+			Secret: f.Tag.Get("secret") == "true"}
 		if def, ok := f.Tag.Lookup("envDefault"); ok {
 			d.Default, d.Literal = def, true
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -74,7 +75,6 @@ func stageAgainst(t *testing.T, cluster *kfake.Cluster, extra envMap) (*binary, 
 // flight, the offset commit, the final checkpoint (Kafka store) and
 // leaving the group.
 func TestStopPastShutdownTimeoutExits1(t *testing.T) {
-	const shutdown = 2 * time.Second
 	const keys = 20
 	for _, point := range []struct {
 		name  string
@@ -85,17 +85,22 @@ func TestStopPastShutdownTimeoutExits1(t *testing.T) {
 		// (outputs in flight at the signal); otherwise they are held from
 		// when the input has been forwarded.
 		armEarly bool
+		// shutdown is SHUTDOWN_TIMEOUT (default 2s): long enough for the
+		// steps before the held one on a loaded machine, which the later
+		// steps (the final checkpoint, leaving the group) need more of.
+		shutdown time.Duration
 	}{
 		{name: "flush", key: kmsg.Produce, match: producesTo("events-deduped"), armEarly: true},
 		{name: "commit", key: kmsg.OffsetCommit, armEarly: true},
 		{name: "checkpoint", key: kmsg.Produce, match: producesTo("dedup-dedup-state"),
-			env: envMap{"CHECKPOINT_STORE": "kafka", "CHECKPOINT_INTERVAL": "1h"}},
-		{name: "leave", key: kmsg.LeaveGroup},
+			env: envMap{"CHECKPOINT_STORE": "kafka", "CHECKPOINT_INTERVAL": "1h"}, shutdown: 6 * time.Second},
+		{name: "leave", key: kmsg.LeaveGroup, shutdown: 6 * time.Second},
 	} {
 		t.Run(point.name, func(t *testing.T) {
 			t.Parallel()
 			cluster := newTestCluster(t)
 			f := installFault(t, cluster, point.key, &fault{match: point.match})
+			shutdown := cmp.Or(point.shutdown, 2*time.Second)
 			extra := envMap{"SHUTDOWN_TIMEOUT": shutdown.String()}
 			for k, v := range point.env {
 				extra[k] = v

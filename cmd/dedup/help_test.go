@@ -22,7 +22,7 @@ func TestHelpListsSubcommandsAndVariables(t *testing.T) {
 			t.Fatalf("%q: exit %d, want 0", args, code)
 		}
 		out := stdout.String()
-		for _, sub := range []string{"dedup [run]", "dedup demo", "--generate-only", "dedup inspect", "dedup size", "dedup healthcheck", "dedup version", "dedup help"} {
+		for _, sub := range []string{"dedup [run]", "dedup demo", "--generate-only", "dedup inspect", "dedup check", "dedup size", "dedup healthcheck", "dedup version", "dedup help"} {
 			if !strings.Contains(out, sub) {
 				t.Errorf("%q: usage lacks %q", args, sub)
 			}

@@ -26,7 +26,7 @@ func parseLevel(s string) (slog.Level, error) {
 // the configuration has been validated, so unknown values cannot reach here.
 func newLogger(cfg *Config, w io.Writer) *slog.Logger {
 	level, _ := parseLevel(cfg.LogLevel)
-	opts := &slog.HandlerOptions{Level: level, }
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: durationInSeconds}
 	if cfg.LogFormat == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}

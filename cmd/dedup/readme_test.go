@@ -124,8 +124,8 @@ func TestREADMEExitCodes(t *testing.T) {
 	}{
 		{exitOK, "ok", []string{"SIGTERM during start-up", "SIGTERM while running", "Ctrl-C on go run"},
 			[]string{"TestStartupSignalExits0", "TestStopBuiltBinaryWithSIGTERM", "TestStopGoRunWithCtrlC"}},
-		{exitFailure, "runtime failure", []string{"no broker within KAFKA_STARTUP_TIMEOUT", "credentials or certificate refused"},
-			[]string{"TestStartupGivesUp", "TestStartupPermanentErrors", "TestSASLWrongPasswordFails"}},
+		{exitFailure, "runtime failure", []string{"no broker within KAFKA_STARTUP_TIMEOUT", "credentials or certificate refused", "a failed dedup check"},
+			[]string{"TestStartupGivesUp", "TestStartupPermanentErrors", "TestSASLWrongPasswordFails", "TestCheckUnreachableBroker", "TestCheckListsEveryFailure"}},
 		{exitConfig, "configuration error", []string{"every bad variable by name", "unknown subcommand", "bad flags"},
 			[]string{"TestRunConfigErrorExits2BeforeKafka", "TestRunUnknownSubcommandExits2", "TestRunRefusesBeforeStarting"}},
 	} {

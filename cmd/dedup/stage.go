@@ -223,7 +223,12 @@ func startService(ctx context.Context, cfg *Config, log *slog.Logger, stdout io.
 	if s.Cluster, err = openCluster(ctx, cfg, log, stdout); err != nil {
 		return nil, err
 	}
-	if err = reachBrokers(ctx, reachOptions{Conn: s.Cluster.Conn, Timeout: cfg.StartupTimeout, Log: log, Status: status}); err != nil {
+	failures := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "dedup_startup_connect_failures_total",
+		Help: "Start-up attempts to reach the brokers that failed; rises until a broker answers or KAFKA_STARTUP_TIMEOUT ends the process.",
+	})
+	reg.MustRegister(failures)
+	if err = reachBrokers(ctx, reachOptions{Conn: s.Cluster.Conn, Timeout: cfg.StartupTimeout, Log: log, Status: status, Failures: failures}); err != nil {
 		return nil, err
 	}
 	status.set("opening the checkpoint store")

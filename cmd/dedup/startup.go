@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 )
 
@@ -52,6 +53,9 @@ type reachOptions struct {
 	Timeout time.Duration // KAFKA_STARTUP_TIMEOUT
 	Log     *slog.Logger
 	Status  *startupStatus // told what start-up is doing, for /healthz
+	// Failures counts failed attempts: the processor's families, the
+	// connectivity gauge among them, exist only once a broker answered.
+	Failures prometheus.Counter
 }
 
 // reachBrokers asks the brokers for metadata until one answers, with
@@ -88,6 +92,7 @@ func reachBrokers(ctx context.Context, o reachOptions) error {
 			return &StartupError{Brokers: brokers, Timeout: o.Timeout, Attempts: attempt, Last: err}
 		}
 		last = err
+		o.Failures.Inc()
 		left := time.Until(deadline)
 		if left <= 0 {
 			return &StartupError{Brokers: brokers, Timeout: o.Timeout, Attempts: attempt, Last: err}

@@ -92,12 +92,19 @@ func TestStartupGivesUp(t *testing.T) {
 				})
 				var sawStarting bool
 				var code int
+				var failures float64
 				waitFor(t, "exit after the start-up timeout", timeout+startupMetadataTimeout, func() (bool, error) {
 					if status, body, err := healthz(env["METRICS_ADDR"]); err == nil {
 						if status == http.StatusOK {
 							t.Fatalf("/healthz answered 200 while no broker was reached")
 						}
 						sawStarting = sawStarting || strings.Contains(body, "starting")
+					}
+					if status, _, err := readyz(env["METRICS_ADDR"]); err == nil && status == http.StatusOK {
+						t.Fatalf("/readyz answered 200 while no broker was reached")
+					}
+					if n, err := metricSum(env["METRICS_ADDR"], "dedup_startup_connect_failures_total"); err == nil {
+						failures = max(failures, n)
 					}
 					c, ok := p.exited()
 					code = c
@@ -122,6 +129,11 @@ func TestStartupGivesUp(t *testing.T) {
 				}
 				if kind == "refusing" && !strings.Contains(p.stderr.String(), "next_retry_in_seconds=") {
 					t.Errorf("no retry announced:\n%s", p.stderr)
+				}
+				// A refusing address fails each attempt at once: several are
+				// counted while the process still serves /metrics.
+				if kind == "refusing" && failures < 2 {
+					t.Errorf("dedup_startup_connect_failures_total reached %v before the exit, want the failed attempts counted", failures)
 				}
 			})
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"dedup/checkpoint"
+	"dedup/internal/leader"
 )
 
 // openStore builds the checkpoint store CHECKPOINT_STORE names. The Kafka
@@ -33,7 +34,7 @@ func openStore(ctx context.Context, cfg *Config, conn *Connection, log *slog.Log
 	return checkpoint.NewKafkaStore(ctx, checkpoint.KafkaOptions{
 		Brokers:    conn.Brokers,
 		Dialer:     conn.Dialer,
-		Transport:  conn.Transport,
+		Transport:  leader.Follow(conn.Transport),
 		Topic:      cfg.CheckpointTopic,
 		Group:      cfg.GroupID,
 		Keep:       cfg.CheckpointKeep,

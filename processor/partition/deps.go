@@ -53,8 +53,8 @@ type Deps struct {
 	FlushAt       int // outputs buffered before they go to the writer while behind
 	InflightCap   int // ack ring size: outputs in flight at most
 
-	// Reader is the input reader's configuration without topic and
-	// partition (brokers, dialer, fetch sizes, error logger).
+	// Reader is the input reader's configuration without topic, partition
+	// and loggers (brokers, dialer, fetch sizes).
 	Reader kafka.ReaderConfig
 	Filter rotation.Options // with defaults, as a pair reports them
 

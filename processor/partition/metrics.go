@@ -33,6 +33,9 @@ type Metrics struct {
 	// Forwarded records whose timestamp could not be written as read.
 	RewrittenTimestamps prometheus.Counter
 	RestoreScanned      prometheus.Counter // output records read by restores' replay scans
+	// Input offsets below the log start when the partition got there
+	// (deleted before they were read).
+	SkippedOffsets prometheus.Counter
 }
 
 // Totals are cumulative counts of input records by outcome over every

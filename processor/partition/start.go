@@ -44,12 +44,14 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 	committed := d.Committed // absolute, or kafka.FirstOffset/LastOffset when none
 	start := committed
 	source := checkpoint.SourceEmpty
-	var anchor *outputMark // replay-scan start of the initial checkpoint, when known
+	resumed := "committed offset" // what decided start, for a skipped-input warning
+	var anchor *outputMark        // replay-scan start of the initial checkpoint, when known
 	switch {
 	case d.Warm != nil:
 		// Kept from the previous generation at exactly the committed
 		// offset (the owner checked it): nothing to load, nothing to scan.
 		w.pair, source = d.Warm, SourceMemory
+		resumed = "kept filters at the committed offset"
 	case d.Store != nil:
 		r, err := w.restore(ctx)
 		if err != nil {
@@ -59,6 +61,10 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 			w.cp.epoch.Store(r.meta.Epoch)
 			start = r.meta.Offset
 			source = r.source
+			resumed = "checkpoint"
+			if r.rejected {
+				resumed = "committed offset (every checkpoint rejected)"
+			}
 			mark := outputMark{ends: r.meta.OutputEnds, inputs: r.meta.InputPartitions, outputs: r.meta.OutputPartitions}
 			if r.pair != nil {
 				w.pair = r.pair
@@ -96,11 +102,23 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 		if start, err = d.Resolve(ctx, start); err != nil {
 			return nil, err
 		}
+	} else if first, err := d.Resolve(ctx, kafka.FirstOffset); err != nil {
+		// The reader's loggers still name a jump to the log start.
+		log.Debug("read log start offset", "err", err)
+	} else if start < first {
+		// Deleted while the stage was down or behind: say so here, where
+		// the offset it should have resumed at is known, and seek to the
+		// log start itself (the reader would, silently).
+		w.skipped(start, first, "start from "+resumed)
+		start = first
 	}
 	d.Metrics.Restores.WithLabelValues(string(source)).Inc()
 
 	rc := d.Reader
 	rc.Topic, rc.Partition = topic, part
+	// Nothing the reader decides is silent: its chatty logger goes to
+	// debug, its error logger to warn, and both name skipped input.
+	rc.Logger, rc.ErrorLogger = newReaderLoggers(w)
 	// The default 100-message queue between kafka-go's fetch goroutine
 	// and FetchMessage stalls the fetcher twice per 1 MB fetch of small
 	// records; a deeper queue lets it run a whole fetch ahead.
@@ -158,6 +176,7 @@ type restored struct {
 	legacy     *legacy        // the pair from before the options changed, still holding keys
 	suppress   map[int64]struct{}
 	suppressTo int64
+	rejected   bool // every snapshot was rejected: meta is the committed offset's
 }
 
 // restore loads the newest valid snapshot and scans the output for records
@@ -226,7 +245,7 @@ func (w *Worker) restore(ctx context.Context) (restored, error) {
 	default:
 		return restored{}, fmt.Errorf("load checkpoint of %s/%d: %w", d.Topic, d.Partition, err)
 	}
-	r := restored{found: true, meta: meta, source: source, pair: got, legacy: old}
+	r := restored{found: true, meta: meta, source: source, pair: got, legacy: old, rejected: loadErr != nil}
 	if mismatch {
 		// The snapshot's pair becomes the legacy one, unless no record
 		// ever reached it (it holds nothing to keep).
