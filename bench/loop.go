@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"dedup/bench/copyloop"
+	"dedup/cmd/dedup/sizing"
 	"dedup/processor"
 )
 
@@ -32,16 +33,16 @@ const (
 	batchTimeout = 5 * time.Millisecond
 	fetchMaxByte = 10 << 20
 	fetchMaxWait = 250 * time.Millisecond
-	// readerQueue is the reader's message queue, as the stage sets it.
-	readerQueue = 4096
 )
 
-// inFlightPerPartition bounds the records of one input partition handed to
-// the asynchronous writer and not yet acknowledged, as the stage bounds them
-// (processor's inflightCap), so that a fast reader cannot buffer the input in
+// loopBuffers sizes the loop's reader and outputs in flight as the stage
+// sizes them for partitions input and output partitions at the default
+// FETCH_BUFFER_BYTES (sizing.PartitionBuffers, the ring bounded by the
+// processor's inflightCap), so that a fast reader cannot buffer the input in
 // memory and every contender holds as much in flight.
-func inFlightPerPartition(outputPartitions int) int {
-	return min(1<<18, max(8192, 2*batchSize*max(1, outputPartitions)))
+func loopBuffers(partitions int) sizing.Buffers {
+	return sizing.PartitionBuffers(sizing.DefaultFetchBufferBytes, partitions, 1, fetchMaxByte,
+		min(1<<18, max(8192, 2*batchSize*max(1, partitions))))
 }
 
 // runLoop runs a loop contender: the copy loop (copyloop), with newState's
@@ -55,19 +56,20 @@ func runLoop(ctx context.Context, s Spec, rep *reporter, newState func(Spec) sta
 	defer stopProgress()
 	go rep.reportProgress(pctx, progressInterval, in.Load)
 
+	bufs := loopBuffers(len(s.Ends))
 	r, err := copyloop.Run(ctx, copyloop.Options{
 		Brokers:       s.Brokers,
 		InputTopic:    s.InputTopic,
 		OutputTopic:   s.OutputTopic,
 		Ends:          s.Ends,
 		FetchMinBytes: 1,
-		FetchMaxBytes: fetchMaxByte,
+		FetchMaxBytes: bufs.FetchBytes,
 		FetchMaxWait:  fetchMaxWait,
-		QueueCapacity: readerQueue,
+		QueueCapacity: bufs.Queue,
 		BatchSize:     batchSize,
 		BatchBytes:    batchBytes,
 		BatchTimeout:  batchTimeout,
-		MaxInFlight:   inFlightPerPartition(len(s.Ends)) * len(s.Ends),
+		MaxInFlight:   bufs.InFlight * len(s.Ends),
 		SourceHeaders: &copyloop.SourceHeaders{
 			Topic:     processor.HeaderSourceTopic,
 			Partition: processor.HeaderSourcePartition,

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/pprof"
+	"time"
 
 	"github.com/segmentio/kafka-go"
 
@@ -45,6 +47,7 @@ func runStage(ctx context.Context, s Spec, rep *reporter) (Result, error) {
 	pctx, stopProgress := context.WithCancel(ctx)
 	defer stopProgress()
 	go rep.reportProgress(pctx, progressInterval, func() uint64 { return p.Progress().In })
+	go heapProfileAt(pctx, s.Records()/2, func() uint64 { return p.Progress().In })
 
 	run, err := stagerun.Start(ctx, stagerun.Options{
 		Stage: p,
@@ -66,6 +69,34 @@ func runStage(ctx context.Context, s Spec, rep *reporter) (Result, error) {
 	// The harness fills in StateBytes (stageStateBytes): sizing a pair here
 	// would allocate one and add it to this process's peak memory.
 	return Result{In: res.In, Out: res.Written, Elapsed: res.Elapsed(), StateHow: "filter size"}, nil
+}
+
+// heapProfileAt writes a heap profile to $DEDUP_BENCH_HEAPPROFILE, when
+// set, once in records have been read: mid-run, with every partition's
+// reader, ring and writer batches full, which a profile at exit misses.
+func heapProfileAt(ctx context.Context, at uint64, in func() uint64) {
+	path := os.Getenv("DEDUP_BENCH_HEAPPROFILE")
+	if path == "" {
+		return
+	}
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for in() < at {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "heap profile: %v\n", err)
+		return
+	}
+	defer f.Close()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		fmt.Fprintf(os.Stderr, "heap profile: %v\n", err)
+	}
 }
 
 func stageFilter(s Spec) rotation.Options {

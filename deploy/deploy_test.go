@@ -914,7 +914,7 @@ func TestKubernetesFitsBinary(t *testing.T) {
 		PairBytes:         int64(sizeBytes),
 		Partitions:        partitions,
 		Replicas:          replicas,
-		FetchMaxBytes:     parseQuantity(t, get("FETCH_MAX_BYTES")),
+		FetchBufferBytes:  parseQuantity(t, get("FETCH_BUFFER_BYTES")),
 		ProduceBatchBytes: parseQuantity(t, get("PRODUCE_BATCH_BYTES")),
 	}.Resources()
 	perPod, perPodOneDown, wantRequest, wantLimit := res.PartitionsPerInstance, res.PartitionsPerInstanceOneDown, res.Request, res.Limit

@@ -410,11 +410,13 @@ func copyOptions(e *testEnv, n int, v copyVariant) copyloop.Options {
 	for p := range ends {
 		ends[p] = int64((n + benchParts - 1 - p) / benchParts)
 	}
+	// The stage's reader sizes for benchParts partitions.
+	bufs := (&Processor{o: withDefaults(o)}).bufferSizes(benchParts, benchParts)
 	lo := copyloop.Options{
 		Brokers: e.brokers, InputTopic: inTopic, OutputTopic: outTopic, Ends: ends,
 		Transport:     v.transport,
-		FetchMinBytes: o.FetchMinBytes, FetchMaxBytes: o.FetchMaxBytes, FetchMaxWait: o.FetchMaxWait,
-		QueueCapacity: 4096,
+		FetchMinBytes: o.FetchMinBytes, FetchMaxBytes: bufs.FetchBytes, FetchMaxWait: o.FetchMaxWait,
+		QueueCapacity: bufs.Queue,
 		BatchSize:     o.BatchSize, BatchBytes: o.BatchBytes, BatchTimeout: o.BatchTimeout, MaxAttempts: 3,
 	}
 	if v.dialer != nil {

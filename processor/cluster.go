@@ -13,9 +13,9 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
-// The cluster watch: one metadata request for the input and output topics,
-// every clusterPollInterval while all is well, and with a jittered,
-// doubling back-off (clusterFirstBackoff to clusterMaxBackoff) while the
+// The cluster watch: one metadata request for the input, output and
+// dead-letter topics, every clusterPollInterval while all is well, and with
+// a jittered, doubling back-off (clusterFirstBackoff to clusterMaxBackoff) while the
 // brokers cannot be reached or a topic is missing. It is the one place
 // that decides whether an outside reason blocks progress: it logs each
 // change of state once, sets the gauges and makes the member not ready.
@@ -32,7 +32,7 @@ const (
 )
 
 // ErrTopicMissing is what Readiness reports (wrapped, naming the topics)
-// while the input or output topic does not exist.
+// while the input, output or dead-letter topic does not exist.
 var ErrTopicMissing = errors.New("topic missing")
 
 // ErrBrokersUnreachable is what Readiness reports (wrapped, with the last
@@ -55,7 +55,7 @@ func newClusterMetrics(reg prometheus.Registerer) *clusterMetrics {
 		}),
 		missing: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "dedup_topic_missing",
-			Help: "1 while the input or output topic named by the label does not exist; the stage waits for it, not ready.",
+			Help: "1 while the input, output or dead-letter topic named by the label does not exist; the stage waits for it, not ready.",
 		}, []string{"topic"}),
 		generations: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "dedup_group_generations_total",
@@ -149,7 +149,7 @@ func (p *Processor) updateCluster(missing []string, reqErr error) bool {
 			s.down, s.downErr = time.Time{}, nil
 		}
 		m.connected.Set(1)
-		for _, t := range []string{p.o.InputTopic, p.o.OutputTopic} {
+		for _, t := range p.watchedTopics() {
 			_, was := s.missing[t]
 			is := slices.Contains(missing, t)
 			switch {
@@ -191,9 +191,21 @@ func (p *Processor) refreshClients() {
 	}
 }
 
+// watchedTopics are the topics the stage cannot progress without.
+func (p *Processor) watchedTopics() []string {
+	ts := []string{p.o.InputTopic, p.o.OutputTopic}
+	if p.o.DeadLetterTopic != "" {
+		ts = append(ts, p.o.DeadLetterTopic)
+	}
+	return ts
+}
+
 func (p *Processor) topicRole(t string) string {
-	if t == p.o.InputTopic {
+	switch t {
+	case p.o.InputTopic:
 		return "input"
+	case p.o.DeadLetterTopic:
+		return "dead-letter"
 	}
 	return "output"
 }
@@ -208,7 +220,7 @@ func (p *Processor) checkCluster(ctx context.Context) (missing []string, err err
 	tr := newTransport(p.o)
 	defer tr.CloseIdleConnections()
 	client := &kafka.Client{Addr: kafka.TCP(p.o.Brokers...), Transport: tr, Timeout: clusterRequestTimeout}
-	res, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{p.o.InputTopic, p.o.OutputTopic}})
+	res, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: p.watchedTopics()})
 	if err != nil {
 		return nil, fmt.Errorf("read metadata: %w", err)
 	}
@@ -222,7 +234,7 @@ func (p *Processor) checkCluster(ctx context.Context) (missing []string, err err
 		}
 		seen[t.Name] = t.Error == nil && len(t.Partitions) > 0
 	}
-	for _, t := range []string{p.o.InputTopic, p.o.OutputTopic} {
+	for _, t := range p.watchedTopics() {
 		if present, answered := seen[t]; answered && !present {
 			missing = append(missing, t)
 		}

@@ -29,12 +29,20 @@
 //     *ProduceError. Without a Store the partitions restart from the
 //     committed offset, so outputs after it are forwarded again
 //     (at-least-once).
-//   - A record the output refuses for good (MESSAGE_TOO_LARGE, an
-//     authorization failure, a deleted topic) stops its input partition
-//     only: nothing at or past it is committed, the partition is logged,
-//     counted in dedup_partitions_stalled and Healthy reports
-//     ErrOutputRefused, until the record is delivered after the partition
-//     is assigned again.
+//   - An output larger than the output limit (BatchBytes, or the output
+//     topic's max.message.bytes less the batch header, read at each
+//     generation's start) is never written: it goes to DeadLetterTopic,
+//     waited for, or is skipped and counted; the partition goes on
+//     (outputlimit.go, deadletter.go, partition/refuse.go). Records the
+//     broker refuses though they passed the check end the generation; the
+//     next reads the limits again and the partitions concerned write their
+//     next outputs alone (probe.go), so that the refused record is named
+//     and settled the same way.
+//   - Any other refusal for good (an authorization failure, a deleted
+//     topic) stops its input partition only:
+//     nothing at or past it is committed, the partition is logged, counted
+//     in dedup_partitions_stalled and Healthy reports ErrOutputRefused,
+//     until the record is delivered after the partition is assigned again.
 //   - On cancel, Run stops reading, flushes what is in flight, checkpoints,
 //     commits, leaves the group and returns nil; the writer is closed last,
 //     so nothing this process queued lands after Run returns.

@@ -22,6 +22,9 @@ type generation struct {
 	route partition.Router
 	out   *output // the writer of this generation
 	lease *lease  // the member's proof of membership: gates produces and saves
+	limit partition.Limit
+	dlq   partition.DeadLetter // nil without a dead-letter topic
+	probe *probeWriter         // nil unless a partition writes outputs alone (isolate)
 }
 
 // runGeneration runs one generation to its end: a supervisor started with
@@ -57,6 +60,7 @@ func (p *Processor) superviseGeneration(ctx context.Context, gen *kafka.Generati
 	if err != nil {
 		return
 	}
+	p.applyLimits(ctx)
 	// Nothing is produced or saved before the membership is confirmed.
 	l := newLease(p.client, gen, p.o.SessionTimeout, p.o.RebalanceTimeout, p.clock, log)
 	cctx, cancel := context.WithTimeout(ctx, l.window)
@@ -70,7 +74,14 @@ func (p *Processor) superviseGeneration(ctx context.Context, gen *kafka.Generati
 	p.lease.Store(l)
 	defer p.lease.CompareAndSwap(l, nil)
 	go l.run(ctx)
-	g := &generation{gen: gen, route: partition.NewRouter(in, out), out: p.out, lease: l}
+	g := &generation{gen: gen, route: partition.NewRouter(in, out), out: p.out, lease: l, limit: p.outputLimit()}
+	if p.dlq != nil {
+		g.dlq = p.dlq
+	}
+	if p.isolating() {
+		g.probe = p.newProbe()
+		defer g.probe.close() // after every partition stopped (wg.Wait below)
+	}
 
 	p.mu.Lock()
 	p.inGen, p.assigned, p.readyN = true, len(assigned), 0
@@ -120,6 +131,15 @@ func (p *Processor) runPartition(ctx context.Context, g *generation, a kafka.Par
 	err = w.Run(ctx)
 	var perr *ProduceError
 	switch {
+	case errors.As(err, &perr) && recordRefused(perr):
+		// The output refused a record the size check let through: its
+		// limit may have been lowered, or the record is invalid. The
+		// generation ends as for any produce failure; the next one reads
+		// the limits again, replays, and writes the partition's next
+		// outputs alone, so that the record the broker refuses is named
+		// and refused by itself (dead letter or skip).
+		p.isolate(perr)
+		p.produceFailed(g.out, perr)
 	case errors.As(err, &perr) && refused(perr):
 		// Stopped, not retried: the refusal would repeat. The generation
 		// goes on for the other partitions; this one no longer consumes.
@@ -158,8 +178,9 @@ func (p *Processor) stopRequested() bool {
 // generation g.
 func (p *Processor) partitionDeps(g *generation, a kafka.PartitionAssignment) partition.Deps {
 	topic, part := p.o.InputTopic, a.ID
+	bufs := p.partitionBuffers(g.route.OutputPartitions())
 	log := p.log.With("topic", topic, "partition", part, "generation", g.gen.ID)
-	return partition.Deps{
+	d := partition.Deps{
 		Group:       p.o.GroupID,
 		Generation:  g.gen.ID,
 		Topic:       topic,
@@ -172,13 +193,18 @@ func (p *Processor) partitionDeps(g *generation, a kafka.PartitionAssignment) pa
 		Writer:        g.out.w,
 		Route:         g.route,
 		FlushAt:       p.flushAt,
-		InflightCap:   p.inflightCap(g.route.OutputPartitions()),
+		Limit:         g.limit,
+		DeadLetter:    g.dlq,
+		OutputRefused: p.metrics.outputErrors.WithLabelValues(OutputRefused).Inc,
+		IsolateCount:  p.o.BatchSize, // a refused batch held at most this many
+		InflightCap:   bufs.InFlight,
+		ReadQueue:     bufs.Queue,
 
 		Reader: kafka.ReaderConfig{
 			Brokers:  p.o.Brokers,
 			Dialer:   p.readDialer,
 			MinBytes: p.o.FetchMinBytes,
-			MaxBytes: p.o.FetchMaxBytes,
+			MaxBytes: bufs.FetchBytes,
 			MaxWait:  p.o.FetchMaxWait,
 			// Logger and ErrorLogger are the partition's own (Start).
 		},
@@ -217,6 +243,10 @@ func (p *Processor) partitionDeps(g *generation, a kafka.PartitionAssignment) pa
 		Totals:  &p.progress,
 		Log:     log,
 	}
+	if off := p.isolateFrom(part); off >= 0 && g.probe != nil {
+		d.Probe, d.IsolateFrom = g.probe, off
+	}
+	return d
 }
 
 // partitionMetrics returns the series of input partition part, noting

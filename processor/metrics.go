@@ -14,6 +14,10 @@ const (
 	OutcomeDuplicate  = "duplicate"
 	OutcomeRetraction = "retraction"
 	OutcomeUnkeyed    = "unkeyed"
+	// The output refused the record for good (too large): written to the
+	// dead-letter topic, or skipped without one.
+	OutcomeDeadLettered = "dead_lettered"
+	OutcomeRefused      = "refused"
 )
 
 // Kinds of dedup_timestamp_anomalies_total: records decided without moving
@@ -73,7 +77,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "dedup_messages_total",
-			Help: "Input records by outcome: forwarded, duplicate, retraction, unkeyed.",
+			Help: "Input records by outcome: forwarded, duplicate, retraction, unkeyed; dead_lettered and refused for records the output cannot take (too large), written to DEAD_LETTER_TOPIC or skipped.",
 		}, []string{"topic", "partition", "outcome"}),
 		replaySuppressed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "dedup_replay_suppressed_total",
@@ -161,7 +165,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"topic"}),
 		outputErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "dedup_output_errors_total",
-			Help: "Failed produce requests by kind: retriable (not appended, retried), ambiguous (outcome unknown, resolved by reading the output back), refused (a permanent refusal: the partition stops).",
+			Help: "Failed produce requests by kind: retriable (not appended, retried), ambiguous (outcome unknown, resolved by reading the output back), refused (records the output cannot take: too large for the output topic's max.message.bytes or PRODUCE_BATCH_BYTES, found before writing or refused by the broker; other permanent refusals stop the partition).",
 		}, []string{"kind"}),
 		stalled: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "dedup_partitions_stalled",
@@ -254,6 +258,8 @@ func (m *Metrics) partition(topic string, part int, storeKind string) *partition
 		Duplicate:        m.messages.WithLabelValues(topic, p, OutcomeDuplicate),
 		Retraction:       m.messages.WithLabelValues(topic, p, OutcomeRetraction),
 		Unkeyed:          m.messages.WithLabelValues(topic, p, OutcomeUnkeyed),
+		Refused:          m.messages.WithLabelValues(topic, p, OutcomeRefused),
+		DeadLettered:     m.messages.WithLabelValues(topic, p, OutcomeDeadLettered),
 		ReplaySuppressed: m.replaySuppressed.WithLabelValues(topic, p),
 		WindowElapsed:    m.windowElapsed.WithLabelValues(topic, p),
 		Bytes:            m.filterBytes.WithLabelValues(topic, p),

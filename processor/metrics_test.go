@@ -154,9 +154,10 @@ func TestMetricsFollowPartitions(t *testing.T) {
 }
 
 // TestMemoryPredictedFollowsAssignment: dedup_memory_predicted_bytes follows
-// the member's assigned partitions: one pair and one fetch per partition
-// more or less as partitions arrive and leave, the spare pair, a batch per
-// output partition and the runtime base always.
+// the member's assigned partitions: one pair, the partition overhead and
+// the fetch buffer those partitions share (sizing.FetchBuffer) as
+// partitions arrive and leave, the spare pair, a batch per output partition
+// and the runtime base always.
 func TestMemoryPredictedFollowsAssignment(t *testing.T) {
 	const parts, outParts = 2, 3
 	e := newTestEnv(t, parts, outParts)
@@ -169,11 +170,13 @@ func TestMemoryPredictedFollowsAssignment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	perPartition := int64(pair.SizeBytes()) + int64(a.p.o.FetchMaxBytes)
 	fixed := int64(pair.SizeBytes()) + outParts*a.p.o.BatchBytes + sizing.RuntimeBase
+	holding := func(n int) int64 {
+		return fixed + int64(n)*(int64(pair.SizeBytes())+sizing.PartitionOverhead) + sizing.FetchBuffer(a.p.o.FetchBufferBytes, n)
+	}
 
 	eventually(t, 20*time.Second, "a holds both partitions", func() bool { return a.p.Ready() && assignedTo(a) == parts })
-	if got, want := predicted(a), fixed+parts*perPartition; got != want {
+	if got, want := predicted(a), holding(parts); got != want {
 		t.Errorf("a with %d partitions predicts %d bytes, want %d", parts, got, want)
 	}
 	o.Metrics = NewMetrics(newRegistry())
@@ -183,7 +186,7 @@ func TestMemoryPredictedFollowsAssignment(t *testing.T) {
 		return a.p.Ready() && b.p.Ready() && assignedTo(a) == 1 && assignedTo(b) == 1
 	})
 	for name, r := range map[string]*running{"a": a, "b": b} {
-		if got, want := predicted(r), fixed+perPartition; got != want {
+		if got, want := predicted(r), holding(1); got != want {
 			t.Errorf("%s with 1 partition predicts %d bytes, want %d", name, got, want)
 		}
 	}
@@ -191,7 +194,7 @@ func TestMemoryPredictedFollowsAssignment(t *testing.T) {
 		t.Errorf("Run b: %v", err)
 	}
 	eventually(t, 20*time.Second, "a holds both partitions again", func() bool { return a.p.Ready() && assignedTo(a) == parts })
-	if got, want := predicted(a), fixed+parts*perPartition; got != want {
+	if got, want := predicted(a), holding(parts); got != want {
 		t.Errorf("a with %d partitions again predicts %d bytes, want %d", parts, got, want)
 	}
 	if err := a.stop(t); err != nil {

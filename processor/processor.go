@@ -46,7 +46,11 @@ type Options struct {
 	GroupID     string
 	InputTopic  string
 	OutputTopic string
-	StartOffset int64 // kafka.FirstOffset (default) or kafka.LastOffset: where a partition with no commit and no checkpoint starts
+	// DeadLetterTopic receives the records the output refuses for good
+	// (too large), with a dedup-error header naming why; empty: such a
+	// record is logged, counted and skipped.
+	DeadLetterTopic string
+	StartOffset     int64 // kafka.FirstOffset (default) or kafka.LastOffset: where a partition with no commit and no checkpoint starts
 
 	SessionTimeout    time.Duration // group session timeout (default 30s)
 	RebalanceTimeout  time.Duration // default: SessionTimeout
@@ -84,8 +88,14 @@ type Options struct {
 	Compression kafka.Compression
 
 	FetchMinBytes int           // default 1
-	FetchMaxBytes int           // default 10 MiB
+	FetchMaxBytes int           // one fetch at most (default 10 MiB)
 	FetchMaxWait  time.Duration // default 250ms
+	// FetchBufferBytes is what the assigned partitions together hold of
+	// records fetched but not yet produced and acknowledged: each
+	// partition's reader queue, fetch size and ack ring are sized from its
+	// share, at least sizing.MinPartitionShare (default
+	// sizing.DefaultFetchBufferBytes).
+	FetchBufferBytes int64
 
 	CheckpointInterval time.Duration // checkpoint (or, without a Store, commit) period (default 10s)
 	Store              Store         // nil = no checkpoints: at-least-once output
@@ -106,12 +116,15 @@ type Options struct {
 type Progress struct {
 	In, Forwarded, Duplicates, Retractions, Unkeyed uint64
 	Suppressed                                      uint64 // replayed records already in the output
+	// Records the output refused for good: written to the dead-letter
+	// topic, or skipped (refused) without one or when it refused them too.
+	DeadLettered, Refused uint64
 }
 
 // Decided is how many of the records read have been decided, whatever the
 // outcome.
 func (p Progress) Decided() uint64 {
-	return p.Written() + p.Duplicates + p.Suppressed
+	return p.Written() + p.Duplicates + p.Suppressed + p.DeadLettered + p.Refused
 }
 
 // Written is how many records were handed to the output: first
@@ -167,6 +180,10 @@ type Processor struct {
 	// cached metadata dropped when a leader moves.
 	adminRT *leader.Transport
 	out     *output // the writer of the next generation; Run replaces it after a produce failure
+	// limits and dlq are read and replaced at the start of each generation
+	// by its supervisor (applyLimits); dlq is nil without DeadLetterTopic.
+	limits topicLimits
+	dlq    *deadLetter
 	// The partition readers' dialer: Options.Dialer with connections that
 	// skip needless read-deadline updates (deadlineConn).
 	readDialer *kafka.Dialer
@@ -212,6 +229,10 @@ type Processor struct {
 	assigned   int
 	readyN     int
 	stuck      recovery
+	// isolateAt: input partition -> offset from which its outputs are
+	// written alone after the broker refused a batch (isolate), until
+	// delivered or unassigned.
+	isolateAt map[int]int64
 
 	cluster *clusterState // what the cluster watch last saw (cluster.go)
 	// outTransport is the current writer's transport, for the cluster
@@ -237,6 +258,9 @@ func New(o Options) (*Processor, error) {
 	}
 	if o.InputTopic != "" && o.InputTopic == o.OutputTopic {
 		errs = append(errs, fmt.Errorf("input and output topic are both %q", o.InputTopic))
+	}
+	if o.DeadLetterTopic != "" && (o.DeadLetterTopic == o.InputTopic || o.DeadLetterTopic == o.OutputTopic) {
+		errs = append(errs, fmt.Errorf("dead-letter topic %q is the input or output topic", o.DeadLetterTopic))
 	}
 	if o.Key.IsZero() {
 		errs = append(errs, errors.New("no key source"))
@@ -272,7 +296,7 @@ func New(o Options) (*Processor, error) {
 			errs = append(errs, fmt.Errorf("%s %v: want >= 0", d.name, d.v))
 		}
 	}
-	if o.BatchSize < 0 || o.BatchBytes < 0 || o.FetchMinBytes < 0 || o.FetchMaxBytes < 0 {
+	if o.BatchSize < 0 || o.BatchBytes < 0 || o.FetchMinBytes < 0 || o.FetchMaxBytes < 0 || o.FetchBufferBytes < 0 {
 		errs = append(errs, errors.New("negative batch or fetch size"))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -304,10 +328,11 @@ func New(o Options) (*Processor, error) {
 	p.adminRT = leader.Follow(p.admin)
 	p.client = &kafka.Client{Addr: kafka.TCP(o.Brokers...), Timeout: 10 * time.Second, Transport: p.adminRT}
 	p.stuck.failedAt = map[int]int64{}
+	p.isolateAt = map[int]int64{}
 	p.series = map[int]struct{}{}
 	p.kept = map[int]keptPair{}
 	p.cluster = newClusterState()
-	for _, t := range []string{o.InputTopic, o.OutputTopic} {
+	for _, t := range p.watchedTopics() {
 		p.metrics.cluster.missing.WithLabelValues(t) // alerts name these series: they exist at 0
 	}
 	p.metrics.fpTarget.Set(o.Filter.FPRate)
@@ -353,6 +378,9 @@ func withDefaults(o Options) Options {
 	}
 	if o.FetchMaxWait == 0 {
 		o.FetchMaxWait = 250 * time.Millisecond
+	}
+	if o.FetchBufferBytes == 0 {
+		o.FetchBufferBytes = sizing.DefaultFetchBufferBytes
 	}
 	if o.CheckpointInterval == 0 {
 		o.CheckpointInterval = 10 * time.Second
@@ -416,6 +444,9 @@ func (p *Processor) Run(ctx context.Context) (err error) {
 		// Last: Close waits for every batch still in the writer, so nothing
 		// this process queued lands after it exits.
 		err = errors.Join(err, p.out.close())
+		if p.dlq != nil {
+			p.dlq.close()
+		}
 		p.admin.CloseIdleConnections()
 	}()
 
@@ -501,6 +532,9 @@ func (p *Processor) Progress() Progress {
 		Retractions: p.progress.Retractions.Load(),
 		Unkeyed:     p.progress.Unkeyed.Load(),
 		Suppressed:  p.progress.Suppressed.Load(),
+
+		DeadLettered: p.progress.DeadLettered.Load(),
+		Refused:      p.progress.Refused.Load(),
 	}
 }
 
@@ -511,7 +545,7 @@ func (p *Processor) Progress() Progress {
 // checkpoint store the spare pair is not held.
 func (p *Processor) predictMemory(assigned, outputs int) {
 	live := sizing.Instance{PairBytes: p.pairBytes, Partitions: assigned, OutputPartitions: outputs,
-		FetchMaxBytes: int64(p.o.FetchMaxBytes), ProduceBatchBytes: p.o.BatchBytes}.LiveBytes()
+		FetchBufferBytes: p.o.FetchBufferBytes, ProduceBatchBytes: p.o.BatchBytes}.LiveBytes()
 	if p.o.Store == nil {
 		live -= p.pairBytes
 	}

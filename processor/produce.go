@@ -29,9 +29,13 @@ const (
 	// landed.
 	OutputAmbiguous = "ambiguous"
 	// OutputRefused: the broker refuses the records for good
-	// (MESSAGE_TOO_LARGE, an authorization failure, ...). The input
-	// partitions they came from stop (Processor.Healthy fails) until the
-	// cause is fixed and the partition is assigned again.
+	// (MESSAGE_TOO_LARGE, an authorization failure, ...), or the size check
+	// refused a record before writing it. A refusal of the records
+	// themselves (recordRefused) ends the generation, and the partitions
+	// write their next outputs alone to name the record; any other stops
+	// the input partitions they came from
+	// (Processor.Healthy fails) until the cause is fixed and the partition
+	// is assigned again.
 	OutputRefused = "refused"
 )
 
@@ -192,6 +196,48 @@ func refused(err error) bool {
 		errors.As(err, &tooLarge)
 }
 
+// recordRefused reports whether a produce failure is a refusal of the
+// records themselves (too large, invalid, corrupt after the writer's
+// retries), rather than of the topic or the principal: one record of the
+// batch may be the cause, which writing them alone finds (probe.go).
+func recordRefused(err error) bool {
+	for _, e := range []error{kafka.MessageSizeTooLarge, kafka.RecordListTooLarge, kafka.InvalidMessageSize,
+		kafka.InvalidRecord, kafka.InvalidMessage} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// isolate notes that partition's outputs from the refused offset on are
+// to be written alone in its next generations, until delivered.
+func (p *Processor) isolate(perr *ProduceError) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if off, ok := p.isolateAt[perr.Partition]; !ok || perr.Offset < off {
+		p.isolateAt[perr.Partition] = perr.Offset
+	}
+}
+
+// isolateFrom returns the input offset from which partition writes its
+// outputs alone, or -1.
+func (p *Processor) isolateFrom(partition int) int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if off, ok := p.isolateAt[partition]; ok {
+		return off
+	}
+	return -1
+}
+
+// isolating reports whether a partition writes outputs alone.
+func (p *Processor) isolating() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.isolateAt) > 0
+}
+
 // stalls are the input partitions stopped by a refused output: partition
 // -> the refused record. Safe for concurrent use.
 type stalls struct {
@@ -273,12 +319,20 @@ func (s *stalls) err() error {
 // checkpointed: the worker's ack tracker holds the failure.
 func (p *Processor) stall(perr *ProduceError) {
 	p.metrics.stalled.Set(float64(p.stalls.add(perr)))
+	p.mu.Lock()
+	// Stopped, not recovering (a record refusal retried once was): the
+	// stall reports it, and no recovery deadline runs for it.
+	delete(p.stuck.failedAt, perr.Partition)
+	if len(p.stuck.failedAt) == 0 {
+		p.stuck = recovery{failedAt: p.stuck.failedAt}
+	}
+	p.mu.Unlock()
 	outPart := -1
 	var oe *OutputError
 	if errors.As(perr, &oe) {
 		outPart = oe.Partition
 	}
-	p.log.Error("output refused a record for good: partition stopped, nothing at or after the offset is committed; fix the cause (max.message.bytes, ACLs, the topic) and restart the member",
+	p.log.Error("output refused a record for good: partition stopped, nothing at or after the offset is committed; fix the cause (ACLs, the topic) and restart the member",
 		"output_topic", p.o.OutputTopic, "output_partition", outPart,
 		"topic", p.o.InputTopic, "partition", perr.Partition, "offset", perr.Offset, "err", perr.Err)
 }

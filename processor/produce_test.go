@@ -208,30 +208,6 @@ func TestDefiniteErrorRetried(t *testing.T) {
 	}
 }
 
-// setMaxMessageBytes sets max.message.bytes of the output topic.
-func setMaxMessageBytes(t *testing.T, e *testEnv, v int) {
-	t.Helper()
-	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	r := kmsg.NewIncrementalAlterConfigsRequestResource()
-	r.ResourceType = kmsg.ConfigResourceTypeTopic
-	r.ResourceName = outTopic
-	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-	c.Name, c.Value = "max.message.bytes", kmsg.StringPtr(fmt.Sprint(v))
-	r.Configs = append(r.Configs, c)
-	req.Resources = append(req.Resources, r)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	res, err := req.RequestWith(ctx, e.prod)
-	if err != nil {
-		t.Fatalf("alter max.message.bytes: %v", err)
-	}
-	for _, rr := range res.Resources {
-		if err := kerr.ErrorForCode(rr.ErrorCode); err != nil {
-			t.Fatalf("alter max.message.bytes of %s: %v", rr.ResourceName, err)
-		}
-	}
-}
-
 // committed returns the committed offset of an input partition of group.
 func committed(t *testing.T, e *testEnv, group string, partition int) int64 {
 	t.Helper()
@@ -249,10 +225,9 @@ func committed(t *testing.T, e *testEnv, group string, partition int) int64 {
 	return 0
 }
 
-// TestOutputRefused: a record the output topic refuses for good stops its
-// input partition, loudly, and loses nothing. Two refusals: a record
-// larger than the output topic's max.message.bytes, and an authorization
-// failure of every produce request to output partition 0. The refusal is
+// TestOutputRefused: a refusal for good that is not about the records
+// (an authorization failure of every produce request to output partition
+// 0) stops its input partition, loudly, and loses nothing. The refusal is
 // not retried (one refused request is counted), Healthy reports
 // ErrOutputRefused with the partition and offset, Ready is false,
 // dedup_partitions_stalled is 1, the other partition keeps flowing, Run
@@ -261,27 +236,11 @@ func committed(t *testing.T, e *testEnv, group string, partition int) int64 {
 // and the ones after it, none twice.
 func TestOutputRefused(t *testing.T) {
 	for _, tc := range []struct {
-		name      string
-		refuse    func(t *testing.T, e *testEnv) (lift func())
-		bigRecord bool
+		name     string
+		refuse   func(t *testing.T, e *testEnv) (lift func())
+		refusals float64 // refused produce requests counted
 	}{
-		{"message too large", func(t *testing.T, e *testEnv) func() {
-			setMaxMessageBytes(t, e, 4096)
-			return func() { setMaxMessageBytes(t, e, 1<<20) }
-		}, true},
-		{"authorization", func(t *testing.T, e *testEnv) func() {
-			var lifted atomic.Bool
-			e.cluster.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
-				e.cluster.KeepControl()
-				req := kr.(*kmsg.ProduceRequest)
-				if lifted.Load() || len(req.Topics) == 0 || req.Topics[0].Topic != outTopic || req.Topics[0].Partitions[0].Partition != 0 {
-					return nil, nil, false
-				}
-				resp, _ := errorAnswer(kerr.TopicAuthorizationFailed.Code)(req)
-				return resp, nil, true
-			})
-			return func() { lifted.Store(true) }
-		}, false},
+		{"authorization", refuseProduce(kerr.TopicAuthorizationFailed.Code), 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const parts = 2
@@ -296,9 +255,6 @@ func TestOutputRefused(t *testing.T) {
 
 			lift := tc.refuse(t, e)
 			value := "refused"
-			if tc.bigRecord {
-				value = strings.Repeat("x", 10_000)
-			}
 			refusedAt := int64(len(before) / parts) // partition 0's next offset
 			var after []*kgo.Record
 			after = append(after, rec(0, "refused", value, t0))
@@ -324,8 +280,8 @@ func TestOutputRefused(t *testing.T) {
 			if len(a.done) > 0 {
 				t.Fatalf("Run returned on a refusal: %v", <-a.done)
 			}
-			if n := metricValue(a.p.metrics.outputErrors.WithLabelValues(OutputRefused)); n != 1 {
-				t.Errorf("dedup_output_errors_total{kind=refused} = %v, want 1 (a refusal is not retried)", n)
+			if n := metricValue(a.p.metrics.outputErrors.WithLabelValues(OutputRefused)); n != tc.refusals {
+				t.Errorf("dedup_output_errors_total{kind=refused} = %v, want %v", n, tc.refusals)
 			}
 			if err := a.stop(t); err != nil {
 				t.Fatalf("Run after cancel: %v", err)
@@ -364,6 +320,24 @@ func TestOutputRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// refuseProduce answers every produce request to output partition 0 with
+// code until lifted.
+func refuseProduce(code int16) func(t *testing.T, e *testEnv) func() {
+	return func(t *testing.T, e *testEnv) func() {
+		var lifted atomic.Bool
+		e.cluster.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+			e.cluster.KeepControl()
+			req := kr.(*kmsg.ProduceRequest)
+			if lifted.Load() || len(req.Topics) == 0 || req.Topics[0].Topic != outTopic || req.Topics[0].Partitions[0].Partition != 0 {
+				return nil, nil, false
+			}
+			resp, _ := errorAnswer(code)(req)
+			return resp, nil, true
+		})
+		return func() { lifted.Store(true) }
 	}
 }
 

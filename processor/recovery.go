@@ -51,6 +51,11 @@ func (p *Processor) replaceOutput(ctx context.Context) {
 	p.log.Info("writer replaced after a produce failure", "attempt", n+1, "pause", pause)
 	sleep(ctx, pause)
 	p.out = p.newOutput()
+	if p.dlq != nil {
+		// Its pooled connections may be as dead as the writer's.
+		p.dlq.close()
+		p.dlq = p.newDeadLetter()
+	}
 	p.replaced.Add(1)
 }
 
@@ -62,6 +67,11 @@ func (p *Processor) forgetUnassigned(assigned []kafka.PartitionAssignment) {
 	for part := range p.stuck.failedAt {
 		if !slices.ContainsFunc(assigned, func(a kafka.PartitionAssignment) bool { return a.ID == part }) {
 			delete(p.stuck.failedAt, part)
+		}
+	}
+	for part := range p.isolateAt {
+		if !slices.ContainsFunc(assigned, func(a kafka.PartitionAssignment) bool { return a.ID == part }) {
+			delete(p.isolateAt, part)
 		}
 	}
 	p.metrics.stalled.Set(float64(p.stalls.keep(assigned)))
@@ -89,6 +99,9 @@ func (p *Processor) delivered(partition int, offset int64) {
 	defer p.mu.Unlock()
 	if off, ok := p.stuck.failedAt[partition]; ok && off <= offset {
 		delete(p.stuck.failedAt, partition)
+	}
+	if off, ok := p.isolateAt[partition]; ok && off <= offset {
+		delete(p.isolateAt, partition)
 	}
 	p.metrics.stalled.Set(float64(p.stalls.clear(partition, offset)))
 	p.settleLocked()

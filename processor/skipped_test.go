@@ -1,13 +1,11 @@
 package processor
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,24 +17,6 @@ import (
 // is skipped, and said: a warning naming the offsets, the counter
 // dedup_input_skipped_offsets_total, and every record from the log start on
 // forwarded exactly once.
-
-// lockedBuffer collects log output written from several goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // capturedLogger logs at debug into a buffer the test reads.
 func capturedLogger() (*slog.Logger, *lockedBuffer) {

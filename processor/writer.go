@@ -119,7 +119,7 @@ func (p *Processor) newOutput() *output {
 		fenceConns(out.transport, p.fenceProduce)
 		out.rt.fence = p.fenceProduce
 	}
-	out.w = newWriter(p.o, kafkaLogger{log: p.log.With("component", "writer")}, out.rt,
+	out.w = newWriter(p.writerOptions(), kafkaLogger{log: p.log.With("component", "writer")}, out.rt,
 		func(msgs []kafka.Message, err error) { p.completion(out, msgs, err) })
 	return out
 }

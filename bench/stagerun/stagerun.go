@@ -146,6 +146,11 @@ func (r *Run) Finish(ctx context.Context) (Result, error) {
 	)
 	for {
 		sum, err := r.o.Output.End(ctx)
+		if err != nil && ctxEnded(ctx) != nil {
+			// The client reports a deadline it took from ctx as its own
+			// i/o timeout: name the cause.
+			return Result{}, fmt.Errorf("read the output's end: %w (%v)", ctxEnded(ctx), err)
+		}
 		if err != nil {
 			return Result{}, fmt.Errorf("read the output's end: %w", err)
 		}
@@ -170,6 +175,18 @@ func (r *Run) counts(grown uint64) Counts {
 	}
 	n := min(grown, r.o.Records)
 	return Counts{In: n, Decided: n, Written: n}
+}
+
+// ctxEnded is ctx's error, or DeadlineExceeded once its deadline has
+// passed: a socket deadline taken from ctx can fire before ctx's own timer.
+func ctxEnded(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // wait waits for the next tick; it fails when ctx ends or the stage

@@ -68,6 +68,14 @@ in counting mode. Progress bars go to stderr, tables to stdout.
 Flags:
 `
 
+// contenderEnv is what each contender process adds to its environment.
+func contenderEnv(memLimit string) []string {
+	if memLimit == "" {
+		return nil
+	}
+	return []string{"GOMEMLIMIT=" + memLimit}
+}
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -104,6 +112,7 @@ func runBench(ctx context.Context, args []string) int {
 		jsonOut    = fs.String("json", "", "also write the reports as JSON to this file")
 		from       = fs.String("from", "", "run nothing: read reports from this JSON file (written by --json) and print/plot them")
 		perTimeout = fs.Duration("contender-timeout", time.Hour, "longest one contender process may run")
+		memLimit   = fs.String("gomemlimit", "", "GOMEMLIMIT of the contender processes alone (as `dedup size` prints it for a deployment), not of the harness and its broker")
 		repeat     = fs.Int("repeat", 1, "run every contender this many times (interleaved) and report the median records/s")
 		resume     = fs.Bool("resume", false, "keep the runs already in --json that match this workload, and run only the missing key counts")
 	)
@@ -185,6 +194,7 @@ func runBench(ctx context.Context, args []string) int {
 		Args:             []string{benchContender},
 		Progress:         os.Stderr,
 		ContenderTimeout: *perTimeout,
+		Env:              contenderEnv(*memLimit),
 		Repeat:           *repeat,
 	}
 	for _, k := range sweep {

@@ -95,8 +95,8 @@ it is deployed, one line per check (ok, warn or FAIL), every check run:
     record written, read back and tombstoned on every partition of the
     topic, or a probe file written, fsynced and removed in CHECKPOINT_DIR.
 It prints the effective settings (KAFKA_SASL_PASSWORD masked) and the sizing
-'dedup size' computes for them. REPARTITION_TOPIC is not checked (the stage
-does not implement it yet).
+'dedup size' computes for them. REPARTITION_TOPIC set is a configuration
+error, as for the stage, which does not implement the repartition hop.
 
 Exit codes: 0 every check holds (warnings allowed), 1 a check failed (all
 failed checks are named on the last line), 2 configuration error.`

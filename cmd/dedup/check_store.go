@@ -199,7 +199,7 @@ func (c *checker) printSizing(partitions int) error {
 	}
 	in := sizeInput{KeysPerWindow: o.ExpectedKeys * uint64(partitions), Window: o.Window, FPRate: c.cfg.FPRate,
 		Partitions: partitions, Instances: 1, CheckpointInterval: c.cfg.CheckpointInterval,
-		FetchMaxBytes: int64(c.cfg.FetchMaxBytes), ProduceBatchBytes: c.cfg.ProduceBatchBytes}
+		FetchBufferBytes: c.cfg.FetchBufferBytes, ProduceBatchBytes: c.cfg.ProduceBatchBytes}
 	res := in.deployment(pairBytes).Resources()
 	fmt.Fprintf(c.out, "  one instance holding all %d input partitions: requests memory %s, limits memory %s, GOMEMLIMIT=%s\n",
 		partitions, sizing.Quantity(res.Request), sizing.Quantity(res.Limit), sizing.GoMemLimit(res.GoMemLimit))

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -143,6 +145,23 @@ func TestCheckpointStoreOutage(t *testing.T) {
 			checkpointOutage(t, cluster, testEnv(t), f)
 		})
 	}
+	t.Run("kafka-topic-deleted", func(t *testing.T) {
+		cluster := newTestCluster(t)
+		const topic = "dedup-dedup-state"
+		checkpointOutage(t, cluster, testEnv(t), storeFault{
+			env: envMap{"CHECKPOINT_STORE": "kafka"},
+			start: func(t *testing.T) {
+				if err := cluster.DeleteTopic(topic); err != nil {
+					t.Fatal(err)
+				}
+			},
+			end: func(t *testing.T) {
+				if err := cluster.CreateTopic(topic, 2, map[string]string{"cleanup.policy": "compact"}); err != nil {
+					t.Fatal(err)
+				}
+			},
+		})
+	})
 	t.Run("file-chmod", func(t *testing.T) {
 		if os.Geteuid() == 0 {
 			t.Skip("running as root: permission bits do not stop root's writes (file-not-a-directory covers the file store as root)")
@@ -168,6 +187,44 @@ func TestCheckpointStoreOutage(t *testing.T) {
 					if err := os.Chmod(d, 0o755); err != nil {
 						t.Fatal(err)
 					}
+				}
+			},
+		})
+	})
+	t.Run("file-disk-full", func(t *testing.T) {
+		// A file system of its own, filled by the test: the store's
+		// writes fail with ENOSPC, as on a full volume.
+		dir := filepath.Join(t.TempDir(), "checkpoints")
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=16m"); err != nil {
+			t.Skipf("cannot mount a tmpfs to fill (%v): mounting needs root", err)
+		}
+		t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
+		env := testEnv(t)
+		filler := filepath.Join(dir, "filler")
+		checkpointOutage(t, newTestCluster(t), env, storeFault{
+			env: envMap{"CHECKPOINT_STORE": "file", "CHECKPOINT_DIR": dir},
+			start: func(t *testing.T) {
+				f, err := os.Create(filler)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				chunk := make([]byte, 64<<10)
+				for {
+					if _, err := f.Write(chunk); err != nil {
+						if !errors.Is(err, syscall.ENOSPC) {
+							t.Fatalf("fill the file system: %v, want ENOSPC", err)
+						}
+						return
+					}
+				}
+			},
+			end: func(t *testing.T) {
+				if err := os.Remove(filler); err != nil {
+					t.Fatal(err)
 				}
 			},
 		})

@@ -37,6 +37,8 @@ type Config struct {
 	InputTopic         string        `env:"INPUT_TOPIC" envDefault:"events" help:"topic to deduplicate"`
 	OutputTopic        string        `env:"OUTPUT_TOPIC" envDefault:"events-deduped" help:"topic that receives first occurrences (must differ from INPUT_TOPIC)"`
 	GroupID            string        `env:"GROUP_ID" envDefault:"dedup" help:"consumer group; also names the state"`
+	RepartitionTopic   string        `env:"REPARTITION_TOPIC" helpDefault:"empty" help:"not implemented in this version: set, the stage refuses to start (exit 2) rather than deduplicate input that is not partitioned by the dedup key; partition the input by the dedup key instead"`
+	RepartitionParts   string        `env:"REPARTITION_PARTITIONS" helpDefault:"empty" help:"partition count of REPARTITION_TOPIC; not implemented in this version, refused like it"`
 	DeadLetterTopic    string        `env:"DEAD_LETTER_TOPIC" helpDefault:"empty" help:"topic for records the output refuses for good (too large, invalid), with a dedup-error header naming why; empty = logged, counted and skipped"`
 	ClientID           string        `env:"KAFKA_CLIENT_ID" envDefault:"dedup" help:"client.id the stage's Kafka clients send (broker logs, quotas, ACL audits)"`
 
@@ -67,6 +69,7 @@ type Config struct {
 	RecoveryTimeout     time.Duration `env:"PRODUCE_RECOVERY_TIMEOUT" envDefault:"1m" help:"how long outputs may stay undeliverable (writer replaced, partitions restored, produce retried) before the stage exits 1 for a restart (Go duration)"`
 	FetchMinBytes       int           `env:"FETCH_MIN_BYTES" envDefault:"1" help:"bytes a fetch waits for"`
 	FetchMaxBytes       int           `env:"FETCH_MAX_BYTES" envDefault:"10485760" help:"most bytes one fetch returns"`
+	FetchBufferBytes    int64         `env:"FETCH_BUFFER_BYTES" envDefault:"33554432" help:"bytes of records fetched but not yet produced, all assigned partitions together; each partition's fetch size, read-ahead queue and outputs in flight are sized from its share (at least 1 MiB): see docs/sizing.md"`
 	FetchMaxWait        time.Duration `env:"FETCH_MAX_WAIT" envDefault:"250ms" help:"longest a fetch waits for FETCH_MIN_BYTES (Go duration)"`
 
 	CheckpointStore    string        `env:"CHECKPOINT_STORE" helpDefault:"'kafka' with brokers, 'file' embedded" help:"kafka (compacted topic) or file"`
@@ -297,6 +300,16 @@ func normalizeKeySpec(s string) string {
 	return strings.ToLower(kind) + ":" + rest
 }
 
+// embeddedTopics are the topics the embedded broker creates: input,
+// output and, when set, the dead-letter topic.
+func (c *Config) embeddedTopics() []string {
+	ts := []string{c.InputTopic, c.OutputTopic}
+	if c.DeadLetterTopic != "" {
+		ts = append(ts, c.DeadLetterTopic)
+	}
+	return ts
+}
+
 // Embedded reports whether the binary runs its own broker (KAFKA_BROKERS empty).
 func (c *Config) Embedded() bool { return len(c.BrokerList()) == 0 }
 
@@ -377,6 +390,14 @@ func (c *Config) validate() []Problem {
 	if c.InputTopic != "" && c.InputTopic == c.OutputTopic {
 		bad("OUTPUT_TOPIC", "must differ from INPUT_TOPIC (both %q)", c.InputTopic)
 	}
+	// Running without the repartition hop would forward every copy of a key
+	// that arrives on several partitions, without a word.
+	if c.RepartitionTopic != "" {
+		bad("REPARTITION_TOPIC", "the repartition hop is not implemented in this version, got %q: unset it and partition INPUT_TOPIC by the dedup key", c.RepartitionTopic)
+	}
+	if c.RepartitionParts != "" {
+		bad("REPARTITION_PARTITIONS", "the repartition hop is not implemented in this version, got %q: unset it", c.RepartitionParts)
+	}
 	if c.DeadLetterTopic != "" {
 		if err := checkTopicName(c.DeadLetterTopic); err != nil {
 			bad("DEAD_LETTER_TOPIC", "%v", err)
@@ -417,6 +438,7 @@ func (c *Config) validate() []Problem {
 	positive("PRODUCE_RECOVERY_TIMEOUT", c.RecoveryTimeout)
 	positiveInt("FETCH_MIN_BYTES", int64(c.FetchMinBytes))
 	positiveInt("FETCH_MAX_BYTES", int64(c.FetchMaxBytes))
+	positiveInt("FETCH_BUFFER_BYTES", c.FetchBufferBytes)
 	if c.FetchMaxBytes > 0 && c.FetchMinBytes > c.FetchMaxBytes {
 		bad("FETCH_MIN_BYTES", "must not exceed FETCH_MAX_BYTES (%d > %d)", c.FetchMinBytes, c.FetchMaxBytes)
 	}

@@ -116,6 +116,8 @@ func badValues(t *testing.T) []badValue {
 		{name: "OUTPUT_TOPIC", value: "events"}, // equals INPUT_TOPIC
 		{name: "GROUP_ID", value: "my group/1"},
 		{name: "DEAD_LETTER_TOPIC", value: "events-deduped"}, // equals OUTPUT_TOPIC
+		{name: "REPARTITION_TOPIC", value: "events-by-id"},
+		{name: "REPARTITION_PARTITIONS", value: "12"},
 		{name: "KAFKA_CLIENT_ID", value: "dedup stage"},
 		{name: "KAFKA_SESSION_TIMEOUT", value: "0s"},
 		{name: "KAFKA_GROUP_BALANCER", value: "cooperative-sticky"},
@@ -140,6 +142,7 @@ func badValues(t *testing.T) []badValue {
 		{name: "PRODUCE_COMPRESSION", value: "brotli"},
 		{name: "FETCH_MIN_BYTES", value: "0"},
 		{name: "FETCH_MAX_BYTES", value: "lots"},
+		{name: "FETCH_BUFFER_BYTES", value: "0"},
 		{name: "FETCH_MAX_WAIT", value: "-1s"},
 		{name: "CHECKPOINT_STORE", value: "s3"},
 		{name: "CHECKPOINT_TOPIC", value: "bad topic", env: envMap{"CHECKPOINT_STORE": "kafka"}},

@@ -280,4 +280,4 @@ func fit(width int, texts ...string) string {
 
 // forwarded counts every record written to the output: first occurrences,
 // retractions and unkeyed records alike.
-func forwarded(p processor.Progress) uint64 { return p.Forwarded + p.Retractions + p.Unkeyed }
+func forwarded(p processor.Progress) uint64 { return p.Written() }

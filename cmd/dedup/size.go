@@ -60,7 +60,7 @@ type sizeInput struct {
 	Instances          int
 	Modes              []rotation.Mode
 	CheckpointInterval time.Duration
-	FetchMaxBytes      int64
+	FetchBufferBytes   int64
 	ProduceBatchBytes  int64
 	Measure            bool
 }
@@ -112,10 +112,10 @@ func configCount(name string) int64 {
 
 // sizeFlags are `dedup size`'s flags, as given.
 type sizeFlags struct {
-	perSecond, perWindow, fpRate, mode, fetchMax, batchBytes *string
-	window, interval                                         *time.Duration
-	partitions, instances                                    *int
-	measure                                                  *bool
+	perSecond, perWindow, fpRate, mode, fetchBuffer, batchBytes *string
+	window, interval                                            *time.Duration
+	partitions, instances                                       *int
+	measure                                                     *bool
 }
 
 // newSizeFlagSet defines `dedup size`'s flags, for parsing and for its usage.
@@ -126,17 +126,17 @@ func newSizeFlagSet() (*flag.FlagSet, sizeFlags) {
 		modeNames = append(modeNames, m.String())
 	}
 	return fs, sizeFlags{
-		perSecond:  fs.String("keys-per-second", "", "distinct keys per second, all partitions (k, M, G suffixes)"),
-		perWindow:  fs.String("keys-per-window", "", "distinct keys per window, all partitions (instead of --keys-per-second)"),
-		window:     fs.Duration("window", configDuration("DEDUP_WINDOW"), "dedup window (DEDUP_WINDOW)"),
-		fpRate:     fs.String("fp-rate", configDefault("DEDUP_FP_RATE"), "false-positive rate at the window's key count (DEDUP_FP_RATE)"),
-		partitions: fs.Int("partitions", 12, "input partitions"),
-		instances:  fs.Int("instances", 1, "instances (replicas) the partitions are spread over"),
-		mode:       fs.String("mode", "all", strings.Join(modeNames, ", ")+" or all (DEDUP_MODE)"),
-		interval:   fs.Duration("checkpoint-interval", configDuration("CHECKPOINT_INTERVAL"), "checkpoint interval (CHECKPOINT_INTERVAL)"),
-		fetchMax:   fs.String("fetch-max-bytes", configDefault("FETCH_MAX_BYTES"), "FETCH_MAX_BYTES, for the memory per instance"),
-		batchBytes: fs.String("produce-batch-bytes", configDefault("PRODUCE_BATCH_BYTES"), "PRODUCE_BATCH_BYTES, for the memory per instance"),
-		measure:    fs.Bool("measure", true, "also probe the sample pair with absent keys: the measured false-positive rate"),
+		perSecond:   fs.String("keys-per-second", "", "distinct keys per second, all partitions (k, M, G suffixes)"),
+		perWindow:   fs.String("keys-per-window", "", "distinct keys per window, all partitions (instead of --keys-per-second)"),
+		window:      fs.Duration("window", configDuration("DEDUP_WINDOW"), "dedup window (DEDUP_WINDOW)"),
+		fpRate:      fs.String("fp-rate", configDefault("DEDUP_FP_RATE"), "false-positive rate at the window's key count (DEDUP_FP_RATE)"),
+		partitions:  fs.Int("partitions", 12, "input partitions"),
+		instances:   fs.Int("instances", 1, "instances (replicas) the partitions are spread over"),
+		mode:        fs.String("mode", "all", strings.Join(modeNames, ", ")+" or all (DEDUP_MODE)"),
+		interval:    fs.Duration("checkpoint-interval", configDuration("CHECKPOINT_INTERVAL"), "checkpoint interval (CHECKPOINT_INTERVAL)"),
+		fetchBuffer: fs.String("fetch-buffer-bytes", configDefault("FETCH_BUFFER_BYTES"), "FETCH_BUFFER_BYTES, for the memory per instance"),
+		batchBytes:  fs.String("produce-batch-bytes", configDefault("PRODUCE_BATCH_BYTES"), "PRODUCE_BATCH_BYTES, for the memory per instance"),
+		measure:     fs.Bool("measure", true, "also probe the sample pair with absent keys: the measured false-positive rate"),
 	}
 }
 
@@ -175,7 +175,7 @@ func parseSize(args []string, stderr io.Writer) (sizeInput, int) {
 	if _, err := fmt.Sscan(*f.fpRate, &in.FPRate); err != nil {
 		problems = append(problems, fmt.Errorf("--fp-rate: %q is not a number", *f.fpRate))
 	}
-	in.FetchMaxBytes = int64(flagCount("fetch-max-bytes", *f.fetchMax))
+	in.FetchBufferBytes = int64(flagCount("fetch-buffer-bytes", *f.fetchBuffer))
 	in.ProduceBatchBytes = int64(flagCount("produce-batch-bytes", *f.batchBytes))
 	if *f.window <= 0 {
 		problems = append(problems, fmt.Errorf("--window: %v is not positive", *f.window))
@@ -349,7 +349,7 @@ func sizeFor(in sizeInput, mode rotation.Mode) (sizeRow, error) {
 // deployment is the sizing model of in for one pair size.
 func (in sizeInput) deployment(pairBytes int64) sizing.Deployment {
 	return sizing.Deployment{PairBytes: pairBytes, Partitions: in.Partitions, Replicas: in.Instances,
-		FetchMaxBytes: in.FetchMaxBytes, ProduceBatchBytes: in.ProduceBatchBytes}
+		FetchBufferBytes: in.FetchBufferBytes, ProduceBatchBytes: in.ProduceBatchBytes}
 }
 
 func writeSize(w io.Writer, in sizeInput) error {
@@ -433,9 +433,10 @@ func writeSize(w io.Writer, in sizeInput) error {
 	}
 	fmt.Fprintln(w, "A record is tested against both generations, sized so that with both full (n keys each) the pair's modelled rate is at most ε (each generation at about ε/2; fingerprint widths are even, so that mode lands at or below ε):")
 	fmt.Fprintln(w, "in steady state the previous generation holds a full window while the current one fills, so a record meets about half the end-of-window rate at a window's start and all of it at its end; false drops are rotation's model over the window.")
-	fmt.Fprintf(w, "Memory: request = filters of %d partitions + 1 spare + a FETCH_MAX_BYTES fetch per partition + a PRODUCE_BATCH_BYTES batch per output partition + %d MiB runtime;\n",
-		res.PartitionsPerInstance, sizing.RuntimeBase>>20)
+	fmt.Fprintf(w, "Memory: request = filters of %d partitions + 1 spare + their share of FETCH_BUFFER_BYTES (%d to %d MiB each) + %d KiB each + a PRODUCE_BATCH_BYTES batch per output partition + %d MiB runtime;\n",
+		res.PartitionsPerInstance, sizing.MinPartitionShare>>20, sizing.MaxPartitionShare>>20, sizing.PartitionOverhead>>10, sizing.RuntimeBase>>20)
 	fmt.Fprintf(w, "limit = the same with one instance down (%d partitions) ×5/4 for the collector; GOMEMLIMIT = 90%% of the limit.\n", res.PartitionsPerInstanceOneDown)
+	fmt.Fprintln(w, "Under load the resident memory settles near GOMEMLIMIT (the collector holds it there); without GOMEMLIMIT it grows to about twice the live heap.")
 	fmt.Fprintln(w, "The bound n·log2(1/ε) is the least memory any structure answering membership at rate ε can use for n keys.")
 	fmt.Fprintln(w, "Changing DEDUP_MODE, DEDUP_EXPECTED_KEYS, DEDUP_FP_RATE or DEDUP_WINDOW: each partition keeps its old pair beside the new one until")
 	fmt.Fprintln(w, "the old window has passed twice; until the log says the old filters were released, memory must also cover the old settings' filters.")

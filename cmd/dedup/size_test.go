@@ -43,7 +43,7 @@ func TestSizePrintsWhatToDeploy(t *testing.T) {
 		}
 		st := p.Stats()
 		res := sizing.Deployment{PairBytes: int64(p.SizeBytes()), Partitions: 3, Replicas: 2,
-			FetchMaxBytes: 10485760, ProduceBatchBytes: 1048576}.Resources()
+			FetchBufferBytes: 64 << 20, ProduceBatchBytes: 1048576}.Resources()
 		block := fmt.Sprintf("  DEDUP_MODE=%s\n  DEDUP_EXPECTED_KEYS=20000\n  DEDUP_FP_RATE=0.01\n  DEDUP_WINDOW=1m0s\n  GOMEMLIMIT=%s\n"+
 			"  resources: requests memory %s, limits memory %s (replicas: 2)\n",
 			mode, sizing.GoMemLimit(res.GoMemLimit), sizing.Quantity(res.Request), sizing.Quantity(res.Limit))

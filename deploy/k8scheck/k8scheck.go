@@ -551,7 +551,7 @@ func (c *checker) resources(dep deployment, ctr container, env map[string]string
 		c.errorf("size the filters: %w", err)
 		return
 	}
-	fetch, err1 := ParseQuantity(env["FETCH_MAX_BYTES"])
+	fetch, err1 := ParseQuantity(env["FETCH_BUFFER_BYTES"])
 	batch, err2 := ParseQuantity(env["PRODUCE_BATCH_BYTES"])
 	request, err3 := ParseQuantity(ctr.Resources.Requests["memory"])
 	limit, err4 := ParseQuantity(ctr.Resources.Limits["memory"])
@@ -560,7 +560,7 @@ func (c *checker) resources(dep deployment, ctr container, env map[string]string
 		return
 	}
 	res := sizing.Deployment{PairBytes: int64(pair.SizeBytes()), Partitions: partitions, Replicas: replicas,
-		FetchMaxBytes: fetch, ProduceBatchBytes: batch}.Resources()
+		FetchBufferBytes: fetch, ProduceBatchBytes: batch}.Resources()
 	if request < res.Request {
 		c.errorf("memory request %s is below `dedup size`'s %s", ctr.Resources.Requests["memory"], sizing.Quantity(res.Request))
 	}

@@ -51,7 +51,21 @@ type Deps struct {
 	Writer        Writer
 	Route         Router
 	FlushAt       int // outputs buffered before they go to the writer while behind
-	InflightCap   int // ack ring size: outputs in flight at most
+	// Limit is the largest output the Writer can deliver: a larger one is
+	// refused before it is written, goes to DeadLetter when set (else it
+	// is skipped), and OutputRefused is called.
+	Limit         Limit
+	DeadLetter    DeadLetter
+	OutputRefused func()
+	// Probe, when set, writes the first IsolateCount outputs at or after
+	// input offset IsolateFrom one at a time, each alone and waited for:
+	// the broker refused a batch holding one of them, and a refusal of a
+	// lone record names it (it is then refused as a too large one is).
+	Probe        Writer
+	IsolateFrom  int64
+	IsolateCount int
+	InflightCap  int // ack ring size: outputs in flight at most
+	ReadQueue    int // reader QueueCapacity: records fetched ahead (0 = 4096)
 
 	// Reader is the input reader's configuration without topic, partition
 	// and loggers (brokers, dialer, fetch sizes).

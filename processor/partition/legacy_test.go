@@ -52,7 +52,7 @@ func newLegacyWorker(t *testing.T) *legacyWorker {
 	o.TestAndAdd([]byte("other"), inWindow(1, time.Second))
 	return &legacyWorker{Worker: &Worker{
 		d: Deps{Keys: keyIsKey{}, RetractHeader: "retract", Writer: nopWriter{}, Route: NewRouter(1, 1),
-			FlushAt: 1 << 20, Filter: newOpts},
+			FlushAt: 1 << 20, Filter: newOpts, Limit: Limit{Bytes: 1 << 20}},
 		log:         slog.New(slog.DiscardHandler),
 		pair:        p,
 		legacy:      newLegacy(o),

@@ -12,6 +12,7 @@ import (
 // that the hot path never hashes label values.
 type Metrics struct {
 	Forwarded, Duplicate, Retraction, Unkeyed prometheus.Counter
+	Refused, DeadLettered                     prometheus.Counter // outputs the output cannot take
 	ReplaySuppressed                          prometheus.Counter
 	Fill, EstKeys, FPRate, Saturated          [2]prometheus.Gauge // current, previous
 	WindowElapsed, Bytes, Lag                 prometheus.Gauge
@@ -42,12 +43,14 @@ type Metrics struct {
 // partition of an instance, cheap to read at any time.
 type Totals struct {
 	In, Forwarded, Duplicates, Retractions, Unkeyed, Suppressed atomic.Uint64
+	Refused, DeadLettered                                       atomic.Uint64
 }
 
 // counts are per-outcome tallies the worker keeps locally and publishes
 // every tick, so the hot path touches no shared cache line per record.
 type counts struct {
 	in, forwarded, duplicates, retractions, unkeyed, suppressed uint64
+	refused, deadLettered                                       uint64
 	future, missing, rewritten                                  uint64
 }
 
@@ -64,6 +67,8 @@ func (w *Worker) publishCounts() {
 	publish(c.retractions, pm.Retraction, &pr.Retractions)
 	publish(c.unkeyed, pm.Unkeyed, &pr.Unkeyed)
 	publish(c.suppressed, pm.ReplaySuppressed, &pr.Suppressed)
+	publish(c.refused, pm.Refused, &pr.Refused)
+	publish(c.deadLettered, pm.DeadLettered, &pr.DeadLettered)
 	for _, a := range [...]struct {
 		n uint64
 		m prometheus.Counter

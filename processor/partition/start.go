@@ -1,10 +1,12 @@
 package partition
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"time"
 
@@ -40,6 +42,16 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 		recoverAt: d.RecoverAt,
 	}
 	w.acks = newAckTracker(part, d.InflightCap)
+	if w.d.Limit.Bytes <= 0 {
+		w.d.Limit = Limit{Bytes: math.MaxInt64, Setting: "none"}
+	}
+	if d.Probe != nil {
+		w.isolate = d.IsolateCount
+	}
+	if w.d.OutputRefused == nil {
+		w.d.OutputRefused = func() {}
+	}
+	w.srcFixed = headerSize(HeaderSourceTopic, len(w.srcTop)) + headerSize(HeaderSourcePartition, len(w.srcPart))
 
 	committed := d.Committed // absolute, or kafka.FirstOffset/LastOffset when none
 	start := committed
@@ -122,7 +134,7 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 	// The default 100-message queue between kafka-go's fetch goroutine
 	// and FetchMessage stalls the fetcher twice per 1 MB fetch of small
 	// records; a deeper queue lets it run a whole fetch ahead.
-	rc.QueueCapacity = 4096
+	rc.QueueCapacity = cmp.Or(d.ReadQueue, 4096)
 	// Lag comes from each record's HighWaterMark; the reader's own lag
 	// poller would cost a ListOffsets round trip per interval.
 	rc.ReadLagInterval = -1

@@ -48,6 +48,13 @@ type Worker struct {
 	arena   headerArena     // output header slices and source-offset texts
 	srcTop  []byte
 	srcPart []byte
+	// srcFixed is the size of the source topic and partition headers
+	// (outputSize).
+	srcFixed int64
+	refused  refusals
+	// isolate is how many outputs at or after Deps.IsolateFrom are still
+	// to be written alone (Deps.Probe).
+	isolate int
 
 	counts       counts // not yet added to metrics and Totals
 	nextGauges   time.Time
@@ -223,6 +230,23 @@ func (w *Worker) process(r *record) error {
 	if w.suppress != nil && w.suppressed(m.Offset) {
 		w.counts.suppressed++
 		return w.flushIfCaughtUp()
+	}
+	// An output the output topic cannot take (too large; without a key for
+	// a compacted topic) is never written: it goes to the dead-letter
+	// topic or is skipped (refuse.go). After the broker
+	// refused a batch, outputs are written alone until the refused record
+	// is found (probe).
+	size := w.outputSize(m)
+	if size > w.d.Limit.Bytes {
+		w.d.OutputRefused()
+		return w.refuse(m, size, w.tooLarge(size))
+	}
+	if m.Key == nil && w.d.Limit.KeyRequired != "" {
+		w.d.OutputRefused()
+		return w.refuse(m, size, w.keyless())
+	}
+	if w.isolate > 0 && m.Offset >= w.d.IsolateFrom {
+		return w.probe(m, outcome, ts, size)
 	}
 	*outcome++
 

@@ -6,7 +6,10 @@
 // (rotation.Pair.SizeBytes), never recomputed here.
 package sizing
 
-import "strconv"
+import (
+	"math/bits"
+	"strconv"
+)
 
 // RuntimeBase is the memory of an instance that does not grow with its
 // partitions: the Go runtime, the HTTP server, the checkpoint encoder. It
@@ -14,22 +17,106 @@ import "strconv"
 // (docs: sizing).
 const RuntimeBase = 32 << 20
 
+// DefaultFetchBufferBytes is FETCH_BUFFER_BYTES's default: what an
+// instance's partitions together hold between fetch and produce
+// acknowledgement, whatever their number (docs: sizing).
+const DefaultFetchBufferBytes = 32 << 20
+
+// MinPartitionShare is the least a partition's readers and ack ring are
+// sized for, however many partitions share FETCH_BUFFER_BYTES: below it a
+// partition could not fill a writer batch (docs: sizing).
+const MinPartitionShare = 1 << 20
+
+// MaxPartitionShare is the most one partition's readers and ack ring are
+// sized for: what a partition fetching and producing at full speed was
+// measured to use (docs: sizing). Fewer partitions than the budget has
+// room for leave the rest of it unused.
+const MaxPartitionShare = 8 << 20
+
+// RecordCost is what one buffered record is counted as: a record of a few
+// hundred bytes with kafka-go's message and queue slot, or an output with
+// its ack slot, headers and writer message.
+const RecordCost = 512
+
+// PartitionOverhead is what an assigned partition holds besides its pair
+// and its share of the fetch buffer: its goroutines, reader and connection,
+// metric series and checkpoint state (docs: sizing).
+const PartitionOverhead = 256 << 10
+
+// PartitionShare is one partition's part of a FETCH_BUFFER_BYTES budget
+// shared by partitions assigned partitions, between MinPartitionShare and
+// MaxPartitionShare.
+func PartitionShare(budget int64, partitions int) int64 {
+	if budget <= 0 {
+		budget = DefaultFetchBufferBytes
+	}
+	return min(max(budget/int64(max(partitions, 1)), MinPartitionShare), MaxPartitionShare)
+}
+
+// FetchBuffer is what partitions assigned partitions hold of a
+// FETCH_BUFFER_BYTES budget: the budget, MinPartitionShare each when there
+// are more partitions than the budget has room for, MaxPartitionShare
+// each when there are fewer.
+func FetchBuffer(budget int64, partitions int) int64 {
+	if partitions <= 0 {
+		return 0
+	}
+	return PartitionShare(budget, partitions) * int64(partitions)
+}
+
+// Buffers is what one partition's reader and ack ring are sized for, from
+// its share of FETCH_BUFFER_BYTES (PartitionShare): a quarter of the share
+// for kafka-go's message queue, a quarter for one fetch, half for the
+// outputs in flight, each record counted at RecordCost.
+type Buffers struct {
+	FetchBytes int // reader MaxBytes: one fetch
+	Queue      int // reader QueueCapacity: decoded records waiting for the worker
+	InFlight   int // ack ring: outputs the writer has not acknowledged, a power of two
+}
+
+// Buffer bounds: below 64 records kafka-go's fetch goroutine stalls on the
+// queue many times per fetch, and 4096 lets it run a whole 1 MB fetch of
+// small records ahead (the size before the budget); a ring of 1024 outputs
+// holds a writer batch and then some.
+const (
+	minQueue    = 64
+	maxQueue    = 4096
+	minFetch    = 64 << 10
+	minInFlight = 1024
+)
+
+// PartitionBuffers sizes one of partitions partitions sharing budget: the
+// fetch never above fetchMax nor below fetchMin, the ring never above
+// maxInFlight (rounded down to a power of two: the ring rounds up).
+func PartitionBuffers(budget int64, partitions, fetchMin, fetchMax, maxInFlight int) Buffers {
+	share := PartitionShare(budget, partitions)
+	q := share / 4
+	return Buffers{
+		FetchBytes: int(min(int64(fetchMax), max(q, minFetch, int64(fetchMin)))),
+		Queue:      int(min(maxQueue, max(minQueue, q/RecordCost))),
+		InFlight:   floorPow2(min(int64(maxInFlight), max(minInFlight, share/2/RecordCost))),
+	}
+}
+
+func floorPow2(n int64) int { return 1 << (bits.Len64(uint64(max(n, 1))) - 1) }
+
 // Instance is one running dedup process.
 type Instance struct {
 	PairBytes         int64 // one partition's filter pair, both generations (rotation.Pair.SizeBytes)
 	Partitions        int   // input partitions assigned to the instance
 	OutputPartitions  int   // partitions of the output topic (the writer keeps a batch open per partition)
-	FetchMaxBytes     int64 // FETCH_MAX_BYTES: one fetch in flight per assigned partition
+	FetchBufferBytes  int64 // FETCH_BUFFER_BYTES: records between fetch and produce, all partitions (0 = default)
 	ProduceBatchBytes int64 // PRODUCE_BATCH_BYTES: one open batch per output partition
 }
 
 // LiveBytes is the instance's live memory: a pair per assigned partition,
 // plus the spare pair that checkpoints copy into (the binary always has a
-// checkpoint store), one fetch per partition, one open batch per output
-// partition, and RuntimeBase.
+// checkpoint store), the fetch buffer and a fixed overhead per partition,
+// one open batch per output partition, and RuntimeBase.
 func (i Instance) LiveBytes() int64 {
 	return int64(i.Partitions+1)*i.PairBytes +
-		int64(i.Partitions)*i.FetchMaxBytes +
+		FetchBuffer(i.FetchBufferBytes, i.Partitions) +
+		int64(i.Partitions)*PartitionOverhead +
 		int64(i.OutputPartitions)*i.ProduceBatchBytes +
 		RuntimeBase
 }
@@ -39,7 +126,7 @@ type Deployment struct {
 	PairBytes         int64
 	Partitions        int // input partitions; the output is taken to have as many
 	Replicas          int
-	FetchMaxBytes     int64
+	FetchBufferBytes  int64
 	ProduceBatchBytes int64
 }
 
@@ -71,7 +158,7 @@ func (d Deployment) Resources() Resources {
 	}
 	inst := func(parts int) Instance {
 		return Instance{PairBytes: d.PairBytes, Partitions: parts, OutputPartitions: d.Partitions,
-			FetchMaxBytes: d.FetchMaxBytes, ProduceBatchBytes: d.ProduceBatchBytes}
+			FetchBufferBytes: d.FetchBufferBytes, ProduceBatchBytes: d.ProduceBatchBytes}
 	}
 	r := Resources{PartitionsPerInstance: per, PartitionsPerInstanceOneDown: oneDown}
 	r.Request = inst(per).LiveBytes()
