@@ -263,3 +263,47 @@ func TestEveryAlertHasARunbookEntry(t *testing.T) {
 		t.Fatal("deploy/prometheus/alerts.yml: no alert rules found")
 	}
 }
+
+// isoDate matches a date of measurement as the pages write it.
+var isoDate = regexp.MustCompile(`\b20\d\d-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])\b`)
+
+// TestMeasuredFiguresAreDated: a figure is true of the build and the day it
+// was measured on, so a paragraph that says "Measured" must name that day
+// (YYYY-MM-DD) for a reader to judge whether it still holds. Headings and
+// fenced code are not paragraphs.
+func TestMeasuredFiguresAreDated(t *testing.T) {
+	for _, page := range pages(t) {
+		if !strings.HasPrefix(page, "docs/") {
+			continue
+		}
+		var para []string
+		start, fenced := 0, false
+		check := func() {
+			text := strings.Join(para, "\n")
+			if strings.Contains(text, "Measured") && !isoDate.MatchString(text) {
+				t.Errorf("%s:%d: a paragraph says \"Measured\" but names no date (YYYY-MM-DD) of the measurement", page, start)
+			}
+			para = para[:0]
+		}
+		for i, line := range strings.Split(readFile(t, page), "\n") {
+			trimmed := strings.TrimSpace(line)
+			if strings.HasPrefix(trimmed, "```") {
+				fenced = !fenced
+				check()
+				continue
+			}
+			if fenced || strings.HasPrefix(trimmed, "#") {
+				continue
+			}
+			if trimmed == "" {
+				check()
+				continue
+			}
+			if len(para) == 0 {
+				start = i + 1
+			}
+			para = append(para, line)
+		}
+		check()
+	}
+}
