@@ -208,6 +208,18 @@ func TestNoNarration(t *testing.T) {
 	}
 }
 
+// TestNoMergeConflictMarkers: a page with a merge's conflict markers left
+// in it renders both sides.
+func TestNoMergeConflictMarkers(t *testing.T) {
+	for _, page := range pages(t) {
+		for i, line := range strings.Split(readFile(t, page), "\n") {
+			if strings.HasPrefix(line, "<<<<<<< ") || strings.HasPrefix(line, ">>>>>>> ") {
+				t.Errorf("%s:%d: merge conflict marker %q", page, i+1, line)
+			}
+		}
+	}
+}
+
 // outside matches references to things outside the repository: paths of
 // the machine it was written on and the material it was written from.
 var outside = regexp.MustCompile(`/work/|\.\./shared|shared/(seeds|contract)|(?i)seed articles?\b`)
@@ -261,5 +273,49 @@ func TestEveryAlertHasARunbookEntry(t *testing.T) {
 	}
 	if n == 0 {
 		t.Fatal("deploy/prometheus/alerts.yml: no alert rules found")
+	}
+}
+
+// isoDate matches a date of measurement as the pages write it.
+var isoDate = regexp.MustCompile(`\b20\d\d-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])\b`)
+
+// TestMeasuredFiguresAreDated: a figure is true of the build and the day it
+// was measured on, so a paragraph that says "Measured" must name that day
+// (YYYY-MM-DD) for a reader to judge whether it still holds. Headings and
+// fenced code are not paragraphs.
+func TestMeasuredFiguresAreDated(t *testing.T) {
+	for _, page := range pages(t) {
+		if !strings.HasPrefix(page, "docs/") {
+			continue
+		}
+		var para []string
+		start, fenced := 0, false
+		check := func() {
+			text := strings.Join(para, "\n")
+			if strings.Contains(text, "Measured") && !isoDate.MatchString(text) {
+				t.Errorf("%s:%d: a paragraph says \"Measured\" but names no date (YYYY-MM-DD) of the measurement", page, start)
+			}
+			para = para[:0]
+		}
+		for i, line := range strings.Split(readFile(t, page), "\n") {
+			trimmed := strings.TrimSpace(line)
+			if strings.HasPrefix(trimmed, "```") {
+				fenced = !fenced
+				check()
+				continue
+			}
+			if fenced || strings.HasPrefix(trimmed, "#") {
+				continue
+			}
+			if trimmed == "" {
+				check()
+				continue
+			}
+			if len(para) == 0 {
+				start = i + 1
+			}
+			para = append(para, line)
+		}
+		check()
 	}
 }

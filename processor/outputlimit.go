@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -17,11 +18,14 @@ import (
 const batchOverhead = 61
 
 // topicLimits are the max.message.bytes the stage last read of the output
-// and dead-letter topics (0: not read yet, or not set). Read at the start
-// of each generation; only the generation's supervisor writes them, between
-// generations' writers (no lock: Run's loop and the supervisor take turns).
+// and dead-letter topics (0: not read yet, or not set), and whether the
+// output is compacted (a broker refuses a record without a key there).
+// Read at the start of each generation; only the generation's supervisor
+// writes them, between generations' writers (no lock: Run's loop and the
+// supervisor take turns).
 type topicLimits struct {
 	output, deadLetter int64
+	outputCompacted    bool
 }
 
 // outputLimit is the largest output record the writer can deliver: the
@@ -35,6 +39,9 @@ func (p *Processor) outputLimit() partition.Limit {
 	if m := p.limits.output; m > 0 && m-batchOverhead < lim.Bytes && p.o.Compression == 0 {
 		lim = partition.Limit{Bytes: m - batchOverhead,
 			Setting: fmt.Sprintf("max.message.bytes=%d of topic %s less %d bytes of batch header", m, p.o.OutputTopic, batchOverhead)}
+	}
+	if p.limits.outputCompacted {
+		lim.KeyRequired = fmt.Sprintf("cleanup.policy=compact of topic %s", p.o.OutputTopic)
 	}
 	return lim
 }
@@ -58,20 +65,20 @@ func (p *Processor) readLimits(ctx context.Context) {
 	if p.o.DeadLetterTopic != "" {
 		topics = append(topics, p.o.DeadLetterTopic)
 	}
-	got, err := p.maxMessageBytes(ctx, topics)
+	got, err := p.topicSettings(ctx, topics)
 	if err != nil {
-		p.log.Warn("read max.message.bytes: keeping the limits read before", "topics", topics, "err", err)
+		p.log.Warn("read max.message.bytes and cleanup.policy: keeping the limits read before", "topics", topics, "err", err)
 		return
 	}
 	was := p.limits
 	if v, ok := got[p.o.OutputTopic]; ok {
-		p.limits.output = v
+		p.limits.output, p.limits.outputCompacted = v.maxBytes, v.compacted
 	}
 	if v, ok := got[p.o.DeadLetterTopic]; ok && p.o.DeadLetterTopic != "" {
-		p.limits.deadLetter = v
+		p.limits.deadLetter = v.maxBytes
 	}
 	if p.limits != was {
-		args := []any{"bytes", p.outputLimit().Bytes, "setting", p.outputLimit().Setting}
+		args := []any{"bytes", p.outputLimit().Bytes, "setting", p.outputLimit().Setting, "output_compacted", p.limits.outputCompacted}
 		if p.o.DeadLetterTopic != "" {
 			args = append(args, "dead_letter_topic", p.o.DeadLetterTopic, "dead_letter_bytes", p.deadLetterLimit())
 		}
@@ -79,36 +86,47 @@ func (p *Processor) readLimits(ctx context.Context) {
 	}
 }
 
-// maxMessageBytes describes the max.message.bytes of topics.
-func (p *Processor) maxMessageBytes(ctx context.Context, topics []string) (map[string]int64, error) {
+// topicSetting is what the output check needs of a topic's configuration.
+type topicSetting struct {
+	maxBytes  int64 // max.message.bytes (0: not set)
+	compacted bool  // cleanup.policy includes compact
+}
+
+// topicSettings describes the max.message.bytes and cleanup.policy of
+// topics.
+func (p *Processor) topicSettings(ctx context.Context, topics []string) (map[string]topicSetting, error) {
 	req := &kafka.DescribeConfigsRequest{}
 	for _, t := range topics {
 		req.Resources = append(req.Resources, kafka.DescribeConfigRequestResource{
-			ResourceType: kafka.ResourceTypeTopic, ResourceName: t, ConfigNames: []string{"max.message.bytes"},
+			ResourceType: kafka.ResourceTypeTopic, ResourceName: t, ConfigNames: []string{"max.message.bytes", "cleanup.policy"},
 		})
 	}
 	res, err := p.client.DescribeConfigs(ctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("describe configs: %w", err)
 	}
-	got := map[string]int64{}
+	got := map[string]topicSetting{}
 	var errs []error
 	for _, r := range res.Resources {
 		if r.Error != nil {
 			errs = append(errs, fmt.Errorf("topic %s: %w", r.ResourceName, r.Error))
 			continue
 		}
+		var set topicSetting
 		for _, e := range r.ConfigEntries {
-			if e.ConfigName != "max.message.bytes" {
-				continue
+			switch e.ConfigName {
+			case "max.message.bytes":
+				v, err := strconv.ParseInt(e.ConfigValue, 10, 64)
+				if err != nil || v <= batchOverhead {
+					errs = append(errs, fmt.Errorf("topic %s: max.message.bytes %q", r.ResourceName, e.ConfigValue))
+					continue
+				}
+				set.maxBytes = v
+			case "cleanup.policy":
+				set.compacted = strings.Contains(e.ConfigValue, "compact")
 			}
-			v, err := strconv.ParseInt(e.ConfigValue, 10, 64)
-			if err != nil || v <= batchOverhead {
-				errs = append(errs, fmt.Errorf("topic %s: max.message.bytes %q", r.ResourceName, e.ConfigValue))
-				continue
-			}
-			got[r.ResourceName] = v
 		}
+		got[r.ResourceName] = set
 	}
 	return got, errors.Join(errs...)
 }

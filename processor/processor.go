@@ -16,6 +16,7 @@ import (
 
 	"dedup/cmd/dedup/sizing"
 	"dedup/internal/leader"
+	"dedup/key"
 	"dedup/processor/assignment"
 	"dedup/processor/partition"
 	"dedup/rotation"
@@ -63,8 +64,8 @@ type Options struct {
 	// that assigns them (default 5s).
 	PartitionWatchInterval time.Duration
 
-	Key           KeySource // required
-	RetractHeader string    // header whose presence marks a retraction (empty = no retractions)
+	Key           key.Source // required
+	RetractHeader string     // header whose presence marks a retraction (empty = no retractions)
 	Filter        rotation.Options
 
 	// MaxClockSkew is how far ahead of the wall clock a record's timestamp

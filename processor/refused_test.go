@@ -56,23 +56,29 @@ func (l *lockedBuffer) lines(parts ...string) []string {
 
 func setTopicMaxMessageBytes(t *testing.T, e *testEnv, topic string, v int) {
 	t.Helper()
+	setTopicConfig(t, e, topic, "max.message.bytes", fmt.Sprint(v))
+}
+
+// setTopicConfig sets one configuration of topic.
+func setTopicConfig(t *testing.T, e *testEnv, topic, name, value string) {
+	t.Helper()
 	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
 	r := kmsg.NewIncrementalAlterConfigsRequestResource()
 	r.ResourceType = kmsg.ConfigResourceTypeTopic
 	r.ResourceName = topic
 	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-	c.Name, c.Value = "max.message.bytes", kmsg.StringPtr(fmt.Sprint(v))
+	c.Name, c.Value = name, kmsg.StringPtr(value)
 	r.Configs = append(r.Configs, c)
 	req.Resources = append(req.Resources, r)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	res, err := req.RequestWith(ctx, e.prod)
 	if err != nil {
-		t.Fatalf("alter max.message.bytes: %v", err)
+		t.Fatalf("alter %s: %v", name, err)
 	}
 	for _, rr := range res.Resources {
 		if err := kerr.ErrorForCode(rr.ErrorCode); err != nil {
-			t.Fatalf("alter max.message.bytes of %s: %v", rr.ResourceName, err)
+			t.Fatalf("alter %s of %s: %v", name, rr.ResourceName, err)
 		}
 	}
 }
@@ -545,4 +551,55 @@ func TestDeadLetterWaitedForBeforeCommit(t *testing.T) {
 	if cm := committed(t, c.e, c.o.GroupID, 0); cm <= bigAt {
 		t.Errorf("committed offset %d of partition 0 does not pass the dead-lettered record at %d", cm, bigAt)
 	}
+}
+
+// TestKeylessToCompactedOutput: the output topic is compacted, where a
+// broker refuses a record without a key. Such a record (unkeyed input, its
+// Kafka key null) is refused before it is written: it goes to the
+// dead-letter topic with why, is counted dead_lettered and never
+// forwarded or unkeyed, and the records around it land once.
+func TestKeylessToCompactedOutput(t *testing.T) {
+	c := newRefusedCase(t, "refused-keyless", 0, 0)
+	setTopicConfig(t, c.e, outTopic, "cleanup.policy", "compact")
+	a := start(t, c.o)
+	a.waitReady(t)
+	var before, after []*kgo.Record
+	for i := range 10 {
+		k := fmt.Sprintf("before-%d", i)
+		before = append(before, rec(int32(i%refusedParts), k, k, t0))
+		k = fmt.Sprintf("after-%d", i)
+		after = append(after, rec(int32(i%refusedParts), k, k, t0))
+		c.keys = append(c.keys, string(before[i].Key), string(after[i].Key))
+	}
+	c.e.produce(before...)
+	keyless := &kgo.Record{Partition: 0, Value: []byte("no key"), Timestamp: t0}
+	c.e.produce(keyless)
+	c.e.produce(after...)
+	c.e.produce(sentinels(refusedParts, t0)...)
+	c.out.untilSentinels(refusedParts)
+	eventually(t, 10*time.Second, "the keyless record dead-lettered and counted", func() bool {
+		return c.outcome(a, OutcomeDeadLettered) == 1
+	})
+	dl := readTopic(t, c.e, dlqTopic, 1)
+	if len(dl) != 1 || dl[0].Key != nil || string(dl[0].Value) != "no key" {
+		t.Fatalf("dead-letter topic holds %v, want the keyless record", dl)
+	}
+	var why string
+	for _, h := range dl[0].Headers {
+		if h.Key == HeaderError {
+			why = string(h.Value)
+		}
+	}
+	if !strings.Contains(why, "without a key") || !strings.Contains(why, "cleanup.policy=compact of topic "+outTopic) {
+		t.Errorf("dedup-error = %q, want it to name the compacted output", why)
+	}
+	if n := c.outcome(a, OutcomeUnkeyed); n != 0 {
+		t.Errorf("dedup_messages_total{outcome=unkeyed} = %v, want 0: the record was not written", n)
+	}
+	for _, r := range withoutSentinels(c.out.recs) {
+		if r.Key == "" {
+			t.Errorf("a record without a key reached the compacted output: %+v", r)
+		}
+	}
+	c.check(t, a)
 }

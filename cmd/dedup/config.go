@@ -14,7 +14,7 @@ import (
 	"github.com/caarlos0/env/v11"
 	"github.com/segmentio/kafka-go"
 
-	"dedup/processor"
+	"dedup/key"
 	"dedup/processor/assignment"
 	"dedup/processor/partition"
 	"dedup/rotation"
@@ -426,7 +426,7 @@ func (c *Config) validate() []Problem {
 
 	c.validateSecurity(bad)
 
-	if _, err := processor.ParseKeySource(c.Key); err != nil {
+	if _, err := key.Parse(c.Key); err != nil {
 		bad("DEDUP_KEY", "%v (want key, value, header:NAME or json:dotted.path)", err)
 	}
 	c.validateFilter(bad)

@@ -26,6 +26,10 @@ var ErrRecordRefused = errors.New("output refused the record")
 type Limit struct {
 	Bytes   int64
 	Setting string // e.g. "PRODUCE_BATCH_BYTES=1048576"
+	// KeyRequired, when set, names the setting that makes the output
+	// refuse a record without a key ("cleanup.policy=compact of topic
+	// X"): such a record is refused before it is written.
+	KeyRequired string
 }
 
 // DeadLetter takes the records the output cannot take.
@@ -92,6 +96,11 @@ func (w *Worker) outputSize(m *kafka.Message) int64 {
 // tooLarge is the reason a record of size bytes is refused.
 func (w *Worker) tooLarge(size int64) string {
 	return fmt.Sprintf("record of %d bytes exceeds output limit %d (%s)", size, w.d.Limit.Bytes, w.d.Limit.Setting)
+}
+
+// keyless is the reason a record without a key is refused.
+func (w *Worker) keyless() string {
+	return "record without a key refused by a compacted output (" + w.d.Limit.KeyRequired + ")"
 }
 
 // refuse settles a record the output cannot take: it is never forwarded.

@@ -231,14 +231,19 @@ func (w *Worker) process(r *record) error {
 		w.counts.suppressed++
 		return w.flushIfCaughtUp()
 	}
-	// An output the output topic cannot take is never written: it goes to
-	// the dead-letter topic or is skipped (refuse.go). After the broker
+	// An output the output topic cannot take (too large; without a key for
+	// a compacted topic) is never written: it goes to the dead-letter
+	// topic or is skipped (refuse.go). After the broker
 	// refused a batch, outputs are written alone until the refused record
 	// is found (probe).
 	size := w.outputSize(m)
 	if size > w.d.Limit.Bytes {
 		w.d.OutputRefused()
 		return w.refuse(m, size, w.tooLarge(size))
+	}
+	if m.Key == nil && w.d.Limit.KeyRequired != "" {
+		w.d.OutputRefused()
+		return w.refuse(m, size, w.keyless())
 	}
 	if w.isolate > 0 && m.Offset >= w.d.IsolateFrom {
 		return w.probe(m, outcome, ts, size)
