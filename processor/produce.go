@@ -79,8 +79,9 @@ func (e *OutputError) Unwrap() []error {
 // as an *OutputError, so that kafka.Writer (which retries a batch whose
 // error is temporary or a network error, whatever happened to the first
 // copy) retries only what was certainly not appended. An ambiguous outcome
-// also aborts the output at once, so that no later batch of the same
-// output partition lands ahead of the records being resolved.
+// (or a refusal of the records themselves) also aborts the output at
+// once, so that no later batch of the same output partition lands ahead of
+// the records being resolved.
 type outcomes struct {
 	next   kafka.RoundTripper
 	abort  func()
@@ -110,7 +111,11 @@ func (o *outcomes) RoundTrip(ctx context.Context, addr net.Addr, req kafka.Reque
 		return res, nil
 	}
 	o.counts[kind].Inc()
-	if kind == OutputAmbiguous {
+	// An ambiguous outcome, or the broker refusing the records themselves,
+	// ends the generation: aborting at once keeps the later batches of the
+	// same output partition, which kafka-go sends once a failed one is
+	// given up, from landing ahead of the records being resolved.
+	if kind == OutputAmbiguous || (kind == OutputRefused && recordRefused(cause)) {
 		o.abort()
 	}
 	oe := &OutputError{Kind: kind, Err: cause, Partition: -1}

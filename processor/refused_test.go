@@ -339,6 +339,15 @@ func TestRefusedLimitLoweredAtRuntime(t *testing.T) {
 		t.Errorf("dedup_output_errors_total{kind=refused} = %v, want the broker's refusal and the check's", n)
 	}
 	eventually(t, 10*time.Second, "recovered", func() bool { return a.p.Healthy() == nil })
+	// In input order on each output partition: no batch after the refused
+	// one landed ahead of the records written again.
+	last := map[int32]int64{}
+	for _, r := range c.out.recs {
+		if prev, ok := last[r.Partition]; ok && r.SrcOffset <= prev {
+			t.Errorf("output partition %d: source offset %d after %d (%s): out of input order", r.Partition, r.SrcOffset, prev, r.Key)
+		}
+		last[r.Partition] = r.SrcOffset
+	}
 	got := withoutSentinels(c.out.recs)
 	seen := map[string]int{}
 	for _, r := range got {
@@ -577,9 +586,14 @@ func TestKeylessToCompactedOutput(t *testing.T) {
 	c.e.produce(after...)
 	c.e.produce(sentinels(refusedParts, t0)...)
 	c.out.untilSentinels(refusedParts)
-	eventually(t, 10*time.Second, "the keyless record dead-lettered and counted", func() bool {
-		return c.outcome(a, OutcomeDeadLettered) == 1
+	in := uint64(len(before) + 1 + len(after) + refusedParts)
+	eventually(t, 10*time.Second, "every record decided and counted", func() bool {
+		p := a.p.Progress()
+		return p.In >= in && p.Decided() == p.In
 	})
+	if n := c.outcome(a, OutcomeDeadLettered); n != 1 {
+		t.Errorf("dedup_messages_total{outcome=dead_lettered} = %v, want 1", n)
+	}
 	dl := readTopic(t, c.e, dlqTopic, 1)
 	if len(dl) != 1 || dl[0].Key != nil || string(dl[0].Value) != "no key" {
 		t.Fatalf("dead-letter topic holds %v, want the keyless record", dl)
