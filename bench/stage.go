@@ -12,6 +12,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"dedup/bench/stagerun"
+	"dedup/key"
 	"dedup/processor"
 	"dedup/rotation"
 )
@@ -21,7 +22,7 @@ import (
 // holds every record it forwarded.
 func runStage(ctx context.Context, s Spec, rep *reporter) (Result, error) {
 	filter := stageFilter(s)
-	key, err := processor.ParseKeySource("key")
+	keys, err := key.Parse("key")
 	if err != nil {
 		return Result{}, err
 	}
@@ -31,7 +32,7 @@ func runStage(ctx context.Context, s Spec, rep *reporter) (Result, error) {
 		InputTopic:    s.InputTopic,
 		OutputTopic:   s.OutputTopic,
 		StartOffset:   kafka.FirstOffset,
-		Key:           key,
+		Key:           keys,
 		Filter:        filter,
 		BatchSize:     batchSize,
 		BatchBytes:    batchBytes,

@@ -39,6 +39,12 @@
 //     before publishing). See docs/fencing.md.
 //   - Save keeps the best Keep snapshots per partition by that rank and
 //     removes (tombstones, for Kafka) the others.
+//   - A damaged snapshot (a *CorruptError, or a *RefusedError from decode)
+//     is logged at warn level naming it when found, handed to the report
+//     of WithDamageReport, and kept: the file store moves it to the
+//     partition's damaged/ directory (at most 3 kept), the Kafka store
+//     leaves its records in place; neither counts it against Keep
+//     (damage.go, file_damage.go).
 //
 // FileStore and KafkaStore are safe for concurrent use and report their
 // Kind ("file", "kafka") for metrics labels. ScanOutput is a plain function

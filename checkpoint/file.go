@@ -218,7 +218,7 @@ func (s *FileStore) Save(ctx context.Context, m Meta, state io.WriterTo) (Meta, 
 	if err := os.Remove(tmpName); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		s.log.Warn("remove checkpoint temporary", "path", tmpName, "err", err)
 	}
-	if err := s.prune(dir); err != nil {
+	if err := s.prune(ctx, dir, m.Topic, m.Partition); err != nil {
 		s.log.Warn("prune checkpoints", "dir", dir, "err", err)
 	}
 	if err := syncDir(dir); err != nil {
@@ -344,11 +344,24 @@ func claim(tmp, dir string, seq uint64) error {
 // prune removes all but the best Keep snapshots by rank: a stale
 // generation's snapshot with a higher Seq never pushes out a newer
 // generation's.
-func (s *FileStore) prune(dir string) error {
+//
+// A damaged snapshot (its footer unreadable) is not pruned and does not
+// count against Keep: it is kept aside (keepAside).
+func (s *FileStore) prune(ctx context.Context, dir string, topic string, partition int) error {
 	snaps, err := ranked(dir)
 	if err != nil {
 		return err
 	}
+	intact := snaps[:0:0]
+	for _, sn := range snaps {
+		if sn.err != nil && IsDamage(sn.err) {
+			s.keepAside(ctx, dir, Damage{Topic: topic, Partition: partition, Seq: sn.meta.Seq,
+				Where: filepath.Join(dir, fileName(sn.meta.Seq)), Err: sn.err})
+			continue
+		}
+		intact = append(intact, sn)
+	}
+	snaps = intact
 	var errs []error
 	for _, sn := range snaps[min(s.keep, len(snaps)):] {
 		if err := os.Remove(filepath.Join(dir, fileName(sn.meta.Seq))); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -411,15 +424,34 @@ func (s *FileStore) Load(ctx context.Context, topic string, partition int, decod
 				}
 				return m, src, nil
 			}
+			if cerr := ctx.Err(); cerr != nil {
+				// A decode cut short by the end of the context says nothing
+				// about the file.
+				return Meta{}, "", fmt.Errorf("load checkpoint %s/%d: %w", topic, partition, cerr)
+			}
 			tried++
-			s.log.Warn("checkpoint rejected", "path", path, "seq", seq, "err", err)
-			lerr.Rejected = append(lerr.Rejected, Rejection{Seq: seq, Where: path, Err: err})
+			where := path
+			if IsDamage(err) {
+				if kept := s.keepAside(ctx, dir, Damage{Topic: topic, Partition: partition, Seq: seq, Where: path, Err: err}); kept != "" {
+					where = kept
+				}
+			} else {
+				s.log.Warn("checkpoint rejected", "path", path, "seq", seq, "err", err)
+			}
+			lerr.Rejected = append(lerr.Rejected, Rejection{Seq: seq, Where: where, Err: err})
 		}
 		if !vanished {
 			break
 		}
 	}
 	if len(lerr.Rejected) == 0 {
+		// Snapshots kept aside as damaged are the partition's state too:
+		// with nothing intact beside them, the partition has lost its state,
+		// which is not the same as never having had one.
+		if aside := s.damagedRejections(dir); len(aside) > 0 {
+			lerr.Rejected = aside
+			return Meta{}, "", lerr
+		}
 		return Meta{}, "", fmt.Errorf("load checkpoint %s/%d: %w", topic, partition, ErrNotFound)
 	}
 	return Meta{}, "", lerr
@@ -435,7 +467,7 @@ func loadFile(path string, seq uint64, decode func(Meta, io.Reader) error) (Meta
 		err = cerr
 	}
 	if err != nil {
-		return Meta{}, fmt.Errorf("decode state: %w", err)
+		return Meta{}, &RefusedError{Err: err}
 	}
 	return m, nil
 }
@@ -604,6 +636,7 @@ func (s *FileStore) List(ctx context.Context) ([]Entry, error) {
 				}
 				entries = append(entries, statFile(filepath.Join(dir, fileName(seq)), seq, t.Name(), p))
 			}
+			entries = append(entries, listDamaged(dir, t.Name(), p)...)
 		}
 	}
 	return entries, nil

@@ -70,23 +70,43 @@ func damage(t *testing.T, f func(path string) error, want error) {
 	}
 	var got []byte
 	var meta Meta
-	loaded, src, err := s.Load(context.Background(), "in", 0, collect(&got, &meta))
+	var reports []Damage
+	ctx := WithDamageReport(context.Background(), func(d Damage) { reports = append(reports, d) })
+	loaded, src, err := s.Load(ctx, "in", 0, collect(&got, &meta))
 	if err != nil {
 		t.Fatalf("load: %v", err)
 	}
 	if src != SourceFallback || loaded.Seq != m1.Seq || loaded.Offset != 10 || string(got) != string(st1) {
 		t.Errorf("loaded seq %d offset %d source %q, want the older snapshot %d as fallback", loaded.Seq, loaded.Offset, src, m1.Seq)
 	}
+	// Reported once, by name, and moved aside rather than left to pruning.
+	var ce *CorruptError
+	if len(reports) != 1 || reports[0].Where != path || reports[0].Seq != m2.Seq ||
+		!errors.As(reports[0].Err, &ce) || ce.Path != path || !errors.Is(ce, want) {
+		t.Fatalf("damage reports %+v, want one for %s wrapping %v", reports, path, want)
+	}
+	kept := reports[0].KeptAt
+	if filepath.Dir(kept) != filepath.Join(s.partitionDir("in", 0), damagedDir) {
+		t.Errorf("kept at %q, want under the partition's %s/", kept, damagedDir)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("damaged file still at %s: %v", path, err)
+	}
 	entries, err := s.List(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(entries) != 2 || entries[0].Meta.Seq != m2.Seq || entries[1].Err != nil {
+	if len(entries) != 2 || entries[0].Meta.Seq != m1.Seq || entries[0].Err != nil || entries[0].Damaged ||
+		entries[1].Meta.Seq != m2.Seq || !entries[1].Damaged || entries[1].Where != kept {
 		t.Fatalf("entries %+v", entries)
 	}
-	var ce *CorruptError
-	if !errors.As(entries[0].Err, &ce) || ce.Path != path || !errors.Is(ce, want) {
-		t.Errorf("damaged entry error %v, want *CorruptError for %s wrapping %v", entries[0].Err, path, want)
+	if !errors.As(entries[1].Err, &ce) || ce.Path != kept || !errors.Is(ce, want) {
+		t.Errorf("damaged entry error %v, want *CorruptError for %s wrapping %v", entries[1].Err, kept, want)
+	}
+	// A second Load finds nothing new to report.
+	reports = nil
+	if _, _, err := s.Load(ctx, "in", 0, collect(&got, &meta)); err != nil || len(reports) != 0 {
+		t.Errorf("second load: %v, %d damage reports, want nil and none", err, len(reports))
 	}
 }
 
@@ -327,5 +347,95 @@ func TestFileOpenListed(t *testing.T) {
 	got, err := io.ReadAll(rc)
 	if err != nil || string(got) != string(st) {
 		t.Errorf("open: %d bytes, err %v", len(got), err)
+	}
+}
+
+// A snapshot damaged while the stage runs is found by a Save's pruning:
+// kept aside, reported, and not counted against Keep.
+func TestFileDamagedNotPruned(t *testing.T) {
+	s := newFileStore(t, t.TempDir())
+	dir := s.partitionDir("in", 0)
+	m1 := mustSave(t, s, testMeta("in", 0, 10), newState(1, 1000))
+	path := filepath.Join(dir, fileName(m1.Seq))
+	if err := os.Truncate(path, 10); err != nil {
+		t.Fatal(err)
+	}
+	var reports []Damage
+	ctx := WithDamageReport(context.Background(), func(d Damage) { reports = append(reports, d) })
+	for i := range defaultKeep + 2 {
+		if _, err := s.Save(ctx, testMeta("in", 0, int64(20+i)), newState(uint64(2+i), 1000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(reports) != 1 || reports[0].Where != path || !errors.Is(reports[0].Err, ErrTruncated) {
+		t.Fatalf("reports %+v, want one for %s", reports, path)
+	}
+	seqs, err := snapshots(dir)
+	if err != nil || len(seqs) != defaultKeep {
+		t.Errorf("%d snapshots in place (%v), want %d intact ones", len(seqs), err, defaultKeep)
+	}
+	paths, aside := damagedFiles(dir)
+	if len(paths) != 1 || aside[0] != m1.Seq || paths[0] != reports[0].KeptAt {
+		t.Errorf("kept aside %v, want seq %d at %s", paths, m1.Seq, reports[0].KeptAt)
+	}
+}
+
+// At most keepDamaged files are kept aside per partition, the newest.
+func TestFileDamagedBounded(t *testing.T) {
+	s := newFileStore(t, t.TempDir())
+	dir := s.partitionDir("in", 0)
+	var found []string
+	ctx := WithDamageReport(context.Background(), func(d Damage) { found = append(found, d.KeptAt) })
+	for i := range keepDamaged + 2 {
+		m := mustSave(t, s, testMeta("in", 0, int64(i)), newState(uint64(i), 1000))
+		if err := os.Truncate(filepath.Join(dir, fileName(m.Seq)), 10); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.Load(ctx, "in", 0, collect(new([]byte), new(Meta))); err == nil {
+			t.Fatal("load of a damaged snapshot succeeded")
+		}
+	}
+	paths, _ := damagedFiles(dir)
+	want := slices.Clone(found[len(found)-keepDamaged:])
+	slices.Reverse(want)
+	if len(found) != keepDamaged+2 || !slices.Equal(paths, want) {
+		t.Errorf("kept %v, want the newest %d of %v", paths, keepDamaged, found)
+	}
+}
+
+// Every snapshot damaged: Load names each and keeps them aside, and the
+// next Load still says the partition lost its state (not ErrNotFound).
+func TestFileAllDamagedStaysRejected(t *testing.T) {
+	s := newFileStore(t, t.TempDir())
+	dir := s.partitionDir("in", 0)
+	m1 := mustSave(t, s, testMeta("in", 0, 10), newState(1, 1000))
+	m2 := mustSave(t, s, testMeta("in", 0, 20), newState(2, 1000))
+	if err := os.Truncate(filepath.Join(dir, fileName(m2.Seq)), 10); err != nil {
+		t.Fatal(err)
+	}
+	refuse := errors.New("refused by decode")
+	var reports []Damage
+	ctx := WithDamageReport(context.Background(), func(d Damage) { reports = append(reports, d) })
+	_, _, err := s.Load(ctx, "in", 0, func(Meta, io.Reader) error { return refuse })
+	var le *LoadError
+	if !errors.As(err, &le) || len(le.Rejected) != 2 || len(reports) != 2 {
+		t.Fatalf("load: %v, %d reports, want a *LoadError and a report for each of 2", err, len(reports))
+	}
+	var re *RefusedError
+	if !errors.As(reports[1].Err, &re) || !errors.Is(reports[1].Err, refuse) || reports[1].Seq != m1.Seq {
+		t.Errorf("report %+v, want the decode refusal of seq %d", reports[1], m1.Seq)
+	}
+	reports = nil
+	_, _, err = s.Load(ctx, "in", 0, collect(new([]byte), new(Meta)))
+	if !errors.As(err, &le) || len(le.Rejected) != 2 || errors.Is(err, ErrNotFound) || len(reports) != 0 {
+		t.Fatalf("second load: %v, %d reports, want a *LoadError naming the 2 kept aside, no new report", err, len(reports))
+	}
+	for _, r := range le.Rejected {
+		if filepath.Dir(r.Where) != filepath.Join(dir, damagedDir) {
+			t.Errorf("rejection at %s, want under %s/", r.Where, damagedDir)
+		}
+	}
+	if !errors.Is(err, ErrKeptAside) || !errors.Is(err, ErrTruncated) {
+		t.Errorf("verdicts %v, want the truncation and the earlier refusal", err)
 	}
 }

@@ -66,6 +66,10 @@ type KafkaStore struct {
 	mu      sync.Mutex
 	indexes map[int]*partIndex // by checkpoint partition
 	moved   map[snapID]movedFrom
+	// reported holds the damaged manifests already reported, by key, at
+	// the offset of the manifest record found damaged: each is reported
+	// once, and is never tombstoned by a Save.
+	reported map[string]int64
 
 	saves sync.Map // save id -> *saveTrace, filled by the writer's Completion
 }
@@ -94,6 +98,8 @@ func NewKafkaStore(ctx context.Context, opts KafkaOptions) (*KafkaStore, error) 
 		log:     opts.Logger,
 		indexes: map[int]*partIndex{},
 		moved:   map[snapID]movedFrom{},
+
+		reported: map[string]int64{},
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -275,7 +281,7 @@ func (s *KafkaStore) save(ctx context.Context, pi *partIndex, cp int, id snapID,
 		return m, fmt.Errorf("write manifest: %w", err)
 	}
 	// The snapshot is durable from here on; failing to tidy up is only logged.
-	tombs := s.superseded(pi, id, m)
+	tombs := s.superseded(ctx, pi, id, m)
 	for i := range tombs {
 		tombs[i].Headers = headers
 	}
@@ -334,7 +340,12 @@ func (s *KafkaStore) recheckFence(ctx context.Context, pi *partIndex, cp int, id
 // by rank (counting m, the one just written) and for chunks no kept
 // manifest refers to (older partial writes, or the chunks of a manifest
 // another writer replaced).
-func (s *KafkaStore) superseded(pi *partIndex, id snapID, m Meta) []kafka.Message {
+//
+// A damaged manifest (undecodable, a chunk missing or not matching, or
+// reported damaged by a Load) is neither tombstoned nor counted against
+// Keep, and its chunks stay: it is left in place for inspection and
+// reported once (see docs/checkpoints.md, "Integrity").
+func (s *KafkaStore) superseded(ctx context.Context, pi *partIndex, id snapID, m Meta) []kafka.Message {
 	newSeq := m.Seq
 	var tombs []kafka.Message
 	ranked := pi.newest(id) // without m: the index learns it afterwards
@@ -344,6 +355,15 @@ func (s *KafkaStore) superseded(pi *partIndex, id snapID, m Meta) []kafka.Messag
 		seq := loc.m.Meta.Seq
 		if seq == newSeq {
 			continue // replaced by m (same key)
+		}
+		if err := s.verifyIndexed(pi, loc); err != nil || s.isReported(loc) {
+			if err != nil {
+				s.damaged(ctx, id, loc, err)
+			}
+			if loc.err == nil {
+				referenced[fmt.Sprintf("%d/%s", seq, loc.m.Nonce)] = true
+			}
+			continue
 		}
 		if kept >= s.keep {
 			tombs = append(tombs, kafka.Message{Key: []byte(loc.key)})
@@ -419,7 +439,11 @@ func (s *KafkaStore) Load(ctx context.Context, topic string, partition int, deco
 		if ctx.Err() != nil {
 			return Meta{}, "", fmt.Errorf("load checkpoint %s/%d: %w", topic, partition, ctx.Err())
 		}
-		s.log.Warn("checkpoint rejected", "key", c.loc.key, "seq", c.loc.m.Meta.Seq, "err", err)
+		if IsDamage(err) {
+			s.damaged(ctx, id, c.loc, err)
+		} else {
+			s.log.Warn("checkpoint rejected", "key", c.loc.key, "seq", c.loc.m.Meta.Seq, "err", err)
+		}
 		lerr.Rejected = append(lerr.Rejected, Rejection{Seq: c.loc.m.Meta.Seq, Where: c.loc.key, Err: err})
 	}
 	return Meta{}, "", lerr
@@ -435,7 +459,7 @@ func (s *KafkaStore) loadPlan(ctx context.Context, cp int, p chunkPlan, decode f
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("decode state: %w", err)
+		return &RefusedError{Err: err}
 	}
 	return nil
 }
@@ -459,6 +483,7 @@ func (s *KafkaStore) List(ctx context.Context) ([]Entry, error) {
 			for id := range pi.manifests {
 				for _, loc := range pi.newest(id) {
 					e := Entry{Meta: loc.m.Meta, Where: loc.key, Err: s.verifyIndexed(pi, loc), part: cp}
+					e.Damaged = e.Err != nil || s.isReported(loc)
 					e.Meta.Topic, e.Meta.Partition = id.topic, id.partition
 					entries = append(entries, e)
 				}
@@ -516,3 +541,30 @@ func (s *KafkaStore) Close() error {
 
 // Kind names the store for metrics labels: "kafka".
 func (s *KafkaStore) Kind() string { return "kafka" }
+
+// damaged reports a damaged manifest once per record: a warn line naming
+// its key and what failed, and the context's report. Its records are left
+// in place: the operator inspects them (dedup inspect) and tombstones the
+// key by hand.
+func (s *KafkaStore) damaged(ctx context.Context, id snapID, loc *manifestLoc, err error) {
+	s.mu.Lock()
+	off, seen := s.reported[loc.key]
+	s.reported[loc.key] = loc.offset
+	s.mu.Unlock()
+	d := Damage{Topic: id.topic, Partition: id.partition, Seq: loc.m.Meta.Seq, Where: loc.key, Err: err}
+	if seen && off == loc.offset {
+		s.log.Debug("checkpoint damaged (reported before)", append(damageAttrs(d), "key", loc.key)...)
+		return
+	}
+	s.log.Warn("checkpoint damaged: left in place for inspection, not tombstoned and not counted against CHECKPOINT_KEEP",
+		append(damageAttrs(d), "key", loc.key)...)
+	reportDamage(ctx, d)
+}
+
+// isReported reports whether this manifest record was reported damaged.
+func (s *KafkaStore) isReported(loc *manifestLoc) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	off, ok := s.reported[loc.key]
+	return ok && off == loc.offset
+}

@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 
@@ -143,11 +144,23 @@ func (s *KafkaStore) tombstoneAway(ctx context.Context, cp int, id snapID) error
 		return err
 	}
 	var keys []string
+	damaged := map[string]bool{} // seq/nonce of damaged manifests, whose chunks stay too
 	for _, loc := range pi.manifests[id] {
+		if err := s.verifyIndexed(pi, loc); err != nil || s.isReported(loc) {
+			// Kept for inspection like any damaged snapshot, never
+			// tombstoned with the moved copies.
+			if err != nil {
+				s.damaged(ctx, id, loc, err)
+			}
+			damaged[fmt.Sprintf("%d/%s", loc.m.Meta.Seq, loc.m.Nonce)] = true
+			s.log.Warn("damaged checkpoint left in place: not tombstoned with the moved copies", "key", loc.key,
+				"topic", id.topic, "partition", id.partition)
+			continue
+		}
 		keys = append(keys, loc.key)
 	}
 	for key, c := range pi.chunks {
-		if c.id == id {
+		if c.id == id && !damaged[fmt.Sprintf("%d/%s", c.seq, c.nonce)] {
 			keys = append(keys, key)
 		}
 	}

@@ -196,20 +196,87 @@ func kafkaDamage(t *testing.T, damage func(s *KafkaStore, chunkKey string) kafka
 
 	r := newKafkaStore(t, brokers, KafkaOptions{}) // a fresh instance: nothing cached
 	var got []byte
-	loaded, src, err := r.Load(testContext(t), "in", 0, collect(&got, new(Meta)))
+	var reports []Damage
+	ctx := WithDamageReport(testContext(t), func(d Damage) { reports = append(reports, d) })
+	loaded, src, err := r.Load(ctx, "in", 0, collect(&got, new(Meta)))
 	if err != nil {
 		t.Fatalf("load: %v", err)
 	}
 	if src != SourceFallback || loaded.Seq != m1.Seq || string(got) != string(st1) {
 		t.Errorf("loaded seq %d source %q, want seq %d as fallback", loaded.Seq, src, m1.Seq)
 	}
+	mkey := r.manifestKey(snapID{"in", 0}, m2.Seq)
+	var ce *CorruptError
+	if len(reports) != 1 || reports[0].Where != mkey || reports[0].Seq != m2.Seq || reports[0].KeptAt != "" ||
+		!errors.As(reports[0].Err, &ce) || !errors.Is(ce, want) {
+		t.Fatalf("damage reports %+v, want one naming %s wrapping %v", reports, mkey, want)
+	}
 	entries, err := r.List(testContext(t))
 	if err != nil || len(entries) != 2 {
 		t.Fatalf("list: %v %v", entries, err)
 	}
-	var ce *CorruptError
-	if !errors.As(entries[0].Err, &ce) || !errors.Is(ce, want) || !strings.Contains(ce.Key, "/c/") || entries[1].Err != nil {
+	if !errors.As(entries[0].Err, &ce) || !errors.Is(ce, want) || !strings.Contains(ce.Key, "/c/") || entries[1].Err != nil ||
+		!entries[0].Damaged || entries[1].Damaged {
 		t.Errorf("verdicts %v / %v, want a *CorruptError of a chunk wrapping %v, then nil", entries[0].Err, entries[1].Err, want)
+	}
+	// Saves beyond Keep leave the damaged snapshot in place, uncounted,
+	// and report it no more.
+	reports = nil
+	for i := range 4 {
+		if _, err := r.Save(ctx, testMeta("in", 0, int64(30+i)), newState(uint64(3+i), 1000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(reports) != 0 {
+		t.Errorf("saves reported %d damages again", len(reports))
+	}
+	fresh := newKafkaStore(t, brokers, KafkaOptions{})
+	entries, err = fresh.List(testContext(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var intact, damaged int
+	for _, e := range entries {
+		if e.Damaged {
+			damaged++
+			if e.Where != mkey {
+				t.Errorf("damaged entry %s, want %s", e.Where, mkey)
+			}
+		} else if e.Err == nil {
+			intact++
+		}
+	}
+	if intact != defaultKeep || damaged != 1 {
+		t.Errorf("after saves: %d intact, %d damaged, want %d and 1 (the damaged one kept, not counted)", intact, damaged, defaultKeep)
+	}
+}
+
+// Every manifest garbage: Load names each, reports each once, and keeps
+// them all.
+func TestKafkaAllDamaged(t *testing.T) {
+	brokers := newCluster(t)
+	s := newKafkaStore(t, brokers, KafkaOptions{})
+	m1 := mustSave(t, s, testMeta("in", 0, 10), newState(1, 1000))
+	m2 := mustSave(t, s, testMeta("in", 0, 20), newState(2, 1000))
+	for _, m := range []Meta{m1, m2} {
+		produce(t, s, kafka.Message{Key: []byte(s.manifestKey(snapID{"in", 0}, m.Seq)), Value: []byte("not a manifest")})
+	}
+	r := newKafkaStore(t, brokers, KafkaOptions{})
+	var reports []Damage
+	ctx := WithDamageReport(testContext(t), func(d Damage) { reports = append(reports, d) })
+	for range 2 {
+		_, _, err := r.Load(ctx, "in", 0, collect(new([]byte), new(Meta)))
+		var le *LoadError
+		if !errors.As(err, &le) || len(le.Rejected) != 2 || !errors.Is(err, ErrFormat) {
+			t.Fatalf("load: %v, want a *LoadError naming both manifests", err)
+		}
+	}
+	if len(reports) != 2 || reports[0].Seq != m2.Seq || reports[1].Seq != m1.Seq {
+		t.Errorf("reports %+v, want seq %d then %d, once each", reports, m2.Seq, m1.Seq)
+	}
+	entries, err := newKafkaStore(t, brokers, KafkaOptions{}).List(testContext(t))
+	if err != nil || len(entries) != 2 || !entries[0].Damaged || !entries[1].Damaged {
+		t.Errorf("list %+v %v, want both manifests, damaged", entries, err)
 	}
 }
 

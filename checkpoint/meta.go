@@ -92,6 +92,10 @@ type Entry struct {
 	Meta  Meta
 	Where string // file path or Kafka manifest key
 	Err   error  // nil: checksums verified
+	// Damaged: the store found it damaged and keeps it aside for
+	// inspection (the file store's damaged/ directory, or a Kafka
+	// manifest it left in place); Load never uses it again.
+	Damaged bool
 	// part is the checkpoint partition the Kafka store found it in: one
 	// manifest key can be in two after partitions were added.
 	part int

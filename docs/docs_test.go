@@ -208,6 +208,18 @@ func TestNoNarration(t *testing.T) {
 	}
 }
 
+// TestNoMergeConflictMarkers: a page with a merge's conflict markers left
+// in it renders both sides.
+func TestNoMergeConflictMarkers(t *testing.T) {
+	for _, page := range pages(t) {
+		for i, line := range strings.Split(readFile(t, page), "\n") {
+			if strings.HasPrefix(line, "<<<<<<< ") || strings.HasPrefix(line, ">>>>>>> ") {
+				t.Errorf("%s:%d: merge conflict marker %q", page, i+1, line)
+			}
+		}
+	}
+}
+
 // outside matches references to things outside the repository: paths of
 // the machine it was written on and the material it was written from.
 var outside = regexp.MustCompile(`/work/|\.\./shared|shared/(seeds|contract)|(?i)seed articles?\b`)

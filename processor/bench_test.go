@@ -206,8 +206,10 @@ type timedRun struct {
 }
 
 // timeRun runs the stage o describes (Output and Records filled in here)
-// over n input records, after settle, and stops it.
-func timeRun(b *testing.B, e *testEnv, parts, n int, group string, o stagerun.Options) timedRun {
+// over n input records, after settle, and stops it. finished, if given,
+// runs when the timing ends, before the stop (whose final checkpoint and
+// series cleanup it must not see).
+func timeRun(b *testing.B, e *testEnv, parts, n int, group string, o stagerun.Options, finished ...func()) timedRun {
 	settle()
 	o.Output = stagerun.Output{Client: &kafka.Client{Addr: kafka.TCP(e.brokers...)}, Topic: outTopic, Partitions: parts}
 	o.Records = uint64(n)
@@ -232,6 +234,9 @@ func timeRun(b *testing.B, e *testEnv, parts, n int, group string, o stagerun.Op
 	cpuUsed := cpuTime(b) - cpu
 	b.StopTimer()
 	stopProfile()
+	for _, f := range finished {
+		f()
+	}
 	if err != nil {
 		b.Fatalf("%s: %v", group, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"dedup/key"
 	"dedup/rotation"
 )
 
@@ -20,13 +21,13 @@ import (
 // released when the state turns good.
 func TestClusterStateTransitions(t *testing.T) {
 	var log bytes.Buffer
-	key, err := ParseKeySource("key")
+	keys, err := key.Parse("key")
 	if err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
 	p, err := New(Options{
-		Brokers: []string{"127.0.0.1:1"}, GroupID: "g", InputTopic: "in", OutputTopic: "out", Key: key,
+		Brokers: []string{"127.0.0.1:1"}, GroupID: "g", InputTopic: "in", OutputTopic: "out", Key: keys,
 		Filter:  rotation.Options{ExpectedKeys: 1000, FPRate: 0.01, Window: time.Hour},
 		Metrics: NewMetrics(reg),
 		Logger:  slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelInfo})),

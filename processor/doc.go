@@ -70,7 +70,7 @@
 // rebalance), recovery.go (produce failures),
 // completion.go (the writer's callback), commit.go, admin.go (metadata and
 // offsets), writer.go, produce.go (produce outcomes), lease.go and
-// fencedconn.go (fencing), keysource.go, deadline.go, metrics.go.
+// fencedconn.go (fencing), deadline.go, metrics.go. The dedup key is found by package key.
 //
 // Concurrency: Processor methods are safe for concurrent use; Run is called
 // once. The writer and the metrics are shared by the partitions and safe

@@ -114,7 +114,7 @@ func (p *Processor) superviseGeneration(ctx context.Context, gen *kafka.Generati
 func (p *Processor) runPartition(ctx context.Context, g *generation, a kafka.PartitionAssignment, warm *rotation.Pair) {
 	d := p.partitionDeps(g, a)
 	d.Warm = warm
-	w, err := partition.Start(ctx, d)
+	w, err := p.startPartition(ctx, d)
 	if err != nil {
 		if ctx.Err() == nil {
 			p.log.Error("start partition", "topic", p.o.InputTopic, "partition", a.ID, "err", err)
@@ -217,6 +217,7 @@ func (p *Processor) partitionDeps(g *generation, a kafka.PartitionAssignment) pa
 		CheckpointInterval: p.o.CheckpointInterval,
 		StopTimeout:        p.o.RebalanceTimeout,
 		Scan:               p.scanOptions(),
+		OnDamage:           p.o.OnDamage,
 
 		Fence:   g.lease.valid,
 		Confirm: g.lease.confirm,

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"dedup/key"
 	"dedup/rotation"
 )
 
@@ -105,7 +106,7 @@ func rec(p int32, key string, value string, ts time.Time, headers ...kgo.RecordH
 
 // options returns processor options for the test broker; tweak before New.
 func (e *testEnv) options(group string) Options {
-	key, _ := ParseKeySource("key")
+	keys, _ := key.Parse("key")
 	return Options{
 		Brokers:            e.brokers,
 		GroupID:            group,
@@ -114,7 +115,7 @@ func (e *testEnv) options(group string) Options {
 		SessionTimeout:     time.Second,
 		RebalanceTimeout:   2 * time.Second,
 		HeartbeatInterval:  100 * time.Millisecond,
-		Key:                key,
+		Key:                keys,
 		RetractHeader:      retract,
 		Filter:             rotation.Options{ExpectedKeys: 10000, FPRate: 1e-6, Window: time.Hour, Mode: rotation.Counting},
 		BatchTimeout:       2 * time.Millisecond,

@@ -58,6 +58,7 @@ type Metrics struct {
 	latency           prometheus.Histogram
 	checkpointSeconds *prometheus.HistogramVec
 	checkpointPause   prometheus.Histogram
+	checkpointDamaged *prometheus.CounterVec
 	checkpointSize    *prometheus.GaugeVec
 	checkpointLast    *prometheus.GaugeVec
 	checkpoints       *prometheus.CounterVec
@@ -211,6 +212,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "dedup_restore_scanned_records_total",
 			Help: "Output records read by the replay scans of restores from the store.",
 		}),
+		checkpointDamaged: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dedup_checkpoint_damaged_total",
+			Help: "Damaged snapshots of the partition found in the checkpoint store (checksum, truncation, format, missing chunk, or refused by decode), each logged at warn naming it; kept aside, never deleted.",
+		}, pt),
 		inputSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "dedup_input_skipped_offsets_total",
 			Help: "Input offsets the stage never read because they were below the partition's log start when it got there (deleted by retention or DeleteRecords while the stage was down or behind): their records were neither deduplicated nor forwarded.",
@@ -221,7 +226,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.fpTarget, m.expectedKeys, m.windowSeconds, m.windowElapsed, m.filterBytes,
 		m.rotations, m.overflows, m.earlyRotations, m.forgottenKeys, m.stashed, m.lag, m.assigned, m.memPredicted, m.produceErrors, m.outputErrors, m.stalled, m.latency, m.checkpointSeconds,
 		m.checkpointPause, m.checkpointSize, m.checkpointLast, m.checkpoints, m.checkpointFails, m.restores,
-		m.restoreScanned, m.inputSkipped,
+		m.restoreScanned, m.inputSkipped, m.checkpointDamaged,
 	)
 	m.cluster = newClusterMetrics(reg)
 	for _, s := range []string{string(partition.SourceMemory), "latest", "fallback", "empty"} {
@@ -243,7 +248,7 @@ func (m *Metrics) forget(topic string, part int) {
 		m.messages, m.replaySuppressed, m.tsAnomalies, m.tsRewritten, m.fill, m.estimatedKeys, m.fpRate,
 		m.saturated, m.windowElapsed, m.filterBytes, m.rotations, m.overflows, m.earlyRotations,
 		m.forgottenKeys, m.stashed, m.lag, m.checkpointSize,
-		m.checkpointLast, m.checkpoints, m.checkpointFails, m.inputSkipped,
+		m.checkpointLast, m.checkpoints, m.checkpointFails, m.inputSkipped, m.checkpointDamaged,
 	} {
 		v.DeletePartialMatch(l)
 	}
@@ -281,6 +286,7 @@ func (m *Metrics) partition(topic string, part int, storeKind string) *partition
 		RewrittenTimestamps: m.tsRewritten.WithLabelValues(topic, p),
 		RestoreScanned:      m.restoreScanned,
 		SkippedOffsets:      m.inputSkipped.WithLabelValues(topic, p),
+		CheckpointDamaged:   m.checkpointDamaged.WithLabelValues(topic, p),
 	}
 	if storeKind != "" { // without a store there are no checkpoints to time
 		pm.CheckpointSeconds = m.checkpointSeconds.WithLabelValues(storeKind)

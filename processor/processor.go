@@ -16,6 +16,7 @@ import (
 
 	"dedup/cmd/dedup/sizing"
 	"dedup/internal/leader"
+	"dedup/key"
 	"dedup/processor/assignment"
 	"dedup/processor/partition"
 	"dedup/rotation"
@@ -63,8 +64,8 @@ type Options struct {
 	// that assigns them (default 5s).
 	PartitionWatchInterval time.Duration
 
-	Key           KeySource // required
-	RetractHeader string    // header whose presence marks a retraction (empty = no retractions)
+	Key           key.Source // required
+	RetractHeader string     // header whose presence marks a retraction (empty = no retractions)
 	Filter        rotation.Options
 
 	// MaxClockSkew is how far ahead of the wall clock a record's timestamp
@@ -99,6 +100,9 @@ type Options struct {
 
 	CheckpointInterval time.Duration // checkpoint (or, without a Store, commit) period (default 10s)
 	Store              Store         // nil = no checkpoints: at-least-once output
+	// OnDamage is what a partition whose every snapshot is damaged does
+	// (CHECKPOINT_ON_DAMAGE; default partition.OnDamageEmpty).
+	OnDamage partition.OnDamage
 
 	// RecoveryTimeout bounds how long outputs may stay undeliverable: after
 	// a produce failure the stage replaces its writer and restores the
@@ -229,6 +233,9 @@ type Processor struct {
 	assigned   int
 	readyN     int
 	stuck      recovery
+	// damaged: input partitions not started because every snapshot of
+	// each is damaged (CHECKPOINT_ON_DAMAGE=refuse).
+	damaged map[int]*partition.DamagedError
 	// isolateAt: input partition -> offset from which its outputs are
 	// written alone after the broker refused a batch (isolate), until
 	// delivered or unassigned.
@@ -487,7 +494,8 @@ func (p *Processor) Ready() bool { return p.Readiness() == nil }
 
 // Readiness is nil when Ready, else why not: the brokers lost or a topic
 // missing (wrapping ErrBrokersUnreachable or ErrTopicMissing), the error
-// that stopped the processor, no generation yet, or partitions still
+// that stopped the processor, no generation yet, partitions refused for
+// damaged checkpoints (wrapping ErrCheckpointDamaged), or partitions still
 // restoring.
 func (p *Processor) Readiness() error {
 	if err := p.cluster.err(); err != nil {
@@ -500,6 +508,8 @@ func (p *Processor) Readiness() error {
 		return p.fatal
 	case !p.inGen:
 		return errors.New("not in a consumer-group generation")
+	case len(p.damaged) > 0:
+		return p.damagedErr()
 	case p.readyN != p.assigned:
 		return fmt.Errorf("%d of %d assigned partitions consuming", p.readyN, p.assigned)
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"dedup/key"
 )
 
 // TestSemantics drives one processor through the contract's Semantics on a
@@ -162,7 +164,7 @@ func TestKeySources(t *testing.T) {
 	for i, c := range cases {
 		t.Run(c.source, func(t *testing.T) {
 			o := e.options("keys-" + strconv.Itoa(i))
-			ks, err := ParseKeySource(c.source)
+			ks, err := key.Parse(c.source)
 			if err != nil {
 				t.Fatal(err)
 			}

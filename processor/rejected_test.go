@@ -3,6 +3,7 @@ package processor
 import (
 	"context"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -67,6 +68,10 @@ func checkAllRejected(t *testing.T, e *testEnv, st interface {
 		t.Fatalf("list: %d entries, %v", len(entries), err)
 	}
 	damage(entries)
+	perPart := map[int]int{}
+	for _, en := range entries {
+		perPart[en.Meta.Partition]++
+	}
 
 	second := newWorkload(parts, 300, 2, 6)
 	e.produce(second.recs...)
@@ -78,6 +83,12 @@ func checkAllRejected(t *testing.T, e *testEnv, st interface {
 	// key may be forwarded again; an input record never is.
 	all := union(parts, first, second)
 	checkNothingLost(t, all, got)
+	// Each damaged snapshot counted once, on its partition's series.
+	for p := range int(parts) {
+		if n := metricValue(b.p.metrics.checkpointDamaged.WithLabelValues(inTopic, strconv.Itoa(p))); n != float64(perPart[p]) {
+			t.Errorf("dedup_checkpoint_damaged_total{partition=%d} = %v, want %d", p, n, perPart[p])
+		}
+	}
 	if err := b.stop(t); err != nil {
 		t.Fatal(err)
 	}

@@ -440,8 +440,10 @@ func (c *checker) checkTopics(ctx context.Context, conn *Connection) (int, *topi
 	return in.partitions, cp
 }
 
-// checkMessageBytes: a produce batch larger than the output topic's
-// max.message.bytes is refused by the broker.
+// checkMessageBytes: the stage caps its batches at the output topic's
+// max.message.bytes, so a record between that limit and
+// PRODUCE_BATCH_BYTES is refused (dead-lettered or skipped); and a
+// compacted output refuses records without a key.
 func (c *checker) checkMessageBytes(out *topicState) {
 	raw, ok := out.configs["max.message.bytes"]
 	if !ok {
@@ -453,11 +455,22 @@ func (c *checker) checkMessageBytes(out *topicState) {
 		return
 	}
 	if c.cfg.ProduceBatchBytes > limit {
-		c.report(checkWarn, "output max.message.bytes", "%s: %d, below PRODUCE_BATCH_BYTES=%d: full batches are refused; lower PRODUCE_BATCH_BYTES or raise max.message.bytes",
-			out.name, limit, c.cfg.ProduceBatchBytes)
-		return
+		c.report(checkWarn, "output max.message.bytes", "%s: %d, below PRODUCE_BATCH_BYTES=%d: records larger than the topic's limit are refused (%s); raise max.message.bytes to take them",
+			out.name, limit, c.cfg.ProduceBatchBytes, c.refusedGo())
+	} else {
+		c.report(checkOK, "output max.message.bytes", "%s: %d, at least PRODUCE_BATCH_BYTES=%d", out.name, limit, c.cfg.ProduceBatchBytes)
 	}
-	c.report(checkOK, "output max.message.bytes", "%s: %d, at least PRODUCE_BATCH_BYTES=%d", out.name, limit, c.cfg.ProduceBatchBytes)
+	if strings.Contains(out.configs["cleanup.policy"], "compact") {
+		c.report(checkWarn, "output cleanup.policy", "%s: compacted: input records without a key are refused (%s)", out.name, c.refusedGo())
+	}
+}
+
+// refusedGo says where refused records go with this configuration.
+func (c *checker) refusedGo() string {
+	if c.cfg.DeadLetterTopic != "" {
+		return "they go to DEAD_LETTER_TOPIC " + c.cfg.DeadLetterTopic
+	}
+	return "skipped and counted; set DEAD_LETTER_TOPIC to keep them"
 }
 
 // checkCheckpointTopic: the Kafka store's topic must be compacted (else

@@ -435,7 +435,7 @@ func TestCheckTopicSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(cluster.Close)
-	if err := cluster.CreateTopic("events-deduped", 3, map[string]string{"max.message.bytes": "100000"}); err != nil {
+	if err := cluster.CreateTopic("events-deduped", 3, map[string]string{"max.message.bytes": "100000", "cleanup.policy": "compact"}); err != nil {
 		t.Fatal(err)
 	}
 	addrs := cluster.ListenAddrs()
@@ -452,6 +452,10 @@ func TestCheckTopicSettings(t *testing.T) {
 	}
 	wantCheck(t, out, "warn", "output topic")
 	wantCheck(t, out, "warn", "output max.message.bytes")
+	wantCheck(t, out, "warn", "output cleanup.policy")
+	if l := checkLine(out, "output cleanup.policy"); !strings.Contains(l, "without a key are refused") || !strings.Contains(l, "DEAD_LETTER_TOPIC events-dead") {
+		t.Errorf("compacted output: %q", l)
+	}
 	wantCheck(t, out, "FAIL", "dead-letter topic")
 	wantCheck(t, out, "warn", "checkpoint topic")
 	wantCheck(t, out, "warn", "checkpoint store")

@@ -14,8 +14,9 @@ import (
 	"github.com/caarlos0/env/v11"
 	"github.com/segmentio/kafka-go"
 
-	"dedup/processor"
+	"dedup/key"
 	"dedup/processor/assignment"
+	"dedup/processor/partition"
 	"dedup/rotation"
 )
 
@@ -77,6 +78,7 @@ type Config struct {
 	CheckpointDir      string        `env:"CHECKPOINT_DIR" helpDefault:"'<DATA_DIR>/checkpoints'" help:"directory for the file store"`
 	CheckpointInterval time.Duration `env:"CHECKPOINT_INTERVAL" envDefault:"10s" help:"Go duration between checkpoints"`
 	CheckpointKeep     int           `env:"CHECKPOINT_KEEP" envDefault:"3" help:"snapshots kept per partition (older ones are the fallback when the newest is corrupt)"`
+	CheckpointOnDamage string        `env:"CHECKPOINT_ON_DAMAGE" envDefault:"empty" help:"when every snapshot of a partition is damaged: empty = start it with empty filters, loudly (keys seen before may be forwarded again); refuse = do not start it (readiness 503 names it) until the damaged snapshots are repaired or removed: see docs/checkpoints.md"`
 
 	MetricsAddr     string        `env:"METRICS_ADDR" envDefault:":9464" help:"HTTP listen address for /metrics, /healthz, /readyz; empty = no HTTP server"`
 	DataDir         string        `env:"DATA_DIR" envDefault:"./data" help:"local data (embedded broker, file checkpoints)"`
@@ -269,7 +271,7 @@ func typeWord(t reflect.Type) string {
 // enumerations are case-insensitive.
 func (c *Config) applyDerivedDefaults() {
 	c.Brokers = strings.TrimSpace(c.Brokers)
-	for _, s := range []*string{&c.StartOffset, &c.Mode, &c.CheckpointStore, &c.LogLevel, &c.LogFormat} {
+	for _, s := range []*string{&c.StartOffset, &c.Mode, &c.CheckpointStore, &c.CheckpointOnDamage, &c.LogLevel, &c.LogFormat} {
 		*s = strings.ToLower(strings.TrimSpace(*s))
 	}
 	c.SASLMechanism = strings.ToUpper(strings.TrimSpace(c.SASLMechanism))
@@ -424,7 +426,7 @@ func (c *Config) validate() []Problem {
 
 	c.validateSecurity(bad)
 
-	if _, err := processor.ParseKeySource(c.Key); err != nil {
+	if _, err := key.Parse(c.Key); err != nil {
 		bad("DEDUP_KEY", "%v (want key, value, header:NAME or json:dotted.path)", err)
 	}
 	c.validateFilter(bad)
@@ -461,6 +463,11 @@ func (c *Config) validate() []Problem {
 	positive("DEDUP_MAX_CLOCK_SKEW", c.MaxClockSkew)
 	if c.CheckpointKeep < 1 {
 		bad("CHECKPOINT_KEEP", "must be >= 1, got %d", c.CheckpointKeep)
+	}
+	switch partition.OnDamage(c.CheckpointOnDamage) {
+	case partition.OnDamageEmpty, partition.OnDamageRefuse:
+	default:
+		bad("CHECKPOINT_ON_DAMAGE", "must be empty or refuse, got %q", c.CheckpointOnDamage)
 	}
 
 	if c.MetricsAddr != "" {

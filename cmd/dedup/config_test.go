@@ -149,6 +149,7 @@ func badValues(t *testing.T) []badValue {
 		{name: "CHECKPOINT_DIR", value: file},
 		{name: "CHECKPOINT_INTERVAL", value: "10"}, // a bare number is not a Go duration
 		{name: "CHECKPOINT_KEEP", value: "0"},
+		{name: "CHECKPOINT_ON_DAMAGE", value: "skip"},
 		{name: "METRICS_ADDR", value: "9464"},
 		{name: "DATA_DIR", value: file},
 		{name: "LOG_LEVEL", value: "loud"},

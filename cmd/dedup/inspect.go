@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -142,6 +143,11 @@ func printEntry(ctx context.Context, w io.Writer, r snapshotReader, e checkpoint
 	if e.Err != nil {
 		verdict = "BAD: " + e.Err.Error()
 	}
+	if e.Damaged {
+		// Found damaged by the stage and kept for inspection: never
+		// restored again (docs/checkpoints.md, "Integrity").
+		verdict = "DAMAGED, kept aside: " + cmp.Or(errString(e.Err), "found damaged")
+	}
 	if m.Created.IsZero() {
 		// The store could not read the metadata: say so rather than print zeros.
 		fmt.Fprintf(w, "\n%s/%d  seq %d  metadata unreadable\n  checksum: %s\n", m.Topic, m.Partition, m.Seq, verdict)
@@ -222,4 +228,11 @@ func byteSize(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }

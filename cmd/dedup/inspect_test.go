@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -85,6 +86,21 @@ func TestInspectFileStore(t *testing.T) {
 	}
 	if !strings.HasPrefix(corrupt, "1  seq ") || !strings.Contains(corrupt, "BAD") {
 		t.Errorf("the corrupted snapshot is not reported as BAD:\n%s", corrupt)
+	}
+
+	// A restore finds it damaged and keeps it aside: inspect still shows
+	// it, with its verdict and where it is now.
+	if _, _, err := store.Load(context.Background(), "events", 1, func(checkpoint.Meta, io.Reader) error { return nil }); err == nil {
+		t.Fatal("load of the damaged snapshot succeeded")
+	}
+	stdout.Reset()
+	if code := run(context.Background(), []string{"inspect"}, env.lookup, &stdout, &stderr); code != exitOK {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
+	}
+	sections = strings.Split(stdout.String(), "\nevents/")
+	if len(sections) != 3 || !strings.Contains(sections[2], "DAMAGED, kept aside: ") ||
+		!strings.Contains(sections[2], "checksum mismatch") || !strings.Contains(sections[2], filepath.Join("1", "damaged")+string(filepath.Separator)) {
+		t.Errorf("the snapshot kept aside is not shown as such:\n%s", stdout.String())
 	}
 }
 

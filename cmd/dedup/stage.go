@@ -13,7 +13,9 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"dedup/checkpoint"
+	"dedup/key"
 	"dedup/processor"
+	"dedup/processor/partition"
 )
 
 // Cluster is the Kafka the binary talks to: the configured brokers, or the
@@ -83,7 +85,7 @@ func newStage(ctx context.Context, cfg *Config, cluster *Cluster, reg *prometheu
 	if err != nil {
 		return nil, fmt.Errorf("open checkpoint store: %w", err)
 	}
-	key, _ := processor.ParseKeySource(cfg.Key) // validated with the configuration
+	keys, _ := key.Parse(cfg.Key) // validated with the configuration
 	start := kafka.FirstOffset
 	if cfg.StartOffset == "latest" {
 		start = kafka.LastOffset
@@ -99,7 +101,7 @@ func newStage(ctx context.Context, cfg *Config, cluster *Cluster, reg *prometheu
 		StartOffset:        start,
 		SessionTimeout:     cfg.SessionTimeout,
 		GroupBalancer:      cfg.GroupBalancer,
-		Key:                key,
+		Key:                keys,
 		RetractHeader:      cfg.RetractHeader,
 		Filter:             cfg.filterOptions(),
 		MaxClockSkew:       cfg.MaxClockSkew,
@@ -114,6 +116,7 @@ func newStage(ctx context.Context, cfg *Config, cluster *Cluster, reg *prometheu
 		FetchMaxWait:       cfg.FetchMaxWait,
 		CheckpointInterval: cfg.CheckpointInterval,
 		Store:              store,
+		OnDamage:           partition.OnDamage(cfg.CheckpointOnDamage),
 		Metrics:            processor.NewMetrics(reg),
 		Logger:             log,
 	})

@@ -259,6 +259,8 @@ func (w *Worker) saveCheckpoint(ctx context.Context, pos int64, ends outputMark,
 		Generation:       w.d.Generation,
 		Epoch:            w.cp.epoch.Load(),
 	}
+	// A damaged snapshot the Save's pruning finds is counted here.
+	ctx = checkpoint.WithDamageReport(ctx, w.damageFound)
 	m, err := w.cp.store.Save(ctx, meta, state.payload())
 	var stale *checkpoint.StaleError
 	if errors.As(err, &stale) && w.d.Confirm != nil && w.d.Confirm(ctx) == nil {

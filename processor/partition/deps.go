@@ -87,6 +87,14 @@ type Deps struct {
 	// Scan is the replay scan's configuration without the source and
 	// range (brokers, transport, output topic, headers).
 	Scan checkpoint.ScanOptions
+	// OnDamage is CHECKPOINT_ON_DAMAGE: what a partition whose every
+	// snapshot is damaged does (OnDamageEmpty when zero).
+	OnDamage OnDamage
+	// RefusedBefore is set on the processor's retries of a partition
+	// refused for damaged snapshots: a Load that then finds none means an
+	// operator removed them, and the partition starts empty at the
+	// committed offset with the replay scan, as OnDamageEmpty would have.
+	RefusedBefore bool
 
 	// Fence returns nil while the member's membership is confirmed
 	// (its lease holds), else an error: no checkpoint is saved without it.

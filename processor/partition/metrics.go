@@ -37,6 +37,9 @@ type Metrics struct {
 	// Input offsets below the log start when the partition got there
 	// (deleted before they were read).
 	SkippedOffsets prometheus.Counter
+	// Damaged snapshots of the partition the store found (and logged):
+	// dedup_checkpoint_damaged_total.
+	CheckpointDamaged prometheus.Counter
 }
 
 // Totals are cumulative counts of input records by outcome over every

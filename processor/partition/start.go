@@ -214,7 +214,9 @@ func (w *Worker) restore(ctx context.Context) (restored, error) {
 		old      *legacy
 		mismatch bool
 	)
-	meta, source, err := d.Store.Load(ctx, d.Topic, d.Partition, func(m checkpoint.Meta, r io.Reader) error {
+	// Each damaged snapshot the store finds (and logs) is counted.
+	lctx := checkpoint.WithDamageReport(ctx, w.damageFound)
+	meta, source, err := d.Store.Load(lctx, d.Topic, d.Partition, func(m checkpoint.Meta, r io.Reader) error {
 		if m.Group != "" && m.Group != d.Group {
 			return fmt.Errorf("snapshot of group %q, want %q", m.Group, d.Group)
 		}
@@ -230,11 +232,41 @@ func (w *Worker) restore(ctx context.Context) (restored, error) {
 		return nil
 	})
 	var loadErr *checkpoint.LoadError
+	emptied := false // no snapshot used: meta is the committed offset's
 	switch {
 	case err == nil:
+	case errors.Is(err, checkpoint.ErrNotFound) && d.RefusedBefore:
+		// The operator removed the damaged snapshots of a refused
+		// partition: start empty as OnDamageEmpty would have, with the
+		// replay scan from the commit's output end offsets.
+		off, ends, cerr := d.CommittedEnds(ctx)
+		if cerr != nil {
+			return restored{}, fmt.Errorf("damaged checkpoints of %s/%d removed, and %w", d.Topic, d.Partition, cerr)
+		}
+		what := fmt.Sprintf("damaged checkpoints of %s/%d removed: starting with empty filters at the committed offset, "+
+			"keys seen before may be forwarded again", d.Topic, d.Partition)
+		if off < 0 || ends == nil {
+			log.Warn(what+"; the commit records no output end offsets: no replay scan", "committed", off)
+			return restored{}, nil
+		}
+		log.Warn(what+"; replay scan from the output end offsets recorded with it", "committed", off)
+		meta, source, got, old, mismatch = checkpoint.Meta{Offset: off, OutputEnds: ends}, checkpoint.SourceEmpty, nil, nil, false
+		emptied = true
 	case errors.Is(err, checkpoint.ErrNotFound):
 		log.Info("no checkpoint: starting with empty filters")
 		return restored{}, nil
+	case errors.As(err, &loadErr) && errors.As(err, new(*checkpoint.ReadError)):
+		// A snapshot could not be read for now (the checkpoint topic
+		// unreachable mid-restore): that is no damage, and starting empty
+		// for it would forget the state. The start is retried.
+		return restored{}, fmt.Errorf("load checkpoint of %s/%d: a snapshot could not be read: %w", d.Topic, d.Partition, err)
+	case errors.As(err, &loadErr) && d.OnDamage == OnDamageRefuse:
+		// The operator chose to repair or remove the damaged snapshots
+		// rather than forward keys seen before again.
+		log.Error(fmt.Sprintf("every checkpoint of %s/%d damaged: not starting the partition (CHECKPOINT_ON_DAMAGE=refuse); "+
+			"repair or remove the damaged snapshots and it starts", d.Topic, d.Partition),
+			"damaged_snapshots", damagedNames(loadErr), "err", err)
+		return restored{}, &DamagedError{Topic: d.Topic, Partition: d.Partition, Load: loadErr}
 	case errors.As(err, &loadErr):
 		// Every snapshot was rejected. Crash-looping would not make one
 		// valid: start empty at the committed offset, loudly, with the
@@ -244,20 +276,23 @@ func (w *Worker) restore(ctx context.Context) (restored, error) {
 		if cerr != nil {
 			return restored{}, fmt.Errorf("every checkpoint of %s/%d rejected (%w), and %w", d.Topic, d.Partition, err, cerr)
 		}
+		what := fmt.Sprintf("every checkpoint of %s/%d damaged: starting with empty filters at the committed offset "+
+			"(CHECKPOINT_ON_DAMAGE=empty), keys seen before may be forwarded again", d.Topic, d.Partition)
 		if off < 0 || ends == nil {
-			log.Error("every checkpoint rejected and the commit records no output end offsets: "+
-				"starting with empty filters at the committed offset, without a replay scan", "err", err, "committed", off)
+			log.Error(what+"; the commit records no output end offsets: no replay scan",
+				"damaged_snapshots", damagedNames(loadErr), "err", err, "committed", off)
 			return restored{}, nil
 		}
-		log.Error("every checkpoint rejected: starting with empty filters at the committed offset, "+
-			"replay scan from the output end offsets recorded with it", "err", err, "committed", off)
+		log.Error(what+"; replay scan from the output end offsets recorded with it",
+			"damaged_snapshots", damagedNames(loadErr), "err", err, "committed", off)
 		// Nothing of a rejected snapshot is kept: not its legacy pair either
 		// (the decoder may have read one before the snapshot failed).
 		meta, source, got, old, mismatch = checkpoint.Meta{Offset: off, OutputEnds: ends}, checkpoint.SourceEmpty, nil, nil, false
+		emptied = true
 	default:
 		return restored{}, fmt.Errorf("load checkpoint of %s/%d: %w", d.Topic, d.Partition, err)
 	}
-	r := restored{found: true, meta: meta, source: source, pair: got, legacy: old, rejected: loadErr != nil}
+	r := restored{found: true, meta: meta, source: source, pair: got, legacy: old, rejected: emptied}
 	if mismatch {
 		// The snapshot's pair becomes the legacy one, unless no record
 		// ever reached it (it holds nothing to keep).

@@ -1,4 +1,4 @@
-package processor
+package key
 
 import (
 	"bytes"
@@ -25,7 +25,7 @@ type jsonKeyCandidate struct {
 
 var jsonKeyCandidates = []jsonKeyCandidate{
 	{"scanner", func(path []string) func([]byte) ([]byte, bool) {
-		ks := KeySource{kind: keyFromJSON, path: path}
+		ks := Source{kind: keyFromJSON, path: path}
 		var m kafka.Message
 		return func(data []byte) ([]byte, bool) {
 			m.Value = data

@@ -1,4 +1,4 @@
-package processor
+package key
 
 import (
 	"bytes"
@@ -10,16 +10,16 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
-func TestParseKeySource(t *testing.T) {
+func TestParse(t *testing.T) {
 	for _, s := range []string{"key", "value", "header:id", "json:a", "json:a.b.0.c"} {
-		ks, err := ParseKeySource(s)
+		ks, err := Parse(s)
 		if err != nil || ks.String() != s {
-			t.Errorf("ParseKeySource(%q) = %v, %v", s, ks, err)
+			t.Errorf("Parse(%q) = %v, %v", s, ks, err)
 		}
 	}
 	for _, s := range []string{"", "keys", "header:", "json:", "json:a..b", "json:.a", "Value"} {
-		if _, err := ParseKeySource(s); err == nil {
-			t.Errorf("ParseKeySource(%q) accepted", s)
+		if _, err := Parse(s); err == nil {
+			t.Errorf("Parse(%q) accepted", s)
 		}
 	}
 }
@@ -65,7 +65,7 @@ func TestExtract(t *testing.T) {
 		{"json:id", msg("", `{"x":{"y":[`), "", false},
 	}
 	for _, c := range cases {
-		ks, err := ParseKeySource(c.source)
+		ks, err := Parse(c.source)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +79,7 @@ func TestExtract(t *testing.T) {
 // TestExtractDeepNesting: a hostile value cannot exhaust the stack.
 func TestExtractDeepNesting(t *testing.T) {
 	v := bytes.Repeat([]byte("["), 1<<20)
-	ks, _ := ParseKeySource("json:x.y")
+	ks, _ := Parse("json:x.y")
 	if _, ok := ks.Extract(&kafka.Message{Value: append([]byte(`{"a":`), v...)}); ok {
 		t.Fatal("keyed a malformed value")
 	}
@@ -164,7 +164,7 @@ var strictJSONCases = []struct {
 // document, and a key that is returned is the one encoding/json reads.
 func TestExtractStrictJSON(t *testing.T) {
 	for _, c := range strictJSONCases {
-		ks, err := ParseKeySource("json:" + c.path)
+		ks, err := Parse("json:" + c.path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -228,9 +228,9 @@ func referenceJSONKey(data []byte, path []string) (string, bool) {
 // refuses on purpose: invalid UTF-8 or surrogate escapes (which
 // encoding/json turns into U+FFFD), or nesting deeper than maxJSONDepth.
 func FuzzJSONKey(f *testing.F) {
-	var sources []KeySource
+	var sources []Source
 	for _, p := range []string{"json:id", "json:a.b", "json:a.1"} {
-		ks, err := ParseKeySource(p)
+		ks, err := Parse(p)
 		if err != nil {
 			f.Fatal(err)
 		}

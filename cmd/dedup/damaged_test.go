@@ -1,0 +1,149 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestDamagedNewestSnapshotBinary: the real binary with the file store
+// runs, stops, and the newest snapshot of partition 0 is damaged on disk
+// before it runs again. The second run names the file in a warning, counts
+// it, keeps it under the partition's damaged/ directory, restores the older
+// snapshot, and the output still holds every first occurrence exactly once.
+func TestDamagedNewestSnapshotBinary(t *testing.T) {
+	cluster := newTestCluster(t)
+	env := testEnv(t)
+	env["KAFKA_BROKERS"] = cluster.ListenAddrs()[0]
+	env["CHECKPOINT_STORE"] = "file"
+	env["LOG_LEVEL"] = "info"
+	metrics := env["METRICS_ADDR"]
+	addr := cluster.ListenAddrs()[0]
+	client := []kgo.Opt{kgo.SeedBrokers(addr)}
+
+	const keys = 30
+	all := keyedWithDuplicates("events", keys, 2) // copy0 of every key, then copy1
+	before, after := all[:20], all[20:]
+
+	first := startBinary(t, env)
+	waitReady(t, first, metrics)
+	produce(t, client, before...)
+	consumeN(t, client, "events-deduped", len(before))
+	waitCommitted(t, cluster, int64(len(before)))
+	if code := first.stop(t, 30*time.Second); code != exitOK {
+		t.Fatalf("first run: exit %d after SIGTERM, want 0", code)
+	}
+
+	dir := partitionDirs(env["DATA_DIR"])[0]
+	names, err := filepath.Glob(filepath.Join(dir, "*.ckpt"))
+	if err != nil || len(names) < 2 {
+		t.Fatalf("partition 0 holds %d snapshots (%v), want at least 2: the test needs an older one to fall back to", len(names), err)
+	}
+	slices.Sort(names) // names are zero-padded sequence numbers
+	newest := names[len(names)-1]
+	raw, err := os.ReadFile(newest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw[len(raw)/3] ^= 0xff
+	if err := os.WriteFile(newest, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	second := startBinary(t, env)
+	waitReady(t, second, metrics)
+	waitLog(t, second, "level=WARN", "checkpoint damaged", "path="+newest, "checksum mismatch")
+	waitMetric(t, metrics, "dedup_checkpoint_damaged_total", 1, `partition="0"`)
+	waitMetric(t, metrics, "dedup_checkpoint_damaged_total", 1)
+	waitMetric(t, metrics, "dedup_restores_total", 1, `source="fallback"`)
+	if _, err := os.Stat(newest); !os.IsNotExist(err) {
+		t.Errorf("damaged snapshot still at %s (%v), want it moved aside", newest, err)
+	}
+	kept, err := filepath.Glob(filepath.Join(dir, "damaged", "*.ckpt"))
+	if err != nil || len(kept) != 1 || !strings.HasSuffix(kept[0], "-"+filepath.Base(newest)) {
+		t.Errorf("kept aside %v (%v), want the damaged %s", kept, err, filepath.Base(newest))
+	} else if got, err := os.ReadFile(kept[0]); err != nil || string(got) != string(raw) {
+		t.Errorf("kept file differs from the damaged one (%v)", err)
+	}
+	if lines := logLines(second.stderr.String(), "checkpoint damaged"); len(lines) != 1 || !strings.Contains(lines[0], "kept_at="+kept[0]) {
+		t.Errorf("%d `checkpoint damaged` lines, want one naming where it was kept:\n%s", len(lines), strings.Join(lines, "\n"))
+	}
+
+	produce(t, client, after...)
+	waitCommitted(t, cluster, int64(len(all)))
+	checkExactlyOnce(t, addr, client, keys)
+	if code := second.stop(t, 30*time.Second); code != exitOK {
+		t.Errorf("second run: exit %d after SIGTERM, want 0", code)
+	}
+}
+
+// TestAllSnapshotsDamagedRefuseBinary: every snapshot of partition 0 is
+// damaged between two runs of the real binary, with
+// CHECKPOINT_ON_DAMAGE=refuse. The second run says so at error level
+// naming each file, does not start partition 0 (/readyz 503 naming it,
+// /healthz 200) while partition 1 runs, and starts it once the damaged
+// files are removed; the output holds every first occurrence exactly once.
+func TestAllSnapshotsDamagedRefuseBinary(t *testing.T) {
+	cluster := newTestCluster(t)
+	env := testEnv(t)
+	env["KAFKA_BROKERS"] = cluster.ListenAddrs()[0]
+	env["CHECKPOINT_STORE"] = "file"
+	env["CHECKPOINT_ON_DAMAGE"] = "refuse"
+	env["LOG_LEVEL"] = "info"
+	metrics := env["METRICS_ADDR"]
+	addr := cluster.ListenAddrs()[0]
+	client := []kgo.Opt{kgo.SeedBrokers(addr)}
+
+	const keys = 30
+	all := keyedWithDuplicates("events", keys, 1)
+	before, after := all[:20], all[20:]
+
+	first := startBinary(t, env)
+	waitReady(t, first, metrics)
+	produce(t, client, before...)
+	consumeN(t, client, "events-deduped", len(before))
+	waitCommitted(t, cluster, int64(len(before)))
+	if code := first.stop(t, 30*time.Second); code != exitOK {
+		t.Fatalf("first run: exit %d after SIGTERM, want 0", code)
+	}
+
+	dir := partitionDirs(env["DATA_DIR"])[0]
+	names, err := filepath.Glob(filepath.Join(dir, "*.ckpt"))
+	if err != nil || len(names) == 0 {
+		t.Fatalf("partition 0 holds no snapshot (%v)", err)
+	}
+	for _, n := range names {
+		if err := os.Truncate(n, 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	second := startBinary(t, env)
+	waitNotReadyNaming(t, metrics, "partitions [0] not started")
+	waitLog(t, second, "level=ERROR", "every checkpoint of events/0 damaged")
+	waitMetric(t, metrics, "dedup_checkpoint_damaged_total", float64(len(names)), `partition="0"`)
+	checkHealthy(t, metrics)
+	lines := logLines(second.stderr.String(), "level=ERROR", "every checkpoint of events/0 damaged")
+	for _, n := range names {
+		if !strings.Contains(lines[0], filepath.Join(dir, "damaged")) || len(logLines(second.stderr.String(), "checkpoint damaged", "path="+n)) != 1 {
+			t.Errorf("the damaged snapshot %s is not named once by a warning, and kept under damaged/ by the error line:\n%s", n, lines[0])
+		}
+	}
+
+	// The operator removes the damaged files; the retry starts the partition.
+	if err := os.RemoveAll(filepath.Join(dir, "damaged")); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, second, metrics)
+	produce(t, client, after...)
+	waitCommitted(t, cluster, int64(len(all)))
+	checkExactlyOnce(t, addr, client, keys)
+	if code := second.stop(t, 30*time.Second); code != exitOK {
+		t.Errorf("second run: exit %d after SIGTERM, want 0", code)
+	}
+}

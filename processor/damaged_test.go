@@ -1,0 +1,156 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"dedup/checkpoint"
+	"dedup/processor/partition"
+)
+
+// TestCheckpointDamagedRefuse: with CHECKPOINT_ON_DAMAGE=refuse, a
+// partition whose every snapshot is damaged is not started: nothing of it
+// is consumed, readiness names it, health does not, the damaged snapshots
+// are counted and kept. Once an operator removes them the retry starts the
+// partition empty at the committed offset with the replay scan: no input is
+// forwarded twice. Both stores.
+func TestCheckpointDamagedRefuse(t *testing.T) {
+	t.Run("file", func(t *testing.T) {
+		e := newTestEnv(t, 2, 2)
+		dir := t.TempDir()
+		st, err := checkpoint.NewFileStore(checkpoint.FileOptions{Dir: dir, Keep: 3, Group: "refuse"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		aside := func(p int) string { return filepath.Join(dir, "refuse", inTopic, strconv.Itoa(p), "damaged") }
+		checkRefused(t, e, st, func(entries []checkpoint.Entry) {
+			for _, en := range entries {
+				if err := os.WriteFile(en.Where, []byte("not a checkpoint"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}, func(perPart map[int]int) {
+			for p, n := range perPart {
+				if kept, err := os.ReadDir(aside(p)); err != nil || len(kept) != n {
+					t.Errorf("partition %d: %d files kept aside (%v), want %d", p, len(kept), err, n)
+				}
+			}
+		}, func(entries []checkpoint.Entry) {
+			for p := range 2 {
+				if err := os.RemoveAll(aside(p)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	})
+	t.Run("kafka", func(t *testing.T) {
+		e := newTestEnv(t, 2, 2)
+		st := kafkaStore(t, e, "refuse")
+		write := func(entries []checkpoint.Entry, value []byte) {
+			for _, en := range entries {
+				e.produce(&kgo.Record{Topic: "refuse-state", Partition: 0, Key: []byte(en.Where), Value: value})
+			}
+		}
+		checkRefused(t, e, st, func(entries []checkpoint.Entry) {
+			write(entries, []byte("not a manifest"))
+		}, func(perPart map[int]int) {
+			entries, err := kafkaStore(t, e, "refuse").List(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			kept := map[int]int{}
+			for _, en := range entries {
+				if en.Damaged {
+					kept[en.Meta.Partition]++
+				}
+			}
+			for p, n := range perPart {
+				if kept[p] != n {
+					t.Errorf("partition %d: %d damaged manifests left in place, want %d", p, kept[p], n)
+				}
+			}
+		}, func(entries []checkpoint.Entry) {
+			write(entries, nil) // the operator's tombstones
+		})
+	})
+}
+
+func checkRefused(t *testing.T, e *testEnv, st interface {
+	Store
+	List(context.Context) ([]checkpoint.Entry, error)
+}, damage func([]checkpoint.Entry), checkKept func(perPart map[int]int), repair func([]checkpoint.Entry)) {
+	const parts = 2
+	o := e.options("refuse")
+	o.Store = st
+	o.OnDamage = partition.OnDamageRefuse
+	o.CheckpointInterval = time.Hour // only the anchor checkpoint and its commit
+	out := e.collect()
+
+	first := newWorkload(parts, 300, 2, 5)
+	e.produce(first.recs...)
+	a := start(t, o)
+	eventually(t, 20*time.Second, "first batch read", func() bool { return a.p.Progress().In == uint64(len(first.recs)) })
+	forwarded := a.p.Progress().Forwarded
+	out.until("first member's outputs", func(rs []outRec) bool { return uint64(len(rs)) >= forwarded })
+	a.p.crashed.Store(true) // no final checkpoint, no final commit
+	if err := a.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := st.List(context.Background())
+	if err != nil || len(entries) < parts {
+		t.Fatalf("list: %d entries, %v", len(entries), err)
+	}
+	perPart := map[int]int{}
+	for _, en := range entries {
+		perPart[en.Meta.Partition]++
+	}
+	damage(entries)
+
+	second := newWorkload(parts, 300, 2, 6)
+	e.produce(second.recs...)
+	o.Metrics = NewMetrics(newRegistry())
+	b := start(t, o)
+	eventually(t, 20*time.Second, "both partitions refused", func() bool {
+		err := b.p.Readiness()
+		return errors.Is(err, ErrCheckpointDamaged) && strings.Contains(err.Error(), "[0 1]")
+	})
+	if err := b.p.Healthy(); err != nil {
+		t.Errorf("healthy: %v, want nil (a restart would not help)", err)
+	}
+	if n := b.p.Progress().In; n != 0 {
+		t.Errorf("refused partitions consumed %d records", n)
+	}
+	for p := range parts {
+		if n := metricValue(b.p.metrics.checkpointDamaged.WithLabelValues(inTopic, strconv.Itoa(p))); n != float64(perPart[p]) {
+			t.Errorf("dedup_checkpoint_damaged_total{partition=%d} = %v, want %d", p, n, perPart[p])
+		}
+	}
+	checkKept(perPart)
+
+	// The operator removes the damaged snapshots; the retries pick it up.
+	repair(entries)
+	b.waitReady(t)
+	e.produce(sentinels(parts, t0.Add(time.Hour/2))...)
+	got := out.untilSentinels(parts)
+	checkNothingLost(t, union(parts, first, second), got)
+	// Counted once each, however often the start was retried.
+	for p := range parts {
+		if n := metricValue(b.p.metrics.checkpointDamaged.WithLabelValues(inTopic, strconv.Itoa(p))); n != float64(perPart[p]) {
+			t.Errorf("after the repair: dedup_checkpoint_damaged_total{partition=%d} = %v, want %d", p, n, perPart[p])
+		}
+	}
+	if err := b.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if s := b.p.Progress().Suppressed; s != forwarded {
+		t.Errorf("successor suppressed %d replayed records, want %d (what the crashed member forwarded)", s, forwarded)
+	}
+}
