@@ -11,7 +11,9 @@
 // kafka.go the KafkaStore's Save/Load/List, kafka_keys.go its key scheme,
 // kafka_topic.go the topic it creates and checks, kafka_index.go the index
 // of a checkpoint partition, kafka_chunks.go the chunk writer,
-// kafka_probe.go the write probe of `dedup check`; codec.go and
+// kafka_probe.go the write probe of `dedup check`, kafka_moved.go the
+// snapshots found away from their checkpoint partition; meta.go a
+// snapshot's metadata, errors.go the typed corruption errors; codec.go and
 // literals.go the compression; scan.go and fetch.go the replay scan.
 //
 // Guarantees, for both stores:

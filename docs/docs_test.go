@@ -319,3 +319,40 @@ func TestMeasuredFiguresAreDated(t *testing.T) {
 		check()
 	}
 }
+
+// packagesWithFileLists are the packages whose doc.go lists their files.
+var packagesWithFileLists = []string{"processor", "processor/partition", "checkpoint", "key"}
+
+// fileName matches a Go file's name in a package doc.
+var fileName = regexp.MustCompile(`\b([a-z0-9_]+(/[a-z0-9_]+)?\.go)\b`)
+
+// TestPackageDocsListTheirFiles: the package docs that say which file
+// holds what name every non-test file of the package, and only files that
+// exist.
+func TestPackageDocsListTheirFiles(t *testing.T) {
+	for _, pkg := range packagesWithFileLists {
+		doc := readFile(t, filepath.Join(pkg, "doc.go"))
+		named := map[string]bool{}
+		for _, m := range fileName.FindAllStringSubmatch(doc, -1) {
+			named[m[1]] = true
+		}
+		for name := range named {
+			if _, err := os.Stat(filepath.Join(root, pkg, name)); err != nil {
+				t.Errorf("%s/doc.go names %s, which does not exist", pkg, name)
+			}
+		}
+		files, err := filepath.Glob(filepath.Join(root, pkg, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			base := filepath.Base(f)
+			if strings.HasSuffix(base, "_test.go") || base == "doc.go" {
+				continue
+			}
+			if !named[base] {
+				t.Errorf("%s/doc.go does not say what %s holds", pkg, base)
+			}
+		}
+	}
+}

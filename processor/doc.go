@@ -65,12 +65,17 @@
 // partitions' own; those not resumed are released before the next
 // generation allocates any.
 //
-// Files: processor.go (Options, New, Run, health), generation.go
-// (generations and the partitions' Deps), warm.go (pairs kept across a
-// rebalance), recovery.go (produce failures),
-// completion.go (the writer's callback), commit.go, admin.go (metadata and
-// offsets), writer.go, produce.go (produce outcomes), lease.go and
-// fencedconn.go (fencing), deadline.go, metrics.go. The dedup key is found by package key.
+// Files: processor.go (Options, New, Run, health), group.go (joining
+// generations, failed joins), generation.go (generations and the
+// partitions' Deps), cluster.go (the cluster watch: brokers and topics),
+// warm.go (pairs kept across a rebalance), buffers.go (a partition's share
+// of FETCH_BUFFER_BYTES), damaged.go (partitions held back by damaged
+// checkpoints), recovery.go (produce failures), completion.go (the
+// writer's callback), commit.go, admin.go (metadata and offsets),
+// writer.go, produce.go (produce outcomes), outputlimit.go, deadletter.go
+// and probe.go (refused records), lease.go and fencedconn.go (fencing),
+// deadline.go, kafkalog.go (kafka-go's loggers), metrics.go. The dedup
+// key is found by package key.
 //
 // Concurrency: Processor methods are safe for concurrent use; Run is called
 // once. The writer and the metrics are shared by the partitions and safe

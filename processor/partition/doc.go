@@ -57,9 +57,12 @@
 // Files: worker.go (the hot path, top to bottom), start.go (restore and
 // start), stop.go, checkpointer.go, acks.go (ack ring and the writer's
 // completion), arena.go (output headers), router.go (output partition),
-// metrics.go (counts and gauges), deps.go (what the owner provides),
-// legacy.go and state.go (filters from before an options change, and the
-// snapshot payload).
+// metrics.go (counts and gauges), logattr.go (offset log fields), deps.go
+// (what the owner provides), legacy.go and state.go (filters from before an
+// options change, and the snapshot payload), replay.go (where a restore's
+// replay scan starts), refuse.go (records the output cannot take),
+// skipped.go (input below the log start), damage.go (every snapshot
+// damaged: CHECKPOINT_ON_DAMAGE).
 //
 // Concurrency: one worker goroutine owns the reader, pair, arena and ack
 // ring tail; one saver goroutine per partition runs its checkpoints;
