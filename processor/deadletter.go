@@ -27,8 +27,22 @@ type deadLetter struct {
 	fence     func() error
 }
 
-// deadLetterTimeout bounds one dead-letter write with the writer's retries.
-const deadLetterTimeout = 30 * time.Second
+// aloneTimeout bounds one single-record write (dead-letter, probe) with
+// the writer's retries.
+const aloneTimeout = 30 * time.Second
+
+// writeAlone writes msgs (one record) with w, a synchronous writer of one
+// record per request, and returns that record's own error.
+func writeAlone(ctx context.Context, w *kafka.Writer, msgs ...kafka.Message) error {
+	ctx, cancel := context.WithTimeout(ctx, aloneTimeout)
+	defer cancel()
+	err := w.WriteMessages(ctx, msgs...)
+	var werrs kafka.WriteErrors
+	if errors.As(err, &werrs) && len(werrs) == 1 {
+		return werrs[0]
+	}
+	return err
+}
 
 // deadLetterLimit is the largest record the dead-letter topic takes: its
 // max.message.bytes less the batch header, or 1 MiB (the broker default)
@@ -72,13 +86,7 @@ func (d *deadLetter) Write(ctx context.Context, m kafka.Message) error {
 			return fmt.Errorf("dead-letter write not sent: %w", err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, deadLetterTimeout)
-	defer cancel()
-	err := d.w.WriteMessages(ctx, m)
-	var werrs kafka.WriteErrors
-	if errors.As(err, &werrs) && len(werrs) == 1 {
-		err = werrs[0]
-	}
+	err := writeAlone(ctx, d.w, m)
 	if err == nil {
 		return nil
 	}

@@ -54,13 +54,7 @@ func (p *Processor) newProbe() *probeWriter {
 // WriteMessages writes msgs (one) and waits for the acknowledgement; a
 // refusal of the record for good wraps partition.ErrRecordRefused.
 func (pw *probeWriter) WriteMessages(ctx context.Context, msgs ...kafka.Message) error {
-	ctx, cancel := context.WithTimeout(ctx, deadLetterTimeout)
-	defer cancel()
-	err := pw.w.WriteMessages(ctx, msgs...)
-	var werrs kafka.WriteErrors
-	if errors.As(err, &werrs) && len(werrs) == 1 {
-		err = werrs[0]
-	}
+	err := writeAlone(ctx, pw.w, msgs...)
 	switch {
 	case err == nil:
 		return nil

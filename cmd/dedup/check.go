@@ -258,7 +258,7 @@ func (c *checker) checkBrokers(ctx context.Context) (*Connection, bool) {
 // metadata asks one broker for the cluster's brokers, on a transport of its
 // own (as start-up does) so that a silent broker's connection is not reused.
 func (c *checker) metadata(ctx context.Context, conn *Connection, broker string) (*kafka.MetadataResponse, error) {
-	tr := &kafka.Transport{DialTimeout: min(startupDialTimeout, c.timeout), TLS: conn.Transport.TLS, SASL: conn.Transport.SASL, ClientID: conn.Transport.ClientID}
+	tr := conn.probeTransport(min(startupDialTimeout, c.timeout))
 	defer tr.CloseIdleConnections()
 	cctx, cancel := c.step(ctx)
 	defer cancel()

@@ -61,6 +61,13 @@ func newConnection(cfg *Config, brokers []string) (*Connection, error) {
 	}, nil
 }
 
+// probeTransport is a transport with c's security and client id but its
+// own connections, for a one-off probe: a connection a silent broker left
+// hanging is never reused.
+func (c *Connection) probeTransport(dialTimeout time.Duration) *kafka.Transport {
+	return &kafka.Transport{DialTimeout: dialTimeout, TLS: c.Transport.TLS, SASL: c.Transport.SASL, ClientID: c.Transport.ClientID}
+}
+
 // tlsConfig returns nil when TLS is off.
 func (c *Config) tlsConfig() (*tls.Config, error) {
 	if !c.TLSEnabled {

@@ -135,7 +135,7 @@ func permanent(err error) bool {
 // probeBrokers asks for the cluster's metadata once, on a transport of its
 // own so that a connection left hanging by a silent broker is not reused.
 func probeBrokers(ctx context.Context, conn *Connection, timeout time.Duration) error {
-	tr := &kafka.Transport{DialTimeout: startupDialTimeout, TLS: conn.Transport.TLS, SASL: conn.Transport.SASL, ClientID: conn.Transport.ClientID}
+	tr := conn.probeTransport(startupDialTimeout)
 	defer tr.CloseIdleConnections()
 	client := &kafka.Client{Addr: kafka.TCP(conn.Brokers...), Transport: tr, Timeout: timeout}
 	actx, cancel := context.WithTimeout(ctx, timeout)

@@ -114,19 +114,7 @@ func (w *Worker) refuse(m *kafka.Message, size int64, why string) error {
 		w.logRefused(m, size, "record refused by the output: skipped, not forwarded (no DEAD_LETTER_TOPIC)", why, nil)
 		return w.flushIfCaughtUp()
 	}
-	hdrs := make([]kafka.Header, 0, len(m.Headers)+4)
-	hdrs = append(hdrs, m.Headers...)
-	hdrs = append(hdrs,
-		kafka.Header{Key: HeaderSourceTopic, Value: w.srcTop},
-		kafka.Header{Key: HeaderSourcePartition, Value: w.srcPart},
-		kafka.Header{Key: HeaderSourceOffset, Value: fmt.Appendf(nil, "%d", m.Offset)},
-		kafka.Header{Key: HeaderError, Value: []byte(why)},
-	)
-	out := m.Time
-	if out.IsZero() {
-		out = noTimestamp // as process writes it
-	}
-	err := w.d.DeadLetter.Write(context.Background(), kafka.Message{Key: m.Key, Value: m.Value, Headers: hdrs, Time: out})
+	err := w.d.DeadLetter.Write(context.Background(), w.copyOut(m, kafka.Header{Key: HeaderError, Value: []byte(why)}))
 	switch {
 	case err == nil:
 		w.counts.deadLettered++
@@ -141,6 +129,25 @@ func (w *Worker) refuse(m *kafka.Message, size int64, why string) error {
 		return w.acks.failed()
 	}
 	return w.flushIfCaughtUp()
+}
+
+// copyOut is m as the stage writes it outside the hot path (to the
+// dead-letter topic, or alone after a refusal): its key, value and headers,
+// the source headers and extra, stamped as process stamps its outputs.
+func (w *Worker) copyOut(m *kafka.Message, extra ...kafka.Header) kafka.Message {
+	hdrs := make([]kafka.Header, 0, len(m.Headers)+3+len(extra))
+	hdrs = append(hdrs, m.Headers...)
+	hdrs = append(hdrs,
+		kafka.Header{Key: HeaderSourceTopic, Value: w.srcTop},
+		kafka.Header{Key: HeaderSourcePartition, Value: w.srcPart},
+		kafka.Header{Key: HeaderSourceOffset, Value: fmt.Appendf(nil, "%d", m.Offset)},
+	)
+	hdrs = append(hdrs, extra...)
+	out := m.Time
+	if out.IsZero() {
+		out = noTimestamp
+	}
+	return kafka.Message{Key: m.Key, Value: m.Value, Headers: hdrs, Time: out}
 }
 
 // logRefused logs a refused record: at most one line per refuseLogEvery,
@@ -176,19 +183,9 @@ func (w *Worker) probe(m *kafka.Message, outcome *uint64, ts time.Time, size int
 	if err := w.acks.waitAcknowledged(context.Background(), m.Offset); err != nil {
 		return err
 	}
-	out := m.Time
-	if out.IsZero() {
-		out = noTimestamp // as process writes it
-	}
-	hdrs := make([]kafka.Header, 0, len(m.Headers)+3)
-	hdrs = append(hdrs, m.Headers...)
-	hdrs = append(hdrs,
-		kafka.Header{Key: HeaderSourceTopic, Value: w.srcTop},
-		kafka.Header{Key: HeaderSourcePartition, Value: w.srcPart},
-		kafka.Header{Key: HeaderSourceOffset, Value: fmt.Appendf(nil, "%d", m.Offset)},
-	)
-	err := w.d.Probe.WriteMessages(context.Background(), kafka.Message{Key: m.Key, Value: m.Value, Headers: hdrs, Time: out,
-		Partition: w.d.Route.partition(w.d.Partition, m.Key)})
+	out := w.copyOut(m)
+	out.Partition = w.d.Route.partition(w.d.Partition, m.Key)
+	err := w.d.Probe.WriteMessages(context.Background(), out)
 	switch {
 	case err == nil:
 		*outcome++
