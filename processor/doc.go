@@ -4,7 +4,9 @@
 //
 // The Processor runs the group: it joins generations, starts one partition
 // pipeline (package processor/partition) per assigned partition from an
-// explicit partition.Deps, owns the one shared writer, recovers from
+// explicit partition.Deps (its way back into the Processor is the
+// partitionGroup, partitionOffsets and partitionOwner of generation.go and
+// the lease), owns the one shared writer, recovers from
 // produce failures and shuts down. What one partition guarantees (window
 // semantics, retractions, routing, commit after acknowledgement,
 // checkpoints and the replay scan) is documented in package partition.

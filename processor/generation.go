@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
 	"dedup/processor/partition"
@@ -181,7 +182,7 @@ func (p *Processor) partitionDeps(g *generation, a kafka.PartitionAssignment) pa
 	bufs := p.partitionBuffers(g.route.OutputPartitions())
 	log := p.log.With("topic", topic, "partition", part, "generation", g.gen.ID)
 	d := partition.Deps{
-		Group:       p.o.GroupID,
+		GroupID:     p.o.GroupID,
 		Generation:  g.gen.ID,
 		Topic:       topic,
 		Partition:   part,
@@ -195,7 +196,6 @@ func (p *Processor) partitionDeps(g *generation, a kafka.PartitionAssignment) pa
 		FlushAt:       p.flushAt,
 		Limit:         g.limit,
 		DeadLetter:    g.dlq,
-		OutputRefused: p.metrics.outputErrors.WithLabelValues(OutputRefused).Inc,
 		IsolateCount:  p.o.BatchSize, // a refused batch held at most this many
 		InflightCap:   bufs.InFlight,
 		ReadQueue:     bufs.Queue,
@@ -210,7 +210,7 @@ func (p *Processor) partitionDeps(g *generation, a kafka.PartitionAssignment) pa
 		},
 		Filter:       p.filter,
 		MaxClockSkew: p.skew,
-		Now:          p.o.Now,
+		Clock:        clockFunc(p.o.Now),
 
 		Store:              p.o.Store,
 		Spares:             p.spares,
@@ -219,26 +219,12 @@ func (p *Processor) partitionDeps(g *generation, a kafka.PartitionAssignment) pa
 		Scan:               p.scanOptions(),
 		OnDamage:           p.o.OnDamage,
 
-		Fence:   g.lease.valid,
-		Confirm: g.lease.confirm,
-		Commit: func(ctx context.Context, offset int64, ends map[int]int64) error {
-			return p.commit(ctx, g, topic, part, offset, ends)
-		},
-		CommittedEnds: func(ctx context.Context) (int64, map[int]int64, error) {
-			return p.committed(ctx, topic, part)
-		},
-		OutputEnds: func(ctx context.Context) (map[int]int64, error) {
-			return p.outputEnds(ctx, g.route.AllOutputs())
-		},
-		Resolve: func(ctx context.Context, logical int64) (int64, error) {
-			return p.logicalOffset(ctx, topic, part, logical)
-		},
+		Membership: g.lease,
+		Group:      partitionGroup{p: p, g: g, topic: topic, part: part},
+		Offsets:    partitionOffsets{p: p, g: g, topic: topic, part: part},
+		Owner: partitionOwner{p: p, part: part, gen: g.gen.ID,
+			refused: p.metrics.outputErrors.WithLabelValues(OutputRefused)},
 		RecoverAt: p.failedOffset(part),
-		Delivered: func(offset int64) { p.delivered(part, offset) },
-		Crashed:   p.crashed.Load,
-		Keep: func(pair *rotation.Pair, offset int64) {
-			p.keep(part, keptPair{pair: pair, offset: offset, gen: g.gen.ID})
-		},
 
 		Metrics: p.partitionMetrics(part),
 		Totals:  &p.progress,
@@ -249,6 +235,64 @@ func (p *Processor) partitionDeps(g *generation, a kafka.PartitionAssignment) pa
 	}
 	return d
 }
+
+// partitionGroup is the partition.Group of one partition in generation g:
+// its commits, fenced by g.
+type partitionGroup struct {
+	p     *Processor
+	g     *generation
+	topic string
+	part  int
+}
+
+func (pg partitionGroup) Commit(ctx context.Context, offset int64, ends map[int]int64) error {
+	return pg.p.commit(ctx, pg.g, pg.topic, pg.part, offset, ends)
+}
+
+func (pg partitionGroup) CommittedEnds(ctx context.Context) (int64, map[int]int64, error) {
+	return pg.p.committed(ctx, pg.topic, pg.part)
+}
+
+// partitionOffsets is the partition.Offsets of one partition in generation
+// g: the output end offsets under g's routing, the input's logical offsets.
+type partitionOffsets struct {
+	p     *Processor
+	g     *generation
+	topic string
+	part  int
+}
+
+func (po partitionOffsets) OutputEnds(ctx context.Context) (map[int]int64, error) {
+	return po.p.outputEnds(ctx, po.g.route.AllOutputs())
+}
+
+func (po partitionOffsets) Resolve(ctx context.Context, logical int64) (int64, error) {
+	return po.p.logicalOffset(ctx, po.topic, po.part, logical)
+}
+
+// partitionOwner is the partition.Owner of one partition in generation gen:
+// the Processor's recovery, warm keep, crash switch and refusal count.
+type partitionOwner struct {
+	p       *Processor
+	part    int
+	gen     int32
+	refused prometheus.Counter
+}
+
+func (po partitionOwner) Delivered(offset int64) { po.p.delivered(po.part, offset) }
+
+func (po partitionOwner) Keep(pair *rotation.Pair, offset int64) {
+	po.p.keep(po.part, keptPair{pair: pair, offset: offset, gen: po.gen})
+}
+
+func (po partitionOwner) Crashed() bool { return po.p.crashed.Load() }
+
+func (po partitionOwner) OutputRefused() { po.refused.Inc() }
+
+// clockFunc is Options.Now as a partition.Clock.
+type clockFunc func() time.Time
+
+func (f clockFunc) Now() time.Time { return f() }
 
 // partitionMetrics returns the series of input partition part, noting
 // that they exist.

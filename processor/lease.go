@@ -83,6 +83,10 @@ func (l *lease) valid() error {
 	return nil
 }
 
+// Fence and Confirm make a lease the partitions' partition.Membership.
+func (l *lease) Fence() error                      { return l.valid() }
+func (l *lease) Confirm(ctx context.Context) error { return l.confirm(ctx) }
+
 // confirm sends a heartbeat for the generation now and renews the lease
 // from the time it was sent when the coordinator accepts it.
 func (l *lease) confirm(ctx context.Context) error {

@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// fixedClock is a wall clock that reads t: the partitions' Deps.Now.
+// fixedClock is a wall clock that reads t: Options.Now, the partitions' Deps.Clock.
 func fixedClock(t time.Time) func() time.Time { return func() time.Time { return t } }
 
 // anomalies reads dedup_timestamp_anomalies_total{kind} of input partition 0.

@@ -209,7 +209,7 @@ type outputMark struct {
 // outputMark reads the output's end offsets now, under this generation's
 // routing.
 func (w *Worker) outputMark(ctx context.Context) (outputMark, error) {
-	ends, err := w.d.OutputEnds(ctx)
+	ends, err := w.d.Offsets.OutputEnds(ctx)
 	if err != nil {
 		return outputMark{}, fmt.Errorf("read output end offsets: %w", err)
 	}
@@ -238,16 +238,16 @@ func (w *Worker) saveCheckpoint(ctx context.Context, pos int64, ends outputMark,
 	if w.cp.store == nil {
 		return nil
 	}
-	if w.d.Fence != nil {
+	if w.d.Membership != nil {
 		// A member whose membership is not confirmed may have lost the
 		// partition: its snapshot could outrank the new owner's.
-		if err := w.d.Fence(); err != nil {
+		if err := w.d.Membership.Fence(); err != nil {
 			return w.checkpointFailed(fmt.Errorf("save checkpoint at %d: %w", pos, err))
 		}
 	}
 	mark := w.scanStart(pos, ends)
 	meta := checkpoint.Meta{
-		Group:            w.d.Group,
+		Group:            w.d.GroupID,
 		Topic:            w.d.Topic,
 		Partition:        w.d.Partition,
 		Offset:           pos,
@@ -263,7 +263,7 @@ func (w *Worker) saveCheckpoint(ctx context.Context, pos int64, ends outputMark,
 	ctx = checkpoint.WithDamageReport(ctx, w.damageFound)
 	m, err := w.cp.store.Save(ctx, meta, state.payload())
 	var stale *checkpoint.StaleError
-	if errors.As(err, &stale) && w.d.Confirm != nil && w.d.Confirm(ctx) == nil {
+	if errors.As(err, &stale) && w.d.Membership != nil && w.d.Membership.Confirm(ctx) == nil {
 		// The store holds a newer generation's snapshot, yet the
 		// coordinator confirms this generation after it was written: a
 		// live group's generations only increase, so that snapshot is of
@@ -291,7 +291,7 @@ func (w *Worker) saveCheckpoint(ctx context.Context, pos int64, ends outputMark,
 // commitCheckpoint is step 6; ends (the checkpoint's scan start) go
 // with the commit, for a restore whose snapshots are all rejected.
 func (w *Worker) commitCheckpoint(ctx context.Context, pos int64, ends map[int]int64) error {
-	if err := w.d.Commit(ctx, pos, ends); err != nil {
+	if err := w.d.Group.Commit(ctx, pos, ends); err != nil {
 		// The snapshot stands; the next checkpoint or a restore (which
 		// prefers the snapshot's offset) makes up for the missing commit.
 		return w.checkpointFailed(fmt.Errorf("commit %d: %w", pos, err))
