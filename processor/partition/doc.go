@@ -67,6 +67,8 @@
 // damaged: CHECKPOINT_ON_DAMAGE).
 //
 // Concurrency: one worker goroutine owns the reader, pair, arena and ack
-// ring tail; one saver goroutine per partition runs its checkpoints;
+// ring tail; one saver goroutine per partition runs its checkpoints and
+// reaches the partition only through its checkpointer (copies fixed
+// before it starts, concurrency-safe parts, channels), never the Worker;
 // Completion.Settle may run on any writer goroutine.
 package partition

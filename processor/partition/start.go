@@ -58,6 +58,7 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 	source := checkpoint.SourceEmpty
 	resumed := "committed offset" // what decided start, for a skipped-input warning
 	var anchor *outputMark        // replay-scan start of the initial checkpoint, when known
+	var replay replayMark         // the restore's replay, for the checkpoints' scan start
 	switch {
 	case d.Warm != nil:
 		// Kept from the previous generation at exactly the committed
@@ -84,7 +85,8 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 				anchor = &mark // the scan from there covered everything since
 			}
 			w.legacy = r.legacy
-			w.suppress, w.suppressTo, w.replayFrom = r.suppress, r.suppressTo, mark
+			w.suppress, w.suppressTo = r.suppress, r.suppressTo
+			replay = replayMark{to: r.suppressTo, from: mark}
 		}
 	}
 	if w.pair == nil {
@@ -145,7 +147,7 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 	}
 	w.position = start
 	w.hwm = start
-	w.cp.init(d.CheckpointInterval, d.Store, d.Spares, committed)
+	w.cp.init(w.d, log, w.acks, replay, committed)
 	if committed < 0 {
 		w.cp.last = -1
 	}
@@ -164,7 +166,7 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 		if anchor != nil {
 			ends = *anchor
 		} else {
-			ends, err = w.outputMark(ctx)
+			ends, err = w.cp.outputMark(ctx)
 		}
 		if err == nil {
 			err = w.finishCheckpoint(ctx, start, ends, time.Now())
@@ -215,7 +217,7 @@ func (w *Worker) restore(ctx context.Context) (restored, error) {
 		mismatch bool
 	)
 	// Each damaged snapshot the store finds (and logs) is counted.
-	lctx := checkpoint.WithDamageReport(ctx, w.damageFound)
+	lctx := checkpoint.WithDamageReport(ctx, d.Metrics.damageFound)
 	meta, source, err := d.Store.Load(lctx, d.Topic, d.Partition, func(m checkpoint.Meta, r io.Reader) error {
 		if m.Group != "" && m.Group != d.GroupID {
 			return fmt.Errorf("snapshot of group %q, want %q", m.Group, d.GroupID)

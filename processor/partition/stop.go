@@ -27,7 +27,7 @@ func (w *Worker) stop() error {
 		err := w.acks.waitAcknowledged(ctx, w.position)
 		var ends outputMark
 		if err == nil && w.d.Store != nil {
-			ends, err = w.outputMark(ctx)
+			ends, err = w.cp.outputMark(ctx)
 		}
 		if err == nil {
 			err = w.finishCheckpoint(ctx, w.position, ends, began)

@@ -41,7 +41,6 @@ type Worker struct {
 	// already in the output topic. nil once the replay passed them all.
 	suppress   map[int64]struct{}
 	suppressTo int64
-	replayFrom outputMark // where the restore's scan started (scanStart)
 
 	batch   []record        // records read ahead, not yet decided (reused)
 	buf     []kafka.Message // outputs not yet handed to the writer
@@ -73,7 +72,7 @@ type Worker struct {
 // commits whatever Run finished, also after an error. A *ProduceError means
 // an output was not delivered: nothing at or past it was committed.
 func (w *Worker) Run(ctx context.Context) (err error) {
-	w.cp.startSaver(w)
+	w.cp.startSaver()
 	w.baseline()
 	defer func() { err = errors.Join(err, w.stop()) }()
 	w.futureAfter = w.d.Clock.Now().Add(w.d.MaxClockSkew)
