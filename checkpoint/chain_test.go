@@ -354,7 +354,7 @@ func checkChainConcurrent(t *testing.T, stores []Store) {
 func checkChainCrash(t *testing.T, s Store, h chainHooks) {
 	t.Helper()
 	metas, _ := saveChain(t, s, 5, 100, 2)
-	if _, err := s.Save(context.Background(), incMeta(metas[0], metas[2], 200), failingState(100_000)); err == nil {
+	if _, err := s.Save(context.Background(), incMeta(metas[0], metas[2], 200), failingState(400_000)); err == nil {
 		t.Fatal("save of a failing increment succeeded")
 	}
 	var reports []Damage
