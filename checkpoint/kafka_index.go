@@ -29,6 +29,7 @@ type manifest struct {
 type manifestLoc struct {
 	key    string
 	offset int64
+	base   uint64 // from the key: the base of an increment, 0 for a base
 	m      manifest
 	err    error // the manifest record could not be decoded
 }
@@ -115,19 +116,29 @@ func (s *KafkaStore) apply(pi *partIndex, key string, value []byte, tombstone bo
 	}
 	ms := pi.manifests[k.id]
 	if tombstone {
-		delete(ms, k.seq)
+		// Only the piece of that key: a base and an increment may share a
+		// seq when two writers overlapped.
+		if loc, ok := ms[k.seq]; ok && loc.key == key {
+			delete(ms, k.seq)
+		}
 		return
 	}
 	if ms == nil {
 		ms = map[uint64]*manifestLoc{}
 		pi.manifests[k.id] = ms
 	}
-	loc := &manifestLoc{key: key, offset: offset}
+	loc := &manifestLoc{key: key, offset: offset, base: k.base}
 	if err := json.Unmarshal(value, &loc.m); err != nil {
 		loc.err = &CorruptError{Key: key, What: "manifest", Err: fmt.Errorf("%w: %v", ErrFormat, err)}
 	}
 	// The key is the authority on what the manifest describes.
 	loc.m.Meta.Topic, loc.m.Meta.Partition, loc.m.Meta.Seq = k.id.topic, k.id.partition, k.seq
+	if loc.err == nil {
+		if err := checkPiece(loc.m.Meta, k.base); err != nil {
+			loc.err = &CorruptError{Key: key, What: "manifest", Err: err}
+		}
+	}
+	loc.m.Meta.Base = k.base
 	ms[k.seq] = loc
 }
 

@@ -22,6 +22,11 @@ type counting struct {
 	cur       int       // generation (0 or 1) that is current
 	nonzero   [2]uint64 // per generation: counters > 0
 	saturated [2]uint64 // per generation: counters == 15
+	// dirty has, per generation (physical half, not current/previous), one
+	// bit per word of the generation (bit 8b+w: word w of block b) set by
+	// every change since the last TakeDelta; a clear of the generation
+	// clears it too (delta.go).
+	dirty [2][]uint64
 }
 
 // probe is where a key lives: its block, and per word a mask with the high
@@ -42,7 +47,11 @@ const (
 func newCounting(blocks uint64, k int) *counting {
 	words := make([]uint64, blocks*bucketWords)
 	adviseHuge(words)
-	return &counting{words: words, blocks: blocks, k: k}
+	c := &counting{words: words, blocks: blocks, k: k}
+	for g := range 2 {
+		c.dirty[g] = make([]uint64, (blocks+7)/8)
+	}
+	return c
 }
 
 // nonzero8 has bit 3 of every non-zero nibble of x set (and garbage in bits
@@ -119,13 +128,22 @@ func (c *counting) testAndAdd(pr *probe) bool {
 		return true
 	}
 	c.nonzero[c.cur] += uint64(zeros)
-	c.saturated[c.cur] += uint64(incrementBlock(cb, m))
+	sat, changed := incrementBlock(cb, m)
+	c.saturated[c.cur] += uint64(sat)
+	c.markBlock(c.cur, pr.block, changed)
 	return false
 }
 
+// markBlock marks the words of block b of generation g whose bits are set in
+// changed (bit w: word w) as dirty: one OR, because a block's 8 words are one
+// byte of the bitmap.
+func (c *counting) markBlock(g int, b, changed uint64) {
+	c.dirty[g][b>>3] |= changed << ((b & 7) * blockWords)
+}
+
 // incrementBlock adds one to the masked, unsaturated counters of block b and
-// returns how many reached 15.
-func incrementBlock(b, m *[blockWords]uint64) int {
+// returns how many reached 15, and which words changed (bit w: word w).
+func incrementBlock(b, m *[blockWords]uint64) (saturated int, changed uint64) {
 	var s [blockWords]uint64
 	for w := range blockWords {
 		x := b[w]
@@ -133,8 +151,9 @@ func incrementBlock(b, m *[blockWords]uint64) int {
 		x += inc >> 3 // no carry: every incremented nibble was below 15
 		s[w] = full8(x) & inc
 		b[w] = x
+		changed |= (inc | -inc) >> 63 << w
 	}
-	return bits.OnesCount64(pack(s[0], s[1], s[2], s[3])) + bits.OnesCount64(pack(s[4], s[5], s[6], s[7]))
+	return bits.OnesCount64(pack(s[0], s[1], s[2], s[3])) + bits.OnesCount64(pack(s[4], s[5], s[6], s[7])), changed
 }
 
 // contains reports whether every counter of the probe is non-zero in
@@ -166,7 +185,9 @@ func (c *counting) add(g int, pr *probe) {
 // counts those that reach 15; the caller counts those that leave 0.
 func (c *counting) increment(g int, pr *probe) {
 	i := pr.block*bucketWords + uint64(g)*blockWords
-	c.saturated[g] += uint64(incrementBlock((*[blockWords]uint64)(c.words[i:i+blockWords]), &pr.mask))
+	sat, changed := incrementBlock((*[blockWords]uint64)(c.words[i:i+blockWords]), &pr.mask)
+	c.saturated[g] += uint64(sat)
+	c.markBlock(g, pr.block, changed)
 }
 
 // remove decrements the probe's unsaturated counters in generation g. The
@@ -176,14 +197,17 @@ func (c *counting) remove(g int, pr *probe) {
 	b := c.bucket(pr)
 	off := g * blockWords
 	var zeroed int
+	var changed uint64
 	for w := range blockWords {
 		x := b[off+w]
 		dec := pr.mask[w] &^ full8(x)
 		x -= dec >> 3
 		zeroed += bits.OnesCount64(dec &^ nonzero8(x))
 		b[off+w] = x
+		changed |= (dec | -dec) >> 63 << w
 	}
 	c.nonzero[g] -= uint64(zeroed)
+	c.markBlock(g, pr.block, changed)
 }
 
 // counter returns counter i of generation g (for tests).
@@ -205,16 +229,23 @@ func (c *counting) clearGen(g int) {
 		clear(c.words[i : i+blockWords])
 	}
 	c.nonzero[g], c.saturated[g] = 0, 0
+	clear(c.dirty[g])
 }
 
 func (c *counting) clearAll() {
 	clear(c.words)
 	c.nonzero, c.saturated = [2]uint64{}, [2]uint64{}
+	clear(c.dirty[0])
+	clear(c.dirty[1])
 }
 
+// copyFrom copies src's state; the receiver's change tracking is cleared
+// (it holds what src holds, nothing is pending).
 func (c *counting) copyFrom(src *counting) {
 	copy(c.words, src.words)
 	c.cur, c.nonzero, c.saturated = src.cur, src.nonzero, src.saturated
+	clear(c.dirty[0])
+	clear(c.dirty[1])
 }
 
 // genWords returns the number of words of one generation.

@@ -23,19 +23,32 @@ var (
 	// ErrMismatch means two pairs with different options or geometry were
 	// combined (CopyTo).
 	ErrMismatch = errors.New("pair options mismatch")
+	// ErrDeltaMismatch means an intact delta was offered to a pair it does
+	// not apply to: another mode, options or geometry, or a state other
+	// than the one it was taken from (its From is not the pair's
+	// rotations), or a pair with no state (ApplyDelta). It is not wrapped in
+	// a *CorruptError: the delta is sound, the chain is wrong.
+	ErrDeltaMismatch = errors.New("delta does not apply to this pair")
 )
 
-// CorruptError reports a snapshot that was refused: What names the part
-// (e.g. "header", "current generation"), Offset is the byte offset in the
-// stream where the problem was found, Err is one of the sentinels above.
+// CorruptError reports a snapshot or delta that was refused: What names the
+// part (e.g. "header", "current generation", "delta header"), Offset is the
+// byte offset in the stream where the problem was found, Err is one of the
+// sentinels above.
 type CorruptError struct {
 	What   string
 	Offset int64
 	Err    error
+
+	delta bool // a delta (ApplyDelta), not a snapshot
 }
 
 func (e *CorruptError) Error() string {
-	return fmt.Sprintf("decode snapshot: %s at offset %d: %v", e.What, e.Offset, e.Err)
+	kind := "snapshot"
+	if e.delta {
+		kind = "delta"
+	}
+	return fmt.Sprintf("decode %s: %s at offset %d: %v", kind, e.What, e.Offset, e.Err)
 }
 
 func (e *CorruptError) Unwrap() error { return e.Err }

@@ -50,6 +50,12 @@ type fingerprint struct {
 	forgotten uint64 // fingerprints dropped by early rotations, cumulative
 
 	badPad bool // a decoded generation had non-zero padding (see streamBytes)
+
+	// dirty has, per generation (physical half, not current/previous), one
+	// bit per word of the generation's snapshot stream (gather) set by every
+	// slot write since the last TakeDelta; a clear of the generation clears
+	// it too (delta.go).
+	dirty [2][]uint64
 }
 
 // fprobe is where a key lives in the fingerprint pair.
@@ -95,6 +101,7 @@ func newFingerprint(buckets uint64, f int) *fingerprint {
 	}
 	for g := range 2 {
 		c.stash[g] = make(map[stashKey]uint32, c.stashCap)
+		c.dirty[g] = make([]uint64, (c.genWords()+63)/64)
 	}
 	return c
 }
@@ -135,6 +142,13 @@ func (c *fingerprint) setSlot(s, v uint64) {
 	w := c.tab[bit>>3:]
 	sh := bit & 7
 	binary.LittleEndian.PutUint64(w, binary.LittleEndian.Uint64(w)&^(c.mask<<sh)|v<<sh)
+	// Slot j of bucket i of generation g is bits [(4i+j)·f, (4i+j+1)·f) of
+	// the generation's stream: mark the one or two words they fall in.
+	lo := (s>>3<<2 | s&3) * uint64(c.f)
+	hi := lo + uint64(c.f) - 1
+	d := c.dirty[s>>2&1]
+	d[lo>>12] |= 1 << (lo >> 6 & 63)
+	d[hi>>12] |= 1 << (hi >> 6 & 63)
 }
 
 // find returns the slot of bucket i of generation g holding fp.
@@ -279,12 +293,14 @@ func (c *fingerprint) clearGen(g int) {
 	}
 	clear(c.stash[g])
 	c.held[g], c.stashed[g] = 0, 0
+	clear(c.dirty[g])
 }
 
 func (c *fingerprint) clearAll() {
 	clear(c.words)
 	for g := range 2 {
 		clear(c.stash[g])
+		clear(c.dirty[g])
 	}
 	c.held, c.stashed = [2]uint64{}, [2]uint64{}
 }
@@ -292,9 +308,12 @@ func (c *fingerprint) clearAll() {
 // resetCounts zeroes the cumulative overflow counts (Pair.Reset).
 func (c *fingerprint) resetCounts() { c.refused, c.early, c.forgotten = 0, 0, 0 }
 
+// copyFrom copies src's state; the receiver's change tracking is cleared
+// (it holds what src holds, nothing is pending).
 func (c *fingerprint) copyFrom(src *fingerprint) {
 	copy(c.words, src.words)
 	for g := range 2 {
+		clear(c.dirty[g])
 		clear(c.stash[g])
 		for k, v := range src.stash[g] {
 			c.stash[g][k] = v

@@ -30,6 +30,14 @@ type Pair struct {
 	model       *blockModel
 
 	sink uint64 // where Locate folds its loads (where it has no prefetch instruction); meaningless
+
+	// Change tracking for TakeDelta (delta.go), besides the per-word dirty
+	// bitmaps of the filters: the swap-and-clear operations of generations
+	// since the last delta (a clear of both counts two), and the rotations
+	// of the state the last delta left behind.
+	deltaSwaps uint64
+	deltaFrom  uint64
+	applyBuf   []byte // ApplyDelta's reusable read buffer
 }
 
 // New validates o and allocates both generations.
@@ -117,6 +125,7 @@ func (p *Pair) overflow() {
 	c.early++
 	c.forgotten += c.held[1-c.cur]
 	c.rotate()
+	p.deltaSwaps++
 }
 
 func (p *Pair) testAndAddPlain(key []byte) bool {
@@ -227,6 +236,7 @@ func unixNanos(ts time.Time) int64 {
 }
 
 func (p *Pair) rotate() {
+	p.deltaSwaps++
 	if p.fp != nil {
 		p.fp.rotate()
 		return
@@ -240,6 +250,7 @@ func (p *Pair) rotate() {
 }
 
 func (p *Pair) clearBoth() {
+	p.deltaSwaps += 2
 	if p.fp != nil {
 		p.fp.clearAll()
 		return
@@ -281,7 +292,8 @@ func (p *Pair) SizeBytes() int {
 // CopyTo copies the whole state of p into dst without allocating. dst must
 // have the same options and geometry (built by New with the same Options, or
 // by Clone); otherwise it returns an error wrapping ErrMismatch. A zero dst
-// is initialised, which allocates.
+// is initialised, which allocates. dst's change tracking (TakeDelta) starts
+// empty; p's is left as it is (see ResetDelta).
 func (p *Pair) CopyTo(dst *Pair) error {
 	if !dst.initialised() {
 		*dst = *newPair(p.opts, p.m, p.k)
@@ -291,6 +303,7 @@ func (p *Pair) CopyTo(dst *Pair) error {
 			ErrMismatch, p.opts, p.m, p.k, dst.opts, dst.m, dst.k)
 	}
 	dst.start, dst.started, dst.rotations = p.start, p.started, p.rotations
+	dst.deltaSwaps, dst.deltaFrom = 0, p.rotations // dst's copies clear its dirty bitmaps
 	switch {
 	case p.cnt != nil:
 		dst.cnt.copyFrom(p.cnt)

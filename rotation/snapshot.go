@@ -140,20 +140,7 @@ func (p *Pair) WriteTo(w io.Writer) (int64, error) {
 	binary.LittleEndian.PutUint64(h[40:], p.rotations)
 	binary.LittleEndian.PutUint64(h[48:], p.m)
 	binary.LittleEndian.PutUint32(h[56:], uint32(p.k))
-	if c := p.fp; c != nil {
-		binary.LittleEndian.PutUint64(h[64:], c.held[c.cur])
-		binary.LittleEndian.PutUint64(h[72:], c.stashed[c.cur])
-		binary.LittleEndian.PutUint64(h[80:], c.held[1-c.cur])
-		binary.LittleEndian.PutUint64(h[88:], c.stashed[1-c.cur])
-	} else if c := p.cnt; c != nil {
-		binary.LittleEndian.PutUint64(h[64:], c.nonzero[c.cur])
-		binary.LittleEndian.PutUint64(h[72:], c.saturated[c.cur])
-		binary.LittleEndian.PutUint64(h[80:], c.nonzero[1-c.cur])
-		binary.LittleEndian.PutUint64(h[88:], c.saturated[1-c.cur])
-	} else {
-		binary.LittleEndian.PutUint64(h[64:], p.pcur.added)
-		binary.LittleEndian.PutUint64(h[80:], p.pprev.added)
-	}
+	p.putCounts(h[64:96])
 	binary.LittleEndian.PutUint32(h[96:], crc32.Checksum(h[:96], castagnoli))
 
 	sw := &snapWriter{w: w}
@@ -176,6 +163,39 @@ func (p *Pair) WriteTo(w io.Writer) (int64, error) {
 	binary.LittleEndian.PutUint32(t[:], sw.crc)
 	err := sw.write(t[:])
 	return sw.n, err
+}
+
+// putCounts writes the counts of the current then the previous generation
+// (2×8 bytes each, as the snapshot header holds them) to b.
+func (p *Pair) putCounts(b []byte) {
+	var a, z [2]uint64
+	switch {
+	case p.fp != nil:
+		c := p.fp
+		a, z = [2]uint64{c.held[c.cur], c.held[1-c.cur]}, [2]uint64{c.stashed[c.cur], c.stashed[1-c.cur]}
+	case p.cnt != nil:
+		c := p.cnt
+		a, z = [2]uint64{c.nonzero[c.cur], c.nonzero[1-c.cur]}, [2]uint64{c.saturated[c.cur], c.saturated[1-c.cur]}
+	default:
+		a = [2]uint64{p.pcur.added, p.pprev.added}
+	}
+	for g := range 2 {
+		binary.LittleEndian.PutUint64(b[16*g:], a[g])
+		binary.LittleEndian.PutUint64(b[16*g+8:], z[g])
+	}
+}
+
+// countsValid reports whether a generation's counts (a, b as the snapshot
+// header holds them) can be right for mode o and m.
+func countsValid(mode Mode, m, a, b uint64) bool {
+	switch mode {
+	case Counting:
+		return a <= m && b <= a
+	case Plain:
+		return b == 0
+	default:
+		return b <= a && b <= stashCapacity(m/slotsPerBucket) && a-b <= m
+	}
 }
 
 // snapReader counts and checksums what it reads.
@@ -324,13 +344,13 @@ func decodeHeader(h *[headerSize]byte) (*Pair, error) {
 	}
 	for i, off := range []int{64, 80} {
 		a, b := binary.LittleEndian.Uint64(h[off:]), binary.LittleEndian.Uint64(h[off+8:])
-		if o.Mode == Counting && (a > m || b > a) || o.Mode == Plain && b != 0 ||
-			o.Mode == Fingerprint && (b > a || b > stashCapacity(m/slotsPerBucket) || a-b > m) {
+		if !countsValid(o.Mode, m, a, b) {
 			return nil, invalid([2]string{"current counts", "previous counts"}[i], int64(off), "counts %d, %d", a, b)
 		}
 	}
 	p := newPair(o, m, int(k))
 	p.start, p.started, p.rotations = start, started, rotations
+	p.deltaFrom = rotations
 	if c := p.fp; c != nil { // generation 0 is current
 		c.held[0], c.stashed[0] = binary.LittleEndian.Uint64(h[64:]), binary.LittleEndian.Uint64(h[72:])
 		c.held[1], c.stashed[1] = binary.LittleEndian.Uint64(h[80:]), binary.LittleEndian.Uint64(h[88:])
