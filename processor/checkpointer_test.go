@@ -66,6 +66,7 @@ func TestSharedSpare(t *testing.T) {
 	e := newTestEnv(t, parts, parts)
 	o := e.options("spare")
 	o.CheckpointInterval = 20 * time.Millisecond
+	o.ChainRatio = -1 // every checkpoint a base: the spare's use
 	store := &spareStore{Store: fileStore(t, "spare"), held: make(chan int, 1), release: make(chan struct{}), saved: map[int]int{}}
 	o.Store = store
 	p, err := New(o)

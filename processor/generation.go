@@ -215,6 +215,7 @@ func (p *Processor) partitionDeps(g *generation, a kafka.PartitionAssignment) pa
 		Store:              p.o.Store,
 		Spares:             p.spares,
 		CheckpointInterval: p.o.CheckpointInterval,
+		ChainRatio:         p.o.ChainRatio,
 		StopTimeout:        p.o.RebalanceTimeout,
 		Scan:               p.scanOptions(),
 		OnDamage:           p.o.OnDamage,

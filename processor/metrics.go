@@ -65,6 +65,8 @@ type Metrics struct {
 	checkpointFails   *prometheus.CounterVec
 	restores          *prometheus.CounterVec
 	restoreScanned    prometheus.Counter
+	restoreSeconds    *prometheus.HistogramVec
+	checkpointWritten *prometheus.CounterVec
 	inputSkipped      *prometheus.CounterVec
 	cluster           *clusterMetrics // cluster.go
 }
@@ -212,6 +214,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "dedup_restore_scanned_records_total",
 			Help: "Output records read by the replay scans of restores from the store.",
 		}),
+		restoreSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "dedup_restore_duration_seconds",
+			Help:    "Time a restore from the checkpoint store took to load and decode a partition's chain: its base and the increments on it (the replay scan after it is not included).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 3, 11), // 1ms .. ~59s
+		}, []string{"store"}),
+		checkpointWritten: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dedup_checkpoint_written_bytes_total",
+			Help: "Bytes the partition's checkpoints wrote to the store (as stored, compressed), by piece: base (the whole filter state) or increment (what changed since the previous piece). The checkpoint bandwidth is rate() of this.",
+		}, []string{"topic", "partition", "piece"}),
 		checkpointDamaged: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "dedup_checkpoint_damaged_total",
 			Help: "Damaged snapshots of the partition found in the checkpoint store (checksum, truncation, format, missing chunk, or refused by decode), each logged at warn naming it; kept aside, never deleted.",
@@ -226,7 +237,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.fpTarget, m.expectedKeys, m.windowSeconds, m.windowElapsed, m.filterBytes,
 		m.rotations, m.overflows, m.earlyRotations, m.forgottenKeys, m.stashed, m.lag, m.assigned, m.memPredicted, m.produceErrors, m.outputErrors, m.stalled, m.latency, m.checkpointSeconds,
 		m.checkpointPause, m.checkpointSize, m.checkpointLast, m.checkpoints, m.checkpointFails, m.restores,
-		m.restoreScanned, m.inputSkipped, m.checkpointDamaged,
+		m.restoreScanned, m.inputSkipped, m.checkpointDamaged, m.restoreSeconds, m.checkpointWritten,
 	)
 	m.cluster = newClusterMetrics(reg)
 	for _, s := range []string{string(partition.SourceMemory), "latest", "fallback", "empty"} {
@@ -248,7 +259,7 @@ func (m *Metrics) forget(topic string, part int) {
 		m.messages, m.replaySuppressed, m.tsAnomalies, m.tsRewritten, m.fill, m.estimatedKeys, m.fpRate,
 		m.saturated, m.windowElapsed, m.filterBytes, m.rotations, m.overflows, m.earlyRotations,
 		m.forgottenKeys, m.stashed, m.lag, m.checkpointSize,
-		m.checkpointLast, m.checkpoints, m.checkpointFails, m.inputSkipped, m.checkpointDamaged,
+		m.checkpointLast, m.checkpoints, m.checkpointFails, m.inputSkipped, m.checkpointDamaged, m.checkpointWritten,
 	} {
 		v.DeletePartialMatch(l)
 	}
@@ -290,6 +301,10 @@ func (m *Metrics) partition(topic string, part int, storeKind string) *partition
 	}
 	if storeKind != "" { // without a store there are no checkpoints to time
 		pm.CheckpointSeconds = m.checkpointSeconds.WithLabelValues(storeKind)
+		pm.RestoreSeconds = m.restoreSeconds.WithLabelValues(storeKind)
+		for i, piece := range partition.PieceLabels {
+			pm.CheckpointWritten[i] = m.checkpointWritten.WithLabelValues(topic, p, piece)
+		}
 	}
 	for i, g := range []string{"current", "previous"} {
 		pm.Fill[i] = m.fill.WithLabelValues(topic, p, g)

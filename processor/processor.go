@@ -99,7 +99,11 @@ type Options struct {
 	FetchBufferBytes int64
 
 	CheckpointInterval time.Duration // checkpoint (or, without a Store, commit) period (default 10s)
-	Store              Store         // nil = no checkpoints: at-least-once output
+	// ChainRatio is how large a chain's increments grow, relative to its
+	// base, before a checkpoint writes a new base (CHECKPOINT_CHAIN_RATIO;
+	// 0: partition.DefaultChainRatio; negative: every checkpoint is a base).
+	ChainRatio float64
+	Store      Store // nil = no checkpoints: at-least-once output
 	// OnDamage is what a partition whose every snapshot is damaged does
 	// (CHECKPOINT_ON_DAMAGE; default partition.OnDamageEmpty).
 	OnDamage partition.OnDamage
@@ -391,6 +395,9 @@ func withDefaults(o Options) Options {
 	}
 	if o.CheckpointInterval == 0 {
 		o.CheckpointInterval = 10 * time.Second
+	}
+	if o.ChainRatio == 0 {
+		o.ChainRatio = partition.DefaultChainRatio
 	}
 	if o.RecoveryTimeout == 0 {
 		o.RecoveryTimeout = time.Minute

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -15,26 +16,36 @@ import (
 
 // checkpointer runs one partition's checkpoints (or, without a Store, its
 // commits) in a background saver goroutine, so that the worker only pays
-// for a flush and an in-memory copy of its pair.
+// for a flush and an in-memory copy of its pair, or of what changed in it.
+//
+// A checkpoint saves one piece of a chain (checkpoint.Meta.Base): a base,
+// the whole state, or an increment, the words of the pair written since
+// the previous piece (rotation.Delta). The first checkpoint of an
+// assignment is a base, and so is the one after a failed checkpoint (the
+// changes it carried are lost to the chain) and the one after the chain's
+// increments reach the size of its base: the restore bound, a base plus
+// at most as much again.
 //
 // One checkpoint, in order:
 //  1. the worker, when one is due, wakes the saver (start);
-//  2. the saver takes the instance's spare pair (Deps.Spares), waiting
-//     for its turn if another partition's saver holds it, then reads the
-//     output topic's end offsets E;
+//  2. for a base, the saver takes the instance's spare pair (Deps.Spares),
+//     waiting for its turn if another partition's saver holds it; then it
+//     reads the output topic's end offsets E;
 //  3. the saver raises wanted; the worker, at its next record or tick,
 //     flushes its buffered outputs, copies its pair into the spare pair
-//     (rotation.CopyTo: no allocation) and sends its position P (snap).
-//     Every output of an input >= P is produced after E was read, so it
-//     lands at or after E: a replay scan from E is complete;
+//     (rotation.CopyTo: no allocation) or its changes into the
+//     partition's delta (rotation.TakeDelta), and sends its position P
+//     (snap). Every output of an input >= P is produced after E was read,
+//     so it lands at or after E: a replay scan from E is complete;
 //  4. the saver waits until every output of an input < P is acknowledged,
-//  5. saves {Offset: P, OutputEnds: E} with the spare pair durably and
-//     gives the spare back (also when any step failed),
+//  5. saves {Offset: P, OutputEnds: E} with the piece durably and gives the
+//     spare back (also when any step failed),
 //  6. and only then commits P to the group.
 //
 // The worker never waits for the spare: until its saver has it, the
 // partition simply goes on consuming. The final checkpoint at revocation
-// needs no spare: the worker has stopped, so its own pair is saved.
+// needs no spare: the worker has stopped, so its own pair (or its delta) is
+// saved.
 //
 // The saver goroutine reaches its partition only through the checkpointer:
 // the copies below, fixed before it starts, the parts safe for concurrent
@@ -48,10 +59,20 @@ type checkpointer struct {
 	acks     *ackTracker
 	replay   replayMark
 
-	// held is the spare while this saver has it. Set by the saver before
-	// it raises wanted (the atomic store orders it before the worker's
-	// load), read by the worker in handOff.
-	held *rotation.Pair
+	// held is the spare while this saver has it, incremental whether the
+	// piece wanted is an increment. Set by the saver before it raises
+	// wanted (the atomic store orders them before the worker's load), read
+	// by the worker in handOff.
+	held        *rotation.Pair
+	incremental bool
+	// delta is the increment's buffer: written by the worker in handOff
+	// (or at the stop), read by the saver after snap.
+	delta rotation.Delta
+	// chain is the partition's chain as this assignment wrote it: the
+	// saver's, and the worker's once the saver has stopped.
+	chain chain
+	// legacyHeld: the worker keeps a legacy pair, which only a base holds.
+	legacyHeld atomic.Bool
 
 	wanted atomic.Bool   // saver → worker: copy now
 	start  chan struct{} // worker → saver
@@ -77,6 +98,43 @@ type checkpointer struct {
 	// (step 2): outputs still in flight then land after them.
 	exact bool
 	next  time.Time
+}
+
+// chain is the newest chain of a partition, as its assignment wrote it.
+// Zero: no base yet, or a failed checkpoint broke it.
+type chain struct {
+	base  checkpoint.Meta // the base's, as Save returned it
+	head  uint64          // the newest piece's Seq
+	bytes int64           // stored bytes of the base's increments
+}
+
+// DefaultChainRatio is CHECKPOINT_CHAIN_RATIO's default: a chain's
+// increments stay smaller than its base, so a restore reads at most twice
+// the base, and a base is rewritten once as much has changed as it holds.
+const DefaultChainRatio = 1.0
+
+// extend reports whether the next piece may be an increment: the chain
+// has a base, and its increments are still smaller than ratio times it.
+func (c chain) extend(ratio float64) bool {
+	return c.base.Seq != 0 && ratio > 0 && float64(c.bytes) < ratio*float64(c.base.StoredBytes)
+}
+
+// maxKeptDelta is how large an increment's buffer may stay between
+// checkpoints: a burst of changes does not hold its memory for good.
+const maxKeptDelta = 1 << 20
+
+// piece is what one checkpoint saves: the partition's state (a base), or
+// the changes since the previous piece (an increment).
+type piece struct {
+	state partitionState
+	delta *rotation.Delta // non-nil: an increment
+}
+
+func (p piece) payload() io.WriterTo {
+	if p.delta != nil {
+		return p.delta
+	}
+	return p.state.payload()
 }
 
 // handoff is what the worker hands its saver with the copy of its pair.
@@ -125,7 +183,8 @@ func (c *checkpointer) startSaver() {
 // checkpoint is steps 2-6 on the saver side; stopped reports that the
 // worker stopped before handing off its copy.
 func (c *checkpointer) checkpoint() (r cpResult, stopped bool) {
-	if c.spares != nil {
+	c.incremental = c.store != nil && !c.legacyHeld.Load() && c.chain.extend(c.d.ChainRatio)
+	if c.spares != nil && !c.incremental {
 		select {
 		case c.held = <-c.spares:
 		case <-c.stop:
@@ -147,10 +206,21 @@ func (c *checkpointer) checkpoint() (r cpResult, stopped bool) {
 	case h = <-c.snap:
 	case <-c.stop:
 		c.wanted.Store(false)
+		// The worker may have taken its changes for a piece that is not
+		// saved now: the chain cannot go on without them.
+		c.chain = chain{}
 		return cpResult{}, true
 	}
 	pos := h.pos
-	if err := c.saveCheckpoint(context.Background(), pos, ends, partitionState{pair: c.held, legacy: h.legacy}, began); err != nil {
+	pc := piece{state: partitionState{pair: c.held, legacy: h.legacy}}
+	if c.incremental {
+		if h.legacy != nil {
+			c.chain = chain{}
+			return cpResult{offset: pos, err: c.checkpointFailed(errors.New("an increment of a partition holding a legacy pair"))}, false
+		}
+		pc.delta = &c.delta
+	}
+	if err := c.saveCheckpoint(context.Background(), pos, ends, pc, began); err != nil {
 		return cpResult{offset: pos, err: err}, false
 	}
 	c.release() // the copy is saved: the next partition may take the spare now
@@ -197,10 +267,14 @@ func (w *Worker) handOff() error {
 	if err := w.flush(); err != nil {
 		return err
 	}
-	if w.cp.held != nil {
+	switch {
+	case w.cp.incremental:
+		w.pair.TakeDelta(&w.cp.delta)
+	case w.cp.held != nil:
 		if err := w.pair.CopyTo(w.cp.held); err != nil {
 			return fmt.Errorf("copy filter pair: %w", err)
 		}
+		w.pair.ResetDelta() // the base holds every change so far
 	}
 	w.cp.snap <- handoff{pos: w.position, legacy: w.legacy.frozen()} // buffered, and the saver waits for it: never blocks
 	w.d.Metrics.CheckpointPause.Observe(time.Since(began).Seconds())
@@ -228,7 +302,16 @@ func (c *checkpointer) outputMark(ctx context.Context) (outputMark, error) {
 // finishCheckpoint is steps 4-6 for a pair nobody else writes to (the
 // stopped worker's own pair, the initial anchor).
 func (w *Worker) finishCheckpoint(ctx context.Context, pos int64, ends outputMark, began time.Time) error {
-	if err := w.cp.saveCheckpoint(ctx, pos, ends, partitionState{pair: w.pair, legacy: w.legacy}, began); err != nil {
+	pc := piece{state: partitionState{pair: w.pair, legacy: w.legacy}}
+	if w.cp.store != nil {
+		if w.legacy == nil && w.cp.chain.extend(w.d.ChainRatio) {
+			w.pair.TakeDelta(&w.cp.delta)
+			pc.delta = &w.cp.delta
+		} else {
+			w.pair.ResetDelta()
+		}
+	}
+	if err := w.cp.saveCheckpoint(ctx, pos, ends, pc, began); err != nil {
 		return err
 	}
 	if err := w.cp.commitCheckpoint(ctx, pos, w.cp.replay.scanStart(pos, ends).ends); err != nil {
@@ -239,8 +322,17 @@ func (w *Worker) finishCheckpoint(ctx context.Context, pos int64, ends outputMar
 }
 
 // saveCheckpoint is steps 4-5: wait for acknowledgements below pos and save
-// state (when checkpointing).
-func (c *checkpointer) saveCheckpoint(ctx context.Context, pos int64, ends outputMark, state partitionState, began time.Time) error {
+// the piece (when checkpointing). Whatever fails breaks the chain: the
+// changes the piece holds are no longer tracked, so the next is a base.
+func (c *checkpointer) saveCheckpoint(ctx context.Context, pos int64, ends outputMark, pc piece, began time.Time) (err error) {
+	defer func() {
+		if err != nil {
+			c.chain = chain{}
+		}
+		if c.delta.Len() > maxKeptDelta {
+			c.delta = rotation.Delta{}
+		}
+	}()
 	if err := c.acks.waitAcknowledged(ctx, pos); err != nil {
 		return c.checkpointFailed(fmt.Errorf("wait for outputs below %d: %w", pos, err))
 	}
@@ -268,11 +360,14 @@ func (c *checkpointer) saveCheckpoint(ctx context.Context, pos int64, ends outpu
 		Generation:       c.d.Generation,
 		Epoch:            c.epoch.Load(),
 	}
+	if pc.delta != nil {
+		meta.Base, meta.Prev, meta.Epoch = c.chain.base.Seq, c.chain.head, c.chain.base.Epoch
+	}
 	// A damaged snapshot the Save's pruning finds is counted here.
 	ctx = checkpoint.WithDamageReport(ctx, c.d.Metrics.damageFound)
-	m, err := c.store.Save(ctx, meta, state.payload())
+	m, err := c.store.Save(ctx, meta, pc.payload())
 	var stale *checkpoint.StaleError
-	if errors.As(err, &stale) && c.d.Membership != nil && c.d.Membership.Confirm(ctx) == nil {
+	if errors.As(err, &stale) && pc.delta == nil && c.d.Membership != nil && c.d.Membership.Confirm(ctx) == nil {
 		// The store holds a newer generation's snapshot, yet the
 		// coordinator confirms this generation after it was written: a
 		// live group's generations only increase, so that snapshot is of
@@ -283,12 +378,20 @@ func (c *checkpointer) saveCheckpoint(ctx context.Context, pos int64, ends outpu
 			"held_generation", stale.HeldGeneration, "held_epoch", stale.HeldEpoch,
 			"generation", c.d.Generation, "epoch", meta.Epoch)
 		c.epoch.Store(meta.Epoch)
-		m, err = c.store.Save(ctx, meta, state.payload())
+		m, err = c.store.Save(ctx, meta, pc.payload())
 	}
 	if err != nil {
 		return c.checkpointFailed(fmt.Errorf("save checkpoint at %d: %w", pos, err))
 	}
 	pm := c.d.Metrics
+	if pc.delta != nil {
+		c.chain.head = m.Seq
+		c.chain.bytes += m.StoredBytes
+		pm.CheckpointWritten[pieceIncrement].Add(float64(m.StoredBytes))
+	} else {
+		c.chain = chain{base: m, head: m.Seq}
+		pm.CheckpointWritten[pieceBase].Add(float64(m.StoredBytes))
+	}
 	pm.CheckpointSeconds.Observe(time.Since(began).Seconds())
 	pm.CheckpointRaw.Set(float64(m.RawBytes))
 	pm.CheckpointStored.Set(float64(m.StoredBytes))

@@ -146,7 +146,11 @@ type Deps struct {
 	Store              Store               // nil: no checkpoints, commits only
 	Spares             chan *rotation.Pair // the instance's spare pair; nil without a Store
 	CheckpointInterval time.Duration
-	StopTimeout        time.Duration // bound on the final flush, checkpoint and commit
+	// ChainRatio is CHECKPOINT_CHAIN_RATIO: a checkpoint is an increment
+	// while the chain's increments are smaller than this times its base,
+	// else a new base. Zero or negative: every checkpoint is a base.
+	ChainRatio  float64
+	StopTimeout time.Duration // bound on the final flush, checkpoint and commit
 	// Scan is the replay scan's configuration without the source and
 	// range (brokers, transport, output topic, headers).
 	Scan checkpoint.ScanOptions

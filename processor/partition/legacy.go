@@ -95,6 +95,7 @@ func (w *Worker) releaseLegacy() {
 	w.log.Info("filters from before the options changed hold no key in the window any more: released",
 		"snapshot_options", fmt.Sprintf("%+v", w.legacy.pair.Options()))
 	w.legacy = nil
+	w.cp.legacyHeld.Store(false)
 }
 
 // frozen is l as of now, for a saver: the pair is shared (never written),

@@ -26,8 +26,14 @@ type Metrics struct {
 	CheckpointLast                           prometheus.Gauge
 	Checkpoints, CheckpointFails             prometheus.Counter
 	CheckpointSeconds                        prometheus.Observer // this store's series
-	CheckpointPause                          prometheus.Observer
-	Restores                                 *prometheus.CounterVec // {source}
+	// Stored bytes written by checkpoints, by piece (pieceBase,
+	// pieceIncrement): dedup_checkpoint_written_bytes_total.
+	CheckpointWritten [2]prometheus.Counter
+	// How long restores from the store took, load and decode of the base
+	// and its increments: dedup_restore_duration_seconds.
+	RestoreSeconds  prometheus.Observer
+	CheckpointPause prometheus.Observer
+	Restores        *prometheus.CounterVec // {source}
 	// Records decided without moving event time: stamped further ahead of
 	// the wall clock than the allowed skew, or without a timestamp.
 	FutureTimestamps, MissingTimestamps prometheus.Counter
@@ -41,6 +47,15 @@ type Metrics struct {
 	// dedup_checkpoint_damaged_total.
 	CheckpointDamaged prometheus.Counter
 }
+
+// The pieces of a chain, as the label values of CheckpointWritten.
+const (
+	pieceBase = iota
+	pieceIncrement
+)
+
+// PieceLabels are the piece label values, by piece.
+var PieceLabels = [2]string{"base", "increment"}
 
 // Totals are cumulative counts of input records by outcome over every
 // partition of an instance, cheap to read at any time.

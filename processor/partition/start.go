@@ -148,6 +148,7 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 	w.position = start
 	w.hwm = start
 	w.cp.init(w.d, log, w.acks, replay, committed)
+	w.cp.legacyHeld.Store(w.legacy != nil)
 	if committed < 0 {
 		w.cp.last = -1
 	}
@@ -218,6 +219,12 @@ func (w *Worker) restore(ctx context.Context) (restored, error) {
 	)
 	// Each damaged snapshot the store finds (and logs) is counted.
 	lctx := checkpoint.WithDamageReport(ctx, d.Metrics.damageFound)
+	// The chain read: its base and the increments applied on it.
+	var (
+		increments int
+		readBytes  int64
+	)
+	loadBegan := time.Now()
 	meta, source, err := d.Store.Load(lctx, d.Topic, d.Partition, func(m checkpoint.Meta, r io.Reader) error {
 		if m.Group != "" && m.Group != d.GroupID {
 			return fmt.Errorf("snapshot of group %q, want %q", m.Group, d.GroupID)
@@ -225,14 +232,32 @@ func (w *Worker) restore(ctx context.Context) (restored, error) {
 		if m.Topic != d.Topic || m.Partition != d.Partition {
 			return fmt.Errorf("snapshot of %s/%d, want %s/%d", m.Topic, m.Partition, d.Topic, d.Partition)
 		}
+		if m.Increment() {
+			// All or nothing: a refused increment leaves the pair as the
+			// pieces before it made it, and the chain ends there.
+			if got == nil || old != nil {
+				return fmt.Errorf("increment %d without a base it applies to", m.Seq)
+			}
+			if _, err := got.ApplyDelta(r); err != nil {
+				return err
+			}
+			increments++
+			readBytes += m.StoredBytes
+			return nil
+		}
 		var pr rotation.Pair
 		l, err := readState(r, &pr)
 		if err != nil {
 			return err
 		}
 		got, old, mismatch = &pr, l, pr.Options() != want
+		increments, readBytes = 0, m.StoredBytes
 		return nil
 	})
+	loaded := time.Since(loadBegan)
+	if err == nil {
+		d.Metrics.RestoreSeconds.Observe(loaded.Seconds())
+	}
 	var loadErr *checkpoint.LoadError
 	emptied := false // no snapshot used: meta is the committed offset's
 	switch {
@@ -345,7 +370,8 @@ func (w *Worker) restore(ctx context.Context) (restored, error) {
 	if len(suppress) > 0 {
 		r.suppress = suppress
 	}
-	log.Info("checkpoint restored", "source", string(r.source), "offset", meta.Offset, "seq", meta.Seq,
+	log.Info("checkpoint restored", "source", string(r.source), "offset", meta.Offset, "seq", meta.Seq, "base", meta.Base,
+		"increments", increments, "read_bytes", readBytes, "load", loaded,
 		"created", meta.Created, "already_forwarded", len(suppress), "scanned", scan.Records, "scan", time.Since(began))
 	return r, nil
 }
