@@ -46,10 +46,16 @@ func union(parts int32, ws ...*workload) *workload {
 }
 
 func newWorkload(parts int32, keys, dup int, seed uint64) *workload {
+	return newWorkloadAt(parts, 0, keys, dup, seed, t0)
+}
+
+// newWorkloadAt is newWorkload with keys first..first+keys-1, stamped from
+// at on.
+func newWorkloadAt(parts int32, first, keys, dup int, seed uint64, at time.Time) *workload {
 	w := &workload{parts: parts, keys: map[string]int32{}}
 	rng := rand.New(rand.NewPCG(seed, 1))
 	var order []string
-	for k := range keys {
+	for k := first; k < first+keys; k++ {
 		key := fmt.Sprintf("key-%05d", k)
 		w.keys[key] = int32(rng.IntN(int(parts)))
 		for range dup {
@@ -60,7 +66,7 @@ func newWorkload(parts int32, keys, dup int, seed uint64) *workload {
 	// grow within a partition (all inside one window).
 	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 	for i, key := range order {
-		w.recs = append(w.recs, rec(w.keys[key], key, fmt.Sprintf("%s#%d", key, i), t0.Add(time.Duration(i)*time.Millisecond)))
+		w.recs = append(w.recs, rec(w.keys[key], key, fmt.Sprintf("%s#%d", key, i), at.Add(time.Duration(i)*time.Millisecond)))
 	}
 	return w
 }

@@ -1,0 +1,204 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"dedup/checkpoint"
+)
+
+// chainPoint is where TestChainCrashPoints kills a member: at the save of
+// one piece of a chain, before the piece is durable, or after it is and
+// before its commit.
+type chainPoint struct {
+	name string
+	// at picks the save: its Meta, the partition's bases and increments
+	// saved so far (this one included), and the input offset from which
+	// the partition's records are of the second window.
+	at    func(m checkpoint.Meta, bases, increments int, rotatedAt int64) bool
+	after bool // the piece is made durable first
+}
+
+var chainPoints = []chainPoint{
+	{name: "increment/before-save", at: func(m checkpoint.Meta, _, inc int, _ int64) bool { return m.Increment() && inc >= 3 }},
+	{name: "increment/after-save", after: true, at: func(m checkpoint.Meta, _, inc int, _ int64) bool { return m.Increment() && inc >= 3 }},
+	// The first base is the anchor at the start; the second folds a chain.
+	{name: "compaction/before-save", at: func(m checkpoint.Meta, bases, _ int, _ int64) bool { return !m.Increment() && bases >= 2 }},
+	{name: "compaction/after-save", after: true, at: func(m checkpoint.Meta, bases, _ int, _ int64) bool { return !m.Increment() && bases >= 2 }},
+	// The first increment holding records of the next window: the pair
+	// rotated since the piece before it.
+	{name: "rotation/before-save", at: func(m checkpoint.Meta, _, _ int, rot int64) bool { return m.Increment() && m.Offset > rot }},
+	{name: "rotation/after-save", after: true, at: func(m checkpoint.Meta, _, _ int, rot int64) bool { return m.Increment() && m.Offset > rot }},
+}
+
+// errCrashed is every save's answer once the member is dead.
+var errCrashed = errors.New("member crashed")
+
+// crashStore passes saves through until the crash point's, which it makes
+// durable or not, then fails that save and every later one: as far as the
+// store and the group can tell, the member died there.
+type crashStore struct {
+	Store
+	point     chainPoint
+	rotatedAt map[int]int64 // partition -> first offset of the second window
+
+	mu                sync.Mutex
+	bases, increments map[int]int
+	dead              bool
+	fired             chan checkpoint.Meta
+}
+
+func (s *crashStore) Save(ctx context.Context, m checkpoint.Meta, state io.WriterTo) (checkpoint.Meta, error) {
+	s.mu.Lock()
+	if s.dead {
+		s.mu.Unlock()
+		return checkpoint.Meta{}, errCrashed
+	}
+	if m.Increment() {
+		s.increments[m.Partition]++
+	} else {
+		s.bases[m.Partition]++
+	}
+	hit := s.point.at(m, s.bases[m.Partition], s.increments[m.Partition], s.rotatedAt[m.Partition])
+	s.dead = hit
+	s.mu.Unlock()
+	if !hit {
+		return s.Store.Save(ctx, m, state)
+	}
+	if s.point.after {
+		saved, err := s.Store.Save(ctx, m, state)
+		if err != nil {
+			return saved, err
+		}
+		m = saved
+	}
+	s.fired <- m
+	return checkpoint.Meta{}, errCrashed
+}
+
+func (s *crashStore) saves() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for p := range s.bases {
+		n += s.bases[p]
+	}
+	for p := range s.increments {
+		n += s.increments[p]
+	}
+	return n
+}
+
+// TestChainCrashPoints kills a member at each step of a chain: before and
+// after an increment is durable, before and after a base that folds a
+// chain (compaction), and at the first increment after the filters
+// rotated. The successor restores the chain up to the newest durable
+// piece, replays from there and scans the output: every first occurrence
+// is in the output exactly once. Both stores.
+func TestChainCrashPoints(t *testing.T) {
+	for _, pt := range chainPoints {
+		t.Run(pt.name, func(t *testing.T) {
+			stores(t, func(t *testing.T, e *testEnv, store func(string) Store) {
+				chainCrash(t, e, store("chain"), pt)
+			})
+		})
+	}
+}
+
+func chainCrash(t *testing.T, e *testEnv, inner Store, pt chainPoint) {
+	const parts = 4
+	// Two windows of new keys (the window is an hour), then, after the
+	// crash, the second window's keys again with new ones.
+	first := newWorkloadAt(parts, 0, 300, 2, 7, t0)
+	second := newWorkloadAt(parts, 300, 300, 2, 8, t0.Add(time.Hour))
+	after := newWorkloadAt(parts, 300, 500, 2, 8, t0.Add(90*time.Minute))
+	rotatedAt := map[int]int64{}
+	for _, r := range first.recs {
+		rotatedAt[int(r.Partition)]++
+	}
+	store := &crashStore{Store: inner, point: pt, rotatedAt: rotatedAt,
+		bases: map[int]int{}, increments: map[int]int{}, fired: make(chan checkpoint.Meta, 1)}
+
+	o := e.options("chain")
+	o.Store = store
+	o.CheckpointInterval = 20 * time.Millisecond
+	o.ChainRatio = 0.25 // a few increments, then a new base
+	out := e.collect()
+	a := start(t, o)
+	a.waitReady(t)
+
+	// Produce in small steps, each covered by a checkpoint before the
+	// next, so that the chain grows piece by piece until the crash point.
+	recs := append(append([]*kgo.Record(nil), first.recs...), second.recs...)
+	var crashedAt checkpoint.Meta
+	fired, next := false, 0
+	for next < len(recs) && !fired {
+		before := store.saves()
+		step := recs[next:min(next+40, len(recs))]
+		next += len(step)
+		e.produce(step...)
+		eventually(t, 20*time.Second, "a checkpoint after the step", func() bool {
+			select {
+			case crashedAt = <-store.fired:
+				fired = true
+			default:
+			}
+			return fired || store.saves() > before
+		})
+	}
+	if !fired {
+		select {
+		case crashedAt = <-store.fired:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("the crash point %s was never reached", pt.name)
+		}
+	}
+	a.p.crashed.Store(true) // no final checkpoint, no commit
+	if err := a.stop(t); err != nil && !errors.Is(err, errCrashed) {
+		t.Logf("crashed member: %v", err)
+	}
+	t.Logf("crashed at %s: partition %d, offset %d, base %d", pt.name, crashedAt.Partition, crashedAt.Offset, crashedAt.Base)
+
+	// Whatever of the two windows the crashed member had not read is
+	// read by its successor.
+	o.Store = inner
+	o.Metrics = NewMetrics(newRegistry())
+	b := start(t, o)
+	e.produce(recs[next:]...)
+	e.produce(after.recs...)
+	e.produce(sentinels(parts, t0.Add(2*time.Hour-time.Minute))...)
+	got := out.untilSentinels(parts)
+	checkExactlyOnce(t, union(parts, first, second, after), got)
+	restored := metricValue(b.p.metrics.restores.WithLabelValues("latest")) + metricValue(b.p.metrics.restores.WithLabelValues("fallback"))
+	if restored != parts {
+		t.Errorf("%v partitions restored from the store, want %d", restored, parts)
+	}
+	if err := b.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	lister, ok := inner.(interface {
+		List(context.Context) ([]checkpoint.Entry, error)
+	})
+	if !ok {
+		return
+	}
+	entries, err := lister.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	increments := 0
+	for _, en := range entries {
+		if en.Meta.Increment() {
+			increments++
+		}
+	}
+	if increments == 0 {
+		t.Errorf("the store holds no increment of %d pieces: the chain was never used", len(entries))
+	}
+}
