@@ -27,8 +27,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"dedup/cmd/dedup/sizing"
 	"dedup/rotation"
+	"dedup/sizing"
 )
 
 // root is the repository root (tests run in deploy/).
@@ -909,7 +909,7 @@ func TestKubernetesFitsBinary(t *testing.T) {
 	if replicas > 1 {
 		perPodOneDown = (partitions + replicas - 2) / (replicas - 1)
 	}
-	// The memory model is the one `dedup size` prints (cmd/dedup/sizing).
+	// The memory model is the one `dedup size` prints (sizing).
 	res := sizing.Deployment{
 		PairBytes:         int64(sizeBytes),
 		Partitions:        partitions,

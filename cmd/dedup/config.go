@@ -326,11 +326,6 @@ func (c *Config) BrokerList() []string {
 	return out
 }
 
-// maxExpectedKeys is the most keys per partition rotation.Options accepts
-// (a test holds the two equal): checking it here reports the variable by
-// name before anything starts, without allocating the filters to find out.
-const maxExpectedKeys = 1 << 36
-
 // validate checks every variable and returns every problem found.
 func (c *Config) validate() []Problem {
 	var ps []Problem
@@ -503,8 +498,10 @@ func (c *Config) validateFilter(bad func(v, format string, args ...any)) {
 	const okRate, okWindow = 0.01, time.Hour
 	probe("DEDUP_WINDOW", rotation.Options{ExpectedKeys: 1, FPRate: okRate, Window: c.Window, Mode: mode})
 	probe("DEDUP_FP_RATE", rotation.Options{ExpectedKeys: 1, FPRate: c.FPRate, Window: okWindow, Mode: mode})
-	if c.ExpectedKeys == 0 || c.ExpectedKeys > maxExpectedKeys {
-		bad("DEDUP_EXPECTED_KEYS", "%d: want 1..%d", c.ExpectedKeys, uint64(maxExpectedKeys))
+	// Checked here to name the variable before anything starts, without
+	// allocating the filters to find out.
+	if c.ExpectedKeys == 0 || c.ExpectedKeys > rotation.MaxExpectedKeys {
+		bad("DEDUP_EXPECTED_KEYS", "%d: want 1..%d", c.ExpectedKeys, uint64(rotation.MaxExpectedKeys))
 	}
 }
 

@@ -357,13 +357,13 @@ func TestConfigEnumerationsCaseInsensitive(t *testing.T) {
 // variable are the ones rotation (and so the processor and the snapshot
 // format) would refuse later.
 func TestConfigFilterLimitsAreRotations(t *testing.T) {
-	_, err := rotation.New(rotation.Options{ExpectedKeys: maxExpectedKeys + 1, FPRate: 0.01, Window: time.Hour})
-	if err == nil || !strings.Contains(err.Error(), fmt.Sprint(uint64(maxExpectedKeys))) {
-		t.Errorf("rotation's limit on expected keys is not %d: %v", uint64(maxExpectedKeys), err)
+	_, err := rotation.New(rotation.Options{ExpectedKeys: rotation.MaxExpectedKeys + 1, FPRate: 0.01, Window: time.Hour})
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprint(uint64(rotation.MaxExpectedKeys))) {
+		t.Errorf("rotation's limit on expected keys is not %d: %v", uint64(rotation.MaxExpectedKeys), err)
 	}
 	for _, c := range []struct{ name, value string }{
 		{"DEDUP_EXPECTED_KEYS", "100000000000"},
-		{"DEDUP_EXPECTED_KEYS", fmt.Sprint(uint64(maxExpectedKeys) + 1)},
+		{"DEDUP_EXPECTED_KEYS", fmt.Sprint(uint64(rotation.MaxExpectedKeys) + 1)},
 		{"DEDUP_FP_RATE", "0.7"},
 		{"DEDUP_FP_RATE", "1e-10"},
 		{"DEDUP_FP_RATE", "NaN"},
@@ -376,7 +376,7 @@ func TestConfigFilterLimitsAreRotations(t *testing.T) {
 		}
 	}
 	for _, c := range []struct{ name, value string }{
-		{"DEDUP_EXPECTED_KEYS", fmt.Sprint(uint64(maxExpectedKeys))},
+		{"DEDUP_EXPECTED_KEYS", fmt.Sprint(uint64(rotation.MaxExpectedKeys))},
 		{"DEDUP_FP_RATE", "1e-9"},
 		{"DEDUP_FP_RATE", "0.5"},
 		{"DEDUP_WINDOW", "300000h"},

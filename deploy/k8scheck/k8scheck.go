@@ -28,8 +28,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"dedup/cmd/dedup/sizing"
 	"dedup/rotation"
+	"dedup/sizing"
 )
 
 // Object is one Kubernetes document.
@@ -519,7 +519,7 @@ func (c *checker) probes(ctr container, env map[string]string) {
 }
 
 // resources: the memory request, limit and GOMEMLIMIT follow the model
-// `dedup size` prints (cmd/dedup/sizing with rotation's pair size), for the
+// `dedup size` prints (sizing with rotation's pair size), for the
 // partition count in the Deployment's dedup/input-partitions annotation.
 func (c *checker) resources(dep deployment, ctr container, env map[string]string) {
 	partitions, err := strconv.Atoi(dep.Metadata.Annotations["dedup/input-partitions"])

@@ -4,6 +4,11 @@
 // prints it and the deploy tests hold the Kubernetes manifests to it, so
 // the two cannot drift apart. The pairs' own size is rotation's figure
 // (rotation.Pair.SizeBytes), never recomputed here.
+//
+// sizing.go holds the memory model (Deployment, Resources, the buffer
+// shares); report.go sizes a Workload's filters (Size, one Filter per
+// mode, from rotation's model and a sample checkpoint) and writes the
+// report `dedup size` prints (Report).
 package sizing
 
 import (
