@@ -16,6 +16,8 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"dedup/internal/config"
+	"dedup/internal/service"
 	"dedup/offsets"
 )
 
@@ -52,8 +54,8 @@ const secretMask = "********"
 
 // checker runs the checks and prints each result as it comes.
 type checker struct {
-	cfg     *Config
-	lookup  LookupFunc
+	cfg     *config.Config
+	lookup  config.LookupFunc
 	log     *slog.Logger
 	out     io.Writer
 	timeout time.Duration
@@ -109,7 +111,7 @@ func newCheckFlagSet() (*flag.FlagSet, *time.Duration) {
 }
 
 // runCheck is `dedup check`.
-func runCheck(ctx context.Context, args []string, lookup LookupFunc, stdout, stderr io.Writer) int {
+func runCheck(ctx context.Context, args []string, lookup config.LookupFunc, stdout, stderr io.Writer) int {
 	fs, timeout := newCheckFlagSet()
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
@@ -135,7 +137,7 @@ func runCheck(ctx context.Context, args []string, lookup LookupFunc, stdout, std
 func (c *checker) run(ctx context.Context) int {
 	c.printSettings()
 	fmt.Fprintln(c.out, "\nChecks:")
-	c.report(checkOK, "configuration", "%d variables, every one valid", len(configDocs()))
+	c.report(checkOK, "configuration", "%d variables, every one valid", len(config.Docs()))
 
 	conn, reached := c.checkBrokers(ctx)
 	inputPartitions := 0
@@ -174,7 +176,7 @@ func (c *checker) run(ctx context.Context) int {
 func (c *checker) printSettings() {
 	fmt.Fprintln(c.out, "Effective settings (every variable; * = set in the environment):")
 	v := reflect.ValueOf(c.cfg).Elem()
-	for _, d := range configDocs() {
+	for _, d := range config.Docs() {
 		value := formatSetting(v.FieldByName(d.Field))
 		if d.Secret && value != "" {
 			value = secretMask
@@ -197,11 +199,11 @@ func formatSetting(f reflect.Value) string {
 // checkBrokers asks every bootstrap broker, then every broker the cluster
 // advertises (the clients connect to those), for an answer. With
 // KAFKA_BROKERS empty it looks for a running stage's embedded broker.
-func (c *checker) checkBrokers(ctx context.Context) (*Connection, bool) {
+func (c *checker) checkBrokers(ctx context.Context) (*config.Connection, bool) {
 	if c.cfg.Embedded() {
 		return c.checkEmbedded(ctx)
 	}
-	conn, err := newConnection(c.cfg, c.cfg.BrokerList())
+	conn, err := config.NewConnection(c.cfg, c.cfg.BrokerList())
 	if err != nil {
 		c.report(checkFail, "connection settings", "%v", err)
 		return nil, false
@@ -223,7 +225,7 @@ func (c *checker) checkBrokers(ctx context.Context) (*Connection, bool) {
 		switch err := errs[i]; {
 		case err == nil:
 			c.report(checkOK, "broker "+b, "answered: cluster of %d broker(s)", answered[i])
-		case md != nil && !permanent(err):
+		case md != nil && !service.Permanent(err):
 			c.report(checkWarn, "broker "+b, "unreachable: %s (the other brokers bootstrap the clients)", brokerError(err))
 		default:
 			c.report(checkFail, "broker "+b, "unreachable: %s", brokerError(err))
@@ -257,8 +259,8 @@ func (c *checker) checkBrokers(ctx context.Context) (*Connection, bool) {
 
 // metadata asks one broker for the cluster's brokers, on a transport of its
 // own (as start-up does) so that a silent broker's connection is not reused.
-func (c *checker) metadata(ctx context.Context, conn *Connection, broker string) (*kafka.MetadataResponse, error) {
-	tr := conn.probeTransport(min(startupDialTimeout, c.timeout))
+func (c *checker) metadata(ctx context.Context, conn *config.Connection, broker string) (*kafka.MetadataResponse, error) {
+	tr := conn.ProbeTransport(min(service.StartupDialTimeout, c.timeout))
 	defer tr.CloseIdleConnections()
 	cctx, cancel := c.step(ctx)
 	defer cancel()
@@ -278,7 +280,7 @@ func (c *checker) metadata(ctx context.Context, conn *Connection, broker string)
 
 // brokerError says what a refused credential or certificate means.
 func brokerError(err error) string {
-	if permanent(err) {
+	if service.Permanent(err) {
 		return fmt.Sprintf("%v (check KAFKA_TLS_* / KAFKA_SASL_*)", err)
 	}
 	return err.Error()
@@ -287,10 +289,10 @@ func brokerError(err error) string {
 // checkEmbedded: with KAFKA_BROKERS empty the stage starts its own broker.
 // A running stage's broker is checked like any other; otherwise the address
 // must be free for the stage to listen on.
-func (c *checker) checkEmbedded(ctx context.Context) (*Connection, bool) {
+func (c *checker) checkEmbedded(ctx context.Context) (*config.Connection, bool) {
 	addr := c.cfg.EmbeddedBrokerAddr
 	c.report(checkOK, "embedded broker", "KAFKA_BROKERS is empty: the stage runs its own single-node broker on %s (for trying dedup out, not for production)", addr)
-	conn, err := newConnection(c.cfg, []string{addr})
+	conn, err := config.NewConnection(c.cfg, []string{addr})
 	if err != nil {
 		c.report(checkFail, "connection settings", "%v", err)
 		return nil, false
@@ -315,16 +317,16 @@ type topicState struct {
 	name       string
 	partitions int
 	configs    map[string]string // nil when they could not be read
-	err        error             // the topic could not be described (errTopicNotFound: missing)
+	err        error             // the topic could not be described (service.ErrTopicNotFound: missing)
 }
 
 // describeTopics asks for the topics' partitions and configurations. It
 // never creates a topic: kafka-go's metadata requests do not ask for
 // auto-creation.
-func (c *checker) describeTopics(ctx context.Context, conn *Connection, names []string) map[string]*topicState {
+func (c *checker) describeTopics(ctx context.Context, conn *config.Connection, names []string) map[string]*topicState {
 	out := map[string]*topicState{}
 	for _, n := range names {
-		out[n] = &topicState{name: n, err: errTopicNotFound}
+		out[n] = &topicState{name: n, err: service.ErrTopicNotFound}
 	}
 	client := &kafka.Client{Addr: kafka.TCP(conn.Brokers...), Transport: conn.Transport, Timeout: c.timeout}
 	cctx, cancel := c.step(ctx)
@@ -377,13 +379,13 @@ func (c *checker) describeTopics(ctx context.Context, conn *Connection, names []
 // checkTopics checks the input, output, dead-letter and (Kafka store)
 // checkpoint topics. It returns the input's partition count (0 when it
 // cannot be described) and the checkpoint topic's state.
-func (c *checker) checkTopics(ctx context.Context, conn *Connection) (int, *topicState) {
+func (c *checker) checkTopics(ctx context.Context, conn *config.Connection) (int, *topicState) {
 	cfg := c.cfg
 	names := []string{cfg.InputTopic, cfg.OutputTopic}
 	if cfg.DeadLetterTopic != "" {
 		names = append(names, cfg.DeadLetterTopic)
 	}
-	kafkaStore := cfg.CheckpointStore == storeKafka
+	kafkaStore := cfg.CheckpointStore == config.StoreKafka
 	if kafkaStore {
 		names = append(names, cfg.CheckpointTopic)
 	}
@@ -391,7 +393,7 @@ func (c *checker) checkTopics(ctx context.Context, conn *Connection) (int, *topi
 
 	missing := func(name, variable string, t *topicState) bool {
 		switch {
-		case errors.Is(t.err, errTopicNotFound):
+		case errors.Is(t.err, service.ErrTopicNotFound):
 			c.report(checkFail, name, "%s does not exist: create it, or correct %s", t.name, variable)
 		case t.err != nil:
 			c.report(checkFail, name, "%s: %v", t.name, t.err)
@@ -478,7 +480,7 @@ func (c *checker) refusedGo() string {
 // A missing topic is created by the stage.
 func (c *checker) checkCheckpointTopic(cp, in *topicState) {
 	switch {
-	case errors.Is(cp.err, errTopicNotFound):
+	case errors.Is(cp.err, service.ErrTopicNotFound):
 		c.report(checkWarn, "checkpoint topic", "%s does not exist: the stage creates it (cleanup.policy=compact, the input's partitions) if its user may create topics", cp.name)
 		return
 	case cp.err != nil:
@@ -504,7 +506,7 @@ func (c *checker) checkCheckpointTopic(cp, in *topicState) {
 // checkCommitted warns about committed offsets below the log start: the
 // records between them were deleted before the group read them, and the
 // stage skips them (reported as skipped input when it starts).
-func (c *checker) checkCommitted(ctx context.Context, conn *Connection, partitions int) {
+func (c *checker) checkCommitted(ctx context.Context, conn *config.Connection, partitions int) {
 	cfg := c.cfg
 	client := &kafka.Client{Addr: kafka.TCP(conn.Brokers...), Transport: conn.Transport, Timeout: c.timeout}
 	ids := make([]int, partitions)

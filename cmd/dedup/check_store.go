@@ -13,13 +13,14 @@ import (
 	"path/filepath"
 
 	"dedup/checkpoint"
+	"dedup/internal/config"
 	"dedup/rotation"
 	"dedup/sizing"
 )
 
 // checkStore reads and writes the checkpoint store the stage would use.
-func (c *checker) checkStore(ctx context.Context, conn *Connection, reached bool, topic *topicState, inputPartitions int) {
-	if c.cfg.CheckpointStore == storeFile {
+func (c *checker) checkStore(ctx context.Context, conn *config.Connection, reached bool, topic *topicState, inputPartitions int) {
+	if c.cfg.CheckpointStore == config.StoreFile {
 		c.checkFileStore(ctx)
 		return
 	}
@@ -178,7 +179,7 @@ func probeDir(dir string) (err error) {
 // printSizing is what `dedup size` computes for these settings, with the
 // input's partitions on one instance.
 func (c *checker) printSizing(partitions int) error {
-	o := c.cfg.filterOptions()
+	o := c.cfg.FilterOptions()
 	pair, err := rotation.New(o)
 	if err != nil {
 		return err

@@ -12,19 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"dedup/internal/config"
+	"dedup/internal/testkit"
 	"dedup/rotation"
 )
 
-// envMap is a fake environment for LoadConfig and run.
-type envMap map[string]string
-
-func (e envMap) lookup(k string) (string, bool) {
-	v, ok := e[k]
-	return v, ok
-}
-
 func TestConfigDefaults(t *testing.T) {
-	cfg, err := LoadConfig(envMap{}.lookup)
+	cfg, err := config.Load(testkit.Env{}.Lookup)
 	if err != nil {
 		t.Fatalf("LoadConfig with an empty environment: %v", err)
 	}
@@ -65,7 +59,7 @@ func TestConfigDefaults(t *testing.T) {
 }
 
 func TestConfigDerivedDefaultsWithBrokers(t *testing.T) {
-	cfg, err := LoadConfig(envMap{"KAFKA_BROKERS": " k1:9092, k2:9092 ,", "GROUP_ID": "g1", "DATA_DIR": "/var/lib/dedup"}.lookup)
+	cfg, err := config.Load(testkit.Env{"KAFKA_BROKERS": " k1:9092, k2:9092 ,", "GROUP_ID": "g1", "DATA_DIR": "/var/lib/dedup"}.Lookup)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,14 +73,14 @@ func TestConfigDerivedDefaultsWithBrokers(t *testing.T) {
 
 func TestConfigGroupBalancerAnyCase(t *testing.T) {
 	for _, v := range []string{"sticky", "STICKY", "Range", "roundRobin"} {
-		if _, err := LoadConfig(envMap{"KAFKA_GROUP_BALANCER": v}.lookup); err != nil {
+		if _, err := config.Load(testkit.Env{"KAFKA_GROUP_BALANCER": v}.Lookup); err != nil {
 			t.Errorf("KAFKA_GROUP_BALANCER=%s: %v", v, err)
 		}
 	}
 }
 
 func TestConfigKafkaStoreWithEmbeddedBrokerAllowed(t *testing.T) {
-	if _, err := LoadConfig(envMap{"CHECKPOINT_STORE": "kafka"}.lookup); err != nil {
+	if _, err := config.Load(testkit.Env{"CHECKPOINT_STORE": "kafka"}.Lookup); err != nil {
 		t.Fatalf("CHECKPOINT_STORE=kafka with the embedded broker: %v", err)
 	}
 }
@@ -95,7 +89,7 @@ func TestConfigKafkaStoreWithEmbeddedBrokerAllowed(t *testing.T) {
 type badValue struct {
 	name  string // variable the error must name
 	value string
-	env   envMap
+	env   testkit.Env
 }
 
 func badValues(t *testing.T) []badValue {
@@ -122,13 +116,13 @@ func badValues(t *testing.T) []badValue {
 		{name: "KAFKA_SESSION_TIMEOUT", value: "0s"},
 		{name: "KAFKA_GROUP_BALANCER", value: "cooperative-sticky"},
 		{name: "KAFKA_TLS_ENABLED", value: "maybe"},
-		{name: "KAFKA_TLS_CA_FILE", value: missing, env: envMap{"KAFKA_BROKERS": "k:9092", "KAFKA_TLS_ENABLED": "true"}},
-		{name: "KAFKA_TLS_CERT_FILE", value: missing, env: envMap{"KAFKA_BROKERS": "k:9092", "KAFKA_TLS_ENABLED": "true", "KAFKA_TLS_KEY_FILE": file}},
-		{name: "KAFKA_TLS_KEY_FILE", value: missing, env: envMap{"KAFKA_BROKERS": "k:9092", "KAFKA_TLS_ENABLED": "true", "KAFKA_TLS_CERT_FILE": file}},
+		{name: "KAFKA_TLS_CA_FILE", value: missing, env: testkit.Env{"KAFKA_BROKERS": "k:9092", "KAFKA_TLS_ENABLED": "true"}},
+		{name: "KAFKA_TLS_CERT_FILE", value: missing, env: testkit.Env{"KAFKA_BROKERS": "k:9092", "KAFKA_TLS_ENABLED": "true", "KAFKA_TLS_KEY_FILE": file}},
+		{name: "KAFKA_TLS_KEY_FILE", value: missing, env: testkit.Env{"KAFKA_BROKERS": "k:9092", "KAFKA_TLS_ENABLED": "true", "KAFKA_TLS_CERT_FILE": file}},
 		{name: "KAFKA_TLS_INSECURE_SKIP_VERIFY", value: "sure"},
-		{name: "KAFKA_SASL_MECHANISM", value: "GSSAPI", env: envMap{"KAFKA_SASL_USERNAME": "u", "KAFKA_SASL_PASSWORD": "p"}},
-		{name: "KAFKA_SASL_USERNAME", value: "", env: envMap{"KAFKA_SASL_MECHANISM": "PLAIN", "KAFKA_SASL_PASSWORD": "p"}},
-		{name: "KAFKA_SASL_PASSWORD", value: "", env: envMap{"KAFKA_SASL_MECHANISM": "SCRAM-SHA-512", "KAFKA_SASL_USERNAME": "u"}},
+		{name: "KAFKA_SASL_MECHANISM", value: "GSSAPI", env: testkit.Env{"KAFKA_SASL_USERNAME": "u", "KAFKA_SASL_PASSWORD": "p"}},
+		{name: "KAFKA_SASL_USERNAME", value: "", env: testkit.Env{"KAFKA_SASL_MECHANISM": "PLAIN", "KAFKA_SASL_PASSWORD": "p"}},
+		{name: "KAFKA_SASL_PASSWORD", value: "", env: testkit.Env{"KAFKA_SASL_MECHANISM": "SCRAM-SHA-512", "KAFKA_SASL_USERNAME": "u"}},
 		{name: "DEDUP_KEY", value: "nonsense"},
 		{name: "DEDUP_MODE", value: "fuzzy"},
 		{name: "DEDUP_WINDOW", value: "-1h"},
@@ -145,7 +139,7 @@ func badValues(t *testing.T) []badValue {
 		{name: "FETCH_BUFFER_BYTES", value: "0"},
 		{name: "FETCH_MAX_WAIT", value: "-1s"},
 		{name: "CHECKPOINT_STORE", value: "s3"},
-		{name: "CHECKPOINT_TOPIC", value: "bad topic", env: envMap{"CHECKPOINT_STORE": "kafka"}},
+		{name: "CHECKPOINT_TOPIC", value: "bad topic", env: testkit.Env{"CHECKPOINT_STORE": "kafka"}},
 		{name: "CHECKPOINT_DIR", value: file},
 		{name: "CHECKPOINT_INTERVAL", value: "10"}, // a bare number is not a Go duration
 		{name: "CHECKPOINT_KEEP", value: "0"},
@@ -166,22 +160,22 @@ func TestConfigBadValueNamesVariable(t *testing.T) {
 		covered = append(covered, c.name)
 	}
 	slices.Sort(covered)
-	want := slices.Sorted(slices.Values(ConfigVarNames()))
+	want := slices.Sorted(slices.Values(config.VarNames()))
 	if !slices.Equal(covered, want) {
-		t.Fatalf("the table must cover every variable of Config exactly once:\n got %q\nwant %q", covered, want)
+		t.Fatalf("the table must cover every variable of config.Config exactly once:\n got %q\nwant %q", covered, want)
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			env := envMap{c.name: c.value}
+			env := testkit.Env{c.name: c.value}
 			for k, v := range c.env {
 				env[k] = v
 			}
-			_, err := LoadConfig(env.lookup)
-			var ce *ConfigError
+			_, err := config.Load(env.Lookup)
+			var ce *config.Error
 			if !errors.As(err, &ce) {
-				t.Fatalf("%s=%q: want a *ConfigError, got %v", c.name, c.value, err)
+				t.Fatalf("%s=%q: want a *config.Error, got %v", c.name, c.value, err)
 			}
-			if !slices.ContainsFunc(ce.Problems, func(p Problem) bool { return p.Var == c.name }) {
+			if !slices.ContainsFunc(ce.Problems, func(p config.Problem) bool { return p.Var == c.name }) {
 				t.Fatalf("%s=%q: problems %v do not name %s", c.name, c.value, ce.Problems, c.name)
 			}
 			if !strings.Contains(err.Error(), c.name) {
@@ -197,7 +191,7 @@ func TestConfigBadValueNamesVariable(t *testing.T) {
 }
 
 func TestConfigReportsEveryProblemAtOnce(t *testing.T) {
-	env := envMap{
+	env := testkit.Env{
 		"DEDUP_WINDOW":         "soon",       // parse error
 		"FETCH_MAX_BYTES":      "many",       // parse error
 		"DEDUP_FP_RATE":        "1.5",        // out of range
@@ -209,10 +203,10 @@ func TestConfigReportsEveryProblemAtOnce(t *testing.T) {
 		"DEDUP_MAX_CLOCK_SKEW": "-5m",        // not positive
 		"KAFKA_GROUP_BALANCER": "random",     // unknown
 	}
-	_, err := LoadConfig(env.lookup)
-	var ce *ConfigError
+	_, err := config.Load(env.Lookup)
+	var ce *config.Error
 	if !errors.As(err, &ce) {
-		t.Fatalf("want *ConfigError, got %v", err)
+		t.Fatalf("want *config.Error, got %v", err)
 	}
 	var got []string
 	for _, p := range ce.Problems {
@@ -231,7 +225,7 @@ func TestConfigReportsEveryProblemAtOnce(t *testing.T) {
 func TestRunConfigErrorExits2BeforeKafka(t *testing.T) {
 	// KAFKA_BROKERS points at a port nobody listens on: a run that got past
 	// validation would fail to connect with exit 1 (or hang), not exit 2.
-	env := envMap{
+	env := testkit.Env{
 		"KAFKA_BROKERS": "127.0.0.1:1",
 		"DEDUP_WINDOW":  "forever",
 		"DEDUP_MODE":    "fancy",
@@ -239,7 +233,7 @@ func TestRunConfigErrorExits2BeforeKafka(t *testing.T) {
 	}
 	for _, args := range [][]string{nil, {"run"}, {"demo"}, {"inspect"}} {
 		var stdout, stderr bytes.Buffer
-		code := run(context.Background(), args, env.lookup, &stdout, &stderr)
+		code := run(context.Background(), args, env.Lookup, &stdout, &stderr)
 		if code != exitConfig {
 			t.Errorf("run %q: exit %d, want %d; stderr:\n%s", args, code, exitConfig, stderr.String())
 		}
@@ -253,7 +247,7 @@ func TestRunConfigErrorExits2BeforeKafka(t *testing.T) {
 
 func TestRunUnknownSubcommandExits2(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	if code := run(context.Background(), []string{"frobnicate"}, envMap{}.lookup, &stdout, &stderr); code != exitConfig {
+	if code := run(context.Background(), []string{"frobnicate"}, testkit.Env{}.Lookup, &stdout, &stderr); code != exitConfig {
 		t.Fatalf("exit %d, want %d", code, exitConfig)
 	}
 	if !strings.Contains(stderr.String(), "frobnicate") {
@@ -263,16 +257,16 @@ func TestRunUnknownSubcommandExits2(t *testing.T) {
 
 func TestDemoGenerateOnlyNeedsBrokers(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), []string{"demo", "--generate-only"}, envMap{}.lookup, &stdout, &stderr)
+	code := run(context.Background(), []string{"demo", "--generate-only"}, testkit.Env{}.Lookup, &stdout, &stderr)
 	if code != exitConfig || !strings.Contains(stderr.String(), "KAFKA_BROKERS") {
 		t.Fatalf("exit %d, stderr %q; want exit 2 naming KAFKA_BROKERS", code, stderr.String())
 	}
 }
 
 func TestConfigDocsComplete(t *testing.T) {
-	docs := configDocs()
-	if len(docs) != len(ConfigVarNames()) || len(docs) == 0 {
-		t.Fatalf("configDocs has %d entries for %d variables", len(docs), len(ConfigVarNames()))
+	docs := config.Docs()
+	if len(docs) != len(config.VarNames()) || len(docs) == 0 {
+		t.Fatalf("configDocs has %d entries for %d variables", len(docs), len(config.VarNames()))
 	}
 	for _, d := range docs {
 		if d.Meaning == "" || d.Default == "" {
@@ -281,17 +275,17 @@ func TestConfigDocsComplete(t *testing.T) {
 	}
 	// Every literal default is a value the variable accepts: setting each
 	// variable to its own default changes nothing.
-	want, err := LoadConfig(envMap{}.lookup)
+	want, err := config.Load(testkit.Env{}.Lookup)
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := envMap{}
+	env := testkit.Env{}
 	for _, d := range docs {
 		if d.Literal {
 			env[d.Name] = d.Default
 		}
 	}
-	got, err := LoadConfig(env.lookup)
+	got, err := config.Load(env.Lookup)
 	if err != nil {
 		t.Fatalf("the defaults, set explicitly: %v", err)
 	}
@@ -301,13 +295,13 @@ func TestConfigDocsComplete(t *testing.T) {
 }
 
 func TestConfigNumberSuffixes(t *testing.T) {
-	cfg, err := LoadConfig(envMap{
+	cfg, err := config.Load(testkit.Env{
 		"DEDUP_EXPECTED_KEYS": "10M",
 		"FETCH_MAX_BYTES":     "20m",
 		"PRODUCE_BATCH_BYTES": "1.5k",
 		"PRODUCE_BATCH_SIZE":  "2_000",
 		"CHECKPOINT_KEEP":     "5",
-	}.lookup)
+	}.Lookup)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,16 +316,16 @@ func TestConfigNumberSuffixes(t *testing.T) {
 		t.Errorf("dedup size --keys-per-window 10M: %d (code %d), want %d", in.KeysPerWindow, code, cfg.ExpectedKeys)
 	}
 	for name, bad := range map[string]string{"DEDUP_EXPECTED_KEYS": "1.5", "FETCH_MAX_BYTES": "10MB", "PRODUCE_BATCH_SIZE": "99999999999999G", "CHECKPOINT_KEEP": "-1k"} {
-		_, err := LoadConfig(envMap{name: bad}.lookup)
-		var ce *ConfigError
-		if !errors.As(err, &ce) || !slices.ContainsFunc(ce.Problems, func(p Problem) bool { return p.Var == name }) {
+		_, err := config.Load(testkit.Env{name: bad}.Lookup)
+		var ce *config.Error
+		if !errors.As(err, &ce) || !slices.ContainsFunc(ce.Problems, func(p config.Problem) bool { return p.Var == name }) {
 			t.Errorf("%s=%s: want a problem naming %s, got %v", name, bad, name, err)
 		}
 	}
 }
 
 func TestConfigEnumerationsCaseInsensitive(t *testing.T) {
-	cfg, err := LoadConfig(envMap{
+	cfg, err := config.Load(testkit.Env{
 		"KAFKA_BROKERS":        "k:9092",
 		"KAFKA_START_OFFSET":   "Earliest",
 		"DEDUP_MODE":           "PLAIN",
@@ -342,7 +336,7 @@ func TestConfigEnumerationsCaseInsensitive(t *testing.T) {
 		"KAFKA_SASL_MECHANISM": "scram-sha-256",
 		"KAFKA_SASL_USERNAME":  "u",
 		"KAFKA_SASL_PASSWORD":  "p",
-	}.lookup)
+	}.Lookup)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,8 +363,8 @@ func TestConfigFilterLimitsAreRotations(t *testing.T) {
 		{"DEDUP_FP_RATE", "NaN"},
 		{"DEDUP_WINDOW", "400000h"},
 	} {
-		_, err := LoadConfig(envMap{c.name: c.value}.lookup)
-		var ce *ConfigError
+		_, err := config.Load(testkit.Env{c.name: c.value}.Lookup)
+		var ce *config.Error
 		if !errors.As(err, &ce) || len(ce.Problems) != 1 || ce.Problems[0].Var != c.name {
 			t.Errorf("%s=%s: want one problem naming %s, got %v", c.name, c.value, c.name, err)
 		}
@@ -381,7 +375,7 @@ func TestConfigFilterLimitsAreRotations(t *testing.T) {
 		{"DEDUP_FP_RATE", "0.5"},
 		{"DEDUP_WINDOW", "300000h"},
 	} {
-		if _, err := LoadConfig(envMap{c.name: c.value}.lookup); err != nil {
+		if _, err := config.Load(testkit.Env{c.name: c.value}.Lookup); err != nil {
 			t.Errorf("%s=%s (inside rotation's range): %v", c.name, c.value, err)
 		}
 	}
@@ -396,9 +390,9 @@ func TestConfigAddresses(t *testing.T) {
 		{"EMBEDDED_BROKER_ADDR", "-x-:9092"},
 		{"KAFKA_BROKERS", "k1:9092,k2:70000"},
 	} {
-		_, err := LoadConfig(envMap{c.name: c.value}.lookup)
-		var ce *ConfigError
-		if !errors.As(err, &ce) || !slices.ContainsFunc(ce.Problems, func(p Problem) bool { return p.Var == c.name }) {
+		_, err := config.Load(testkit.Env{c.name: c.value}.Lookup)
+		var ce *config.Error
+		if !errors.As(err, &ce) || !slices.ContainsFunc(ce.Problems, func(p config.Problem) bool { return p.Var == c.name }) {
 			t.Errorf("%s=%q: want a problem naming %s, got %v", c.name, c.value, c.name, err)
 		}
 	}
@@ -408,7 +402,7 @@ func TestConfigAddresses(t *testing.T) {
 		{"METRICS_ADDR", "metrics.internal:9464"},
 		{"EMBEDDED_BROKER_ADDR", "0.0.0.0:9092"},
 	} {
-		if _, err := LoadConfig(envMap{c.name: c.value}.lookup); err != nil {
+		if _, err := config.Load(testkit.Env{c.name: c.value}.Lookup); err != nil {
 			t.Errorf("%s=%q: %v", c.name, c.value, err)
 		}
 	}
@@ -418,7 +412,7 @@ func TestConfigAddresses(t *testing.T) {
 // listener would refuse later stops the binary with exit 2, all problems
 // named at once, before the embedded broker starts.
 func TestRunRefusesBeforeStarting(t *testing.T) {
-	env := envMap{
+	env := testkit.Env{
 		"DATA_DIR":             t.TempDir(),
 		"DEDUP_EXPECTED_KEYS":  "100000000000",
 		"DEDUP_FP_RATE":        "0.9",
@@ -427,7 +421,7 @@ func TestRunRefusesBeforeStarting(t *testing.T) {
 		"KAFKA_START_OFFSET":   "Latest", // accepted: case-insensitive
 	}
 	var stdout, stderr bytes.Buffer
-	if code := run(context.Background(), nil, env.lookup, &stdout, &stderr); code != exitConfig {
+	if code := run(context.Background(), nil, env.Lookup, &stdout, &stderr); code != exitConfig {
 		t.Fatalf("exit %d, want %d; stderr:\n%s", code, exitConfig, stderr.String())
 	}
 	for _, name := range []string{"DEDUP_EXPECTED_KEYS", "DEDUP_FP_RATE", "METRICS_ADDR", "EMBEDDED_BROKER_ADDR"} {
@@ -445,15 +439,15 @@ func TestRunRefusesBeforeStarting(t *testing.T) {
 
 func TestRequireBrokers(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	env := envMap{"DEDUP_REQUIRE_BROKERS": "true", "DATA_DIR": t.TempDir()}
-	if code := run(context.Background(), nil, env.lookup, &stdout, &stderr); code != exitConfig {
+	env := testkit.Env{"DEDUP_REQUIRE_BROKERS": "true", "DATA_DIR": t.TempDir()}
+	if code := run(context.Background(), nil, env.Lookup, &stdout, &stderr); code != exitConfig {
 		t.Fatalf("exit %d, want %d", code, exitConfig)
 	}
 	if !strings.Contains(stderr.String(), "KAFKA_BROKERS: must be set") {
 		t.Errorf("stderr:\n%s", stderr.String())
 	}
 	env["KAFKA_BROKERS"] = "k:9092"
-	if _, err := LoadConfig(env.lookup); err != nil {
+	if _, err := config.Load(env.Lookup); err != nil {
 		t.Errorf("with KAFKA_BROKERS set: %v", err)
 	}
 }

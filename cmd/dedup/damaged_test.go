@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"dedup/internal/testkit"
 )
 
 // TestDamagedNewestSnapshotBinary: the real binary with the file store
@@ -17,7 +19,7 @@ import (
 // it, keeps it under the partition's damaged/ directory, restores the older
 // snapshot, and the output still holds every first occurrence exactly once.
 func TestDamagedNewestSnapshotBinary(t *testing.T) {
-	cluster := newTestCluster(t)
+	cluster := testkit.Cluster(t, 2)
 	env := testEnv(t)
 	env["KAFKA_BROKERS"] = cluster.ListenAddrs()[0]
 	env["CHECKPOINT_STORE"] = "file"
@@ -32,8 +34,8 @@ func TestDamagedNewestSnapshotBinary(t *testing.T) {
 
 	first := startBinary(t, env)
 	waitReady(t, first, metrics)
-	produce(t, client, before...)
-	consumeN(t, client, "events-deduped", len(before))
+	testkit.Produce(t, client, before...)
+	testkit.ConsumeN(t, client, "events-deduped", len(before))
 	waitCommitted(t, cluster, int64(len(before)))
 	if code := first.stop(t, 30*time.Second); code != exitOK {
 		t.Fatalf("first run: exit %d after SIGTERM, want 0", code)
@@ -74,7 +76,7 @@ func TestDamagedNewestSnapshotBinary(t *testing.T) {
 		t.Errorf("%d `checkpoint damaged` lines, want one naming where it was kept:\n%s", len(lines), strings.Join(lines, "\n"))
 	}
 
-	produce(t, client, after...)
+	testkit.Produce(t, client, after...)
 	waitCommitted(t, cluster, int64(len(all)))
 	checkExactlyOnce(t, addr, client, keys)
 	if code := second.stop(t, 30*time.Second); code != exitOK {
@@ -89,7 +91,7 @@ func TestDamagedNewestSnapshotBinary(t *testing.T) {
 // /healthz 200) while partition 1 runs, and starts it once the damaged
 // files are removed; the output holds every first occurrence exactly once.
 func TestAllSnapshotsDamagedRefuseBinary(t *testing.T) {
-	cluster := newTestCluster(t)
+	cluster := testkit.Cluster(t, 2)
 	env := testEnv(t)
 	env["KAFKA_BROKERS"] = cluster.ListenAddrs()[0]
 	env["CHECKPOINT_STORE"] = "file"
@@ -105,8 +107,8 @@ func TestAllSnapshotsDamagedRefuseBinary(t *testing.T) {
 
 	first := startBinary(t, env)
 	waitReady(t, first, metrics)
-	produce(t, client, before...)
-	consumeN(t, client, "events-deduped", len(before))
+	testkit.Produce(t, client, before...)
+	testkit.ConsumeN(t, client, "events-deduped", len(before))
 	waitCommitted(t, cluster, int64(len(before)))
 	if code := first.stop(t, 30*time.Second); code != exitOK {
 		t.Fatalf("first run: exit %d after SIGTERM, want 0", code)
@@ -140,7 +142,7 @@ func TestAllSnapshotsDamagedRefuseBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReady(t, second, metrics)
-	produce(t, client, after...)
+	testkit.Produce(t, client, after...)
 	waitCommitted(t, cluster, int64(len(all)))
 	checkExactlyOnce(t, addr, client, keys)
 	if code := second.stop(t, 30*time.Second); code != exitOK {

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"dedup/internal/testkit"
 )
 
 // The README's exit-code table and quick start, held to what the binary
@@ -152,7 +154,7 @@ func TestREADMEExitCodes(t *testing.T) {
 			t.Fatalf("the exit-code section's first block is not a '$ command' and its output: %q", block)
 		}
 		fields := strings.Fields(strings.TrimPrefix(block[0][0], "$ "))
-		env := envMap{}
+		env := testkit.Env{}
 		for len(fields) > 0 && strings.Contains(fields[0], "=") {
 			k, v, _ := strings.Cut(fields[0], "=")
 			env[k] = v
@@ -186,7 +188,7 @@ func TestREADMEExitCodes(t *testing.T) {
 	})
 	for _, args := range [][]string{{"frobnicate"}, {"version", "--bogus"}, {"size", "--no-such-flag"}} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
-			bin := startBinary(t, envMap{}, args...)
+			bin := startBinary(t, testkit.Env{}, args...)
 			if code := bin.waitExit(t, 30*time.Second); code != exitConfig {
 				t.Fatalf("exit %d, want %d", code, exitConfig)
 			}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"dedup/count"
+	"dedup/internal/config"
 	"dedup/rotation"
 	"dedup/sizing"
 )
@@ -55,7 +56,7 @@ func runSize(args []string, stdout, stderr io.Writer) int {
 // there is sized here without a change.
 func allModes() []rotation.Mode {
 	var modes []rotation.Mode
-	def, err := rotation.ParseMode(configDefault("DEDUP_MODE"))
+	def, err := rotation.ParseMode(config.Default("DEDUP_MODE"))
 	if err == nil {
 		modes = append(modes, def)
 	}
@@ -72,13 +73,13 @@ func allModes() []rotation.Mode {
 
 // configDuration reads the envDefault of a duration variable.
 func configDuration(name string) time.Duration {
-	d, _ := time.ParseDuration(configDefault(name)) // a test checks every default parses
+	d, _ := time.ParseDuration(config.Default(name)) // a test checks every default parses
 	return d
 }
 
 // configCount reads the envDefault of a count variable.
 func configCount(name string) int64 {
-	n, _ := count.Parse(configDefault(name)) // a test checks every default parses
+	n, _ := count.Parse(config.Default(name)) // a test checks every default parses
 	return n
 }
 
@@ -101,13 +102,13 @@ func newSizeFlagSet() (*flag.FlagSet, sizeFlags) {
 		perSecond:   fs.String("keys-per-second", "", "distinct keys per second, all partitions (k, M, G suffixes)"),
 		perWindow:   fs.String("keys-per-window", "", "distinct keys per window, all partitions (instead of --keys-per-second)"),
 		window:      fs.Duration("window", configDuration("DEDUP_WINDOW"), "dedup window (DEDUP_WINDOW)"),
-		fpRate:      fs.String("fp-rate", configDefault("DEDUP_FP_RATE"), "false-positive rate at the window's key count (DEDUP_FP_RATE)"),
+		fpRate:      fs.String("fp-rate", config.Default("DEDUP_FP_RATE"), "false-positive rate at the window's key count (DEDUP_FP_RATE)"),
 		partitions:  fs.Int("partitions", 12, "input partitions"),
 		instances:   fs.Int("instances", 1, "instances (replicas) the partitions are spread over"),
 		mode:        fs.String("mode", "all", strings.Join(modeNames, ", ")+" or all (DEDUP_MODE)"),
 		interval:    fs.Duration("checkpoint-interval", configDuration("CHECKPOINT_INTERVAL"), "checkpoint interval (CHECKPOINT_INTERVAL)"),
-		fetchBuffer: fs.String("fetch-buffer-bytes", configDefault("FETCH_BUFFER_BYTES"), "FETCH_BUFFER_BYTES, for the memory per instance"),
-		batchBytes:  fs.String("produce-batch-bytes", configDefault("PRODUCE_BATCH_BYTES"), "PRODUCE_BATCH_BYTES, for the memory per instance"),
+		fetchBuffer: fs.String("fetch-buffer-bytes", config.Default("FETCH_BUFFER_BYTES"), "FETCH_BUFFER_BYTES, for the memory per instance"),
+		batchBytes:  fs.String("produce-batch-bytes", config.Default("PRODUCE_BATCH_BYTES"), "PRODUCE_BATCH_BYTES, for the memory per instance"),
 		measure:     fs.Bool("measure", true, "also probe the sample pair with absent keys: the measured false-positive rate"),
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"dedup/internal/config"
 	"dedup/rotation"
 	"dedup/sizing"
 )
@@ -33,7 +34,7 @@ func TestSizePrintsWhatToDeploy(t *testing.T) {
 		t.Fatalf("modes %v, want every mode rotation knows (%v)", in.Modes, allModes())
 	}
 	// The default mode is listed first, and its block comes first.
-	def, err := rotation.ParseMode(configDefault("DEDUP_MODE"))
+	def, err := rotation.ParseMode(config.Default("DEDUP_MODE"))
 	if err != nil || in.Modes[0] != def || def != rotation.Fingerprint {
 		t.Errorf("modes %v (default %v, %v): want the default, fingerprint, first", in.Modes, def, err)
 	}
