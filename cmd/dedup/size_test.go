@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"dedup/internal/config"
+	"dedup/internal/testkit"
 	"dedup/rotation"
 	"dedup/sizing"
 )
@@ -75,5 +76,18 @@ func TestSizeReportsEveryProblemAtOnce(t *testing.T) {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("error does not mention %s: %s", want, stderr.String())
 		}
+	}
+}
+
+// TestSizeCountsAsConfig: `dedup size` reads counts as the configuration
+// reads DEDUP_EXPECTED_KEYS.
+func TestSizeCountsAsConfig(t *testing.T) {
+	cfg, err := config.Load(testkit.Env{"DEDUP_EXPECTED_KEYS": "10M"}.Lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, code := parseSize([]string{"--keys-per-window", "10M", "--partitions", "1", "--measure=false"}, &bytes.Buffer{})
+	if code != -1 || in.KeysPerWindow != cfg.ExpectedKeys {
+		t.Errorf("dedup size --keys-per-window 10M: %d (code %d), want %d", in.KeysPerWindow, code, cfg.ExpectedKeys)
 	}
 }
