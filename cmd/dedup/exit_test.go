@@ -159,13 +159,8 @@ func TestUndeliverableOutputExits1(t *testing.T) {
 			testkit.Produce(t, client, keyedWithDuplicates("events", keys, 2)...)
 			<-f.entered
 			failedAt := time.Now()
-			select {
-			case <-bin.done:
-			case <-time.After(recovery + time.Minute):
-				t.Fatalf("dedup still running %v after its outputs started failing", recovery+time.Minute)
-			}
-			if bin.code != exitFailure {
-				t.Fatalf("exit %d, want %d", bin.code, exitFailure)
+			if code := bin.waitExit(t, recovery+time.Minute); code != exitFailure {
+				t.Fatalf("exit %d, want %d", code, exitFailure)
 			}
 			if took := time.Since(failedAt); took < recovery {
 				t.Errorf("exited %v after the first failure, before PRODUCE_RECOVERY_TIMEOUT %v", took, recovery)

@@ -3,9 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
-	"os/exec"
 	"syscall"
 	"testing"
 	"time"
@@ -42,55 +42,27 @@ func testEnv(t *testing.T) testkit.Env {
 	}
 }
 
-// binary is the dedup process under test.
+// binary is the dedup process under test: the test binary acting as
+// dedup (TestMain).
 type binary struct {
-	cmd            *exec.Cmd
+	*testkit.Process
 	stdout, stderr *testkit.SyncBuffer
-	done           chan struct{}
-	code           int
 }
 
 // startBinary runs the test binary as dedup with exactly env (plus PATH).
 func startBinary(t *testing.T, env testkit.Env, args ...string) *binary {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = []string{asBinaryEnv + "=1", "PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
-	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	b := &binary{cmd: cmd, stdout: &testkit.SyncBuffer{}, stderr: &testkit.SyncBuffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = b.stdout, b.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		_ = cmd.Wait()
-		b.code = cmd.ProcessState.ExitCode()
-		close(b.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-b.done:
-		default:
-			_ = cmd.Process.Kill()
-			<-b.done
-		}
-		if t.Failed() {
-			t.Logf("dedup stdout:\n%s\ndedup stderr:\n%s", b.stdout, b.stderr)
-		}
+	b := &binary{stdout: &testkit.SyncBuffer{}, stderr: &testkit.SyncBuffer{}}
+	env = maps.Clone(env)
+	env[asBinaryEnv] = "1"
+	b.Process = testkit.StartProcess(t, os.Args[0], args, env, b.stdout, b.stderr, func() string {
+		return fmt.Sprintf("stdout:\n%s\nstderr:\n%s", b.stdout, b.stderr)
 	})
 	return b
 }
 
 // exited reports an early exit (a crash) while the test waits on something.
-func (b *binary) exited() (int, bool) {
-	select {
-	case <-b.done:
-		return b.code, true
-	default:
-		return 0, false
-	}
-}
+func (b *binary) exited() (int, bool) { return b.Exited() }
 
 // underTest is a dedup under test, as a process or in-process.
 type underTest interface{ exited() (int, bool) }
@@ -111,14 +83,21 @@ func waitReady(t *testing.T, s underTest, metrics string) {
 // stop sends SIGTERM and returns the exit code.
 func (b *binary) stop(t *testing.T, within time.Duration) int {
 	t.Helper()
-	if err := b.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := b.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatalf("signal dedup: %v", err)
 	}
+	return b.waitExit(t, within)
+}
+
+// waitExit waits for the process to end and returns its exit code.
+func (b *binary) waitExit(t *testing.T, within time.Duration) int {
+	t.Helper()
 	select {
-	case <-b.done:
-		return b.code
+	case <-b.Done():
+		code, _ := b.Exited()
+		return code
 	case <-time.After(within):
-		t.Fatalf("dedup did not exit within %s of SIGTERM", within)
+		t.Fatalf("dedup did not exit within %s", within)
 		return -1
 	}
 }

@@ -101,7 +101,7 @@ func TestMetricsAddrEmptyNoServer(t *testing.T) {
 				want[statusPort] = true
 			}
 			got := map[string]bool{}
-			for _, p := range listeningPorts(t, bin.cmd.Process.Pid) {
+			for _, p := range listeningPorts(t, bin.Cmd.Process.Pid) {
 				got[strconv.Itoa(p)] = true
 			}
 			if fmt.Sprint(got) != fmt.Sprint(want) {

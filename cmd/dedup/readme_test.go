@@ -80,18 +80,6 @@ func testFuncs(t *testing.T) []string {
 	return names
 }
 
-// waitExit waits for the process to end and returns its exit code.
-func (b *binary) waitExit(t *testing.T, within time.Duration) int {
-	t.Helper()
-	select {
-	case <-b.done:
-		return b.code
-	case <-time.After(within):
-		t.Fatalf("dedup did not exit within %s", within)
-		return -1
-	}
-}
-
 // TestREADMEExitCodes holds the exit-code table to the binary's constants
 // and runs the binary (this test binary re-executed as dedup, a real
 // process with a real exit status) for the quick exit-2 cases. The slower

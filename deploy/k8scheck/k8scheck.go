@@ -62,7 +62,7 @@ func Decode(source string, data []byte) ([]Object, error) {
 	}
 }
 
-// ConfigDefaults parses cmd/dedup/config.go and returns each `env` tag of
+// ConfigDefaults parses internal/config/config.go and returns each `env` tag of
 // its Config struct with the envDefault ("" when none).
 func ConfigDefaults(configGo string) (map[string]string, error) {
 	fset := token.NewFileSet()

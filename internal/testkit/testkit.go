@@ -78,18 +78,23 @@ func (s *SyncBuffer) String() string {
 	return s.b.String()
 }
 
-// Cluster starts a kfake cluster for the test: one broker, the topics
-// "events" and "events-deduped" with partitions partitions each, a
+// ClusterOpts are the options of every test cluster: one broker, the
+// topics "events" and "events-deduped" with partitions partitions each, a
 // session-timeout floor low enough for short KAFKA_SESSION_TIMEOUTs, then
-// opts (which may override any of these). Cleanup closes it.
-func Cluster(t testing.TB, partitions int, opts ...kfake.Opt) *kfake.Cluster {
-	t.Helper()
-	opts = append([]kfake.Opt{
+// extra (which may override any of these).
+func ClusterOpts(partitions int, extra ...kfake.Opt) []kfake.Opt {
+	return append([]kfake.Opt{
 		kfake.NumBrokers(1),
 		kfake.SeedTopics(int32(partitions), "events", "events-deduped"),
 		kfake.GroupMinSessionTimeout(100 * time.Millisecond),
-	}, opts...)
-	c, err := kfake.NewCluster(opts...)
+	}, extra...)
+}
+
+// Cluster starts a kfake cluster with ClusterOpts for the test; Cleanup
+// closes it.
+func Cluster(t testing.TB, partitions int, extra ...kfake.Opt) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(ClusterOpts(partitions, extra...)...)
 	if err != nil {
 		t.Fatalf("start kfake: %v", err)
 	}
