@@ -20,26 +20,14 @@ import (
 // snapshot, and the output still holds every first occurrence exactly once.
 func TestDamagedNewestSnapshotBinary(t *testing.T) {
 	cluster := testkit.Cluster(t, 2)
-	env := testEnv(t)
-	env["KAFKA_BROKERS"] = cluster.ListenAddrs()[0]
-	env["CHECKPOINT_STORE"] = "file"
-	env["LOG_LEVEL"] = "info"
+	env := clusterEnv(t, cluster, testkit.Env{"CHECKPOINT_STORE": "file", "LOG_LEVEL": "info"})
 	metrics := env["METRICS_ADDR"]
-	addr := cluster.ListenAddrs()[0]
-	client := []kgo.Opt{kgo.SeedBrokers(addr)}
+	client := []kgo.Opt{kgo.SeedBrokers(cluster.ListenAddrs()[0])}
 
 	const keys = 30
 	all := keyedWithDuplicates("events", keys, 2) // copy0 of every key, then copy1
 	before, after := all[:20], all[20:]
-
-	first := startBinary(t, env)
-	waitReady(t, first, metrics)
-	testkit.Produce(t, client, before...)
-	testkit.ConsumeN(t, client, "events-deduped", len(before))
-	waitCommitted(t, cluster, int64(len(before)))
-	if code := first.stop(t, 30*time.Second); code != exitOK {
-		t.Fatalf("first run: exit %d after SIGTERM, want 0", code)
-	}
+	runOnce(t, cluster, env, before, len(before))
 
 	dir := partitionDirs(env["DATA_DIR"])[0]
 	names, err := filepath.Glob(filepath.Join(dir, "*.ckpt"))
@@ -78,7 +66,7 @@ func TestDamagedNewestSnapshotBinary(t *testing.T) {
 
 	testkit.Produce(t, client, after...)
 	waitCommitted(t, cluster, int64(len(all)))
-	checkExactlyOnce(t, addr, client, keys)
+	checkExactlyOnce(t, cluster.ListenAddrs()[0], client, keys)
 	if code := second.stop(t, 30*time.Second); code != exitOK {
 		t.Errorf("second run: exit %d after SIGTERM, want 0", code)
 	}
@@ -92,27 +80,14 @@ func TestDamagedNewestSnapshotBinary(t *testing.T) {
 // files are removed; the output holds every first occurrence exactly once.
 func TestAllSnapshotsDamagedRefuseBinary(t *testing.T) {
 	cluster := testkit.Cluster(t, 2)
-	env := testEnv(t)
-	env["KAFKA_BROKERS"] = cluster.ListenAddrs()[0]
-	env["CHECKPOINT_STORE"] = "file"
-	env["CHECKPOINT_ON_DAMAGE"] = "refuse"
-	env["LOG_LEVEL"] = "info"
+	env := clusterEnv(t, cluster, testkit.Env{"CHECKPOINT_STORE": "file", "CHECKPOINT_ON_DAMAGE": "refuse", "LOG_LEVEL": "info"})
 	metrics := env["METRICS_ADDR"]
-	addr := cluster.ListenAddrs()[0]
-	client := []kgo.Opt{kgo.SeedBrokers(addr)}
+	client := []kgo.Opt{kgo.SeedBrokers(cluster.ListenAddrs()[0])}
 
 	const keys = 30
 	all := keyedWithDuplicates("events", keys, 1)
 	before, after := all[:20], all[20:]
-
-	first := startBinary(t, env)
-	waitReady(t, first, metrics)
-	testkit.Produce(t, client, before...)
-	testkit.ConsumeN(t, client, "events-deduped", len(before))
-	waitCommitted(t, cluster, int64(len(before)))
-	if code := first.stop(t, 30*time.Second); code != exitOK {
-		t.Fatalf("first run: exit %d after SIGTERM, want 0", code)
-	}
+	runOnce(t, cluster, env, before, len(before))
 
 	dir := partitionDirs(env["DATA_DIR"])[0]
 	names, err := filepath.Glob(filepath.Join(dir, "*.ckpt"))
@@ -144,7 +119,7 @@ func TestAllSnapshotsDamagedRefuseBinary(t *testing.T) {
 	waitReady(t, second, metrics)
 	testkit.Produce(t, client, after...)
 	waitCommitted(t, cluster, int64(len(all)))
-	checkExactlyOnce(t, addr, client, keys)
+	checkExactlyOnce(t, cluster.ListenAddrs()[0], client, keys)
 	if code := second.stop(t, 30*time.Second); code != exitOK {
 		t.Errorf("second run: exit %d after SIGTERM, want 0", code)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"maps"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -58,12 +59,8 @@ func producesTo(topic string) func(kmsg.Request) bool {
 // extra, and waits until it is ready.
 func stageAgainst(t *testing.T, cluster *kfake.Cluster, extra testkit.Env) (*binary, testkit.Env) {
 	t.Helper()
-	env := testEnv(t)
-	env["KAFKA_BROKERS"] = cluster.ListenAddrs()[0]
-	env["LOG_LEVEL"] = "info"
-	for k, v := range extra {
-		env[k] = v
-	}
+	env := clusterEnv(t, cluster, testkit.Env{"LOG_LEVEL": "info"})
+	maps.Copy(env, extra)
 	bin := startBinary(t, env)
 	waitReady(t, bin, env["METRICS_ADDR"])
 	return bin, env

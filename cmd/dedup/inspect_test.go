@@ -208,10 +208,7 @@ func TestInspectKafkaStore(t *testing.T) {
 func TestInspectShowsKeptFilters(t *testing.T) {
 	cluster := testkit.Cluster(t, 2)
 	addr := cluster.ListenAddrs()[0]
-	env := testEnv(t)
-	env["KAFKA_BROKERS"] = addr
-	env["CHECKPOINT_STORE"] = "file"
-	env["DEDUP_WINDOW"] = "1m"
+	env := clusterEnv(t, cluster, testkit.Env{"CHECKPOINT_STORE": "file", "DEDUP_WINDOW": "1m"})
 	ts := time.Date(2026, 1, 1, 10, 15, 30, 0, time.UTC)
 	client := []kgo.Opt{kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner())}
 	runOnce := func(expected string, produceFirst bool) {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"dedup/internal/testkit"
@@ -40,6 +41,30 @@ func testEnv(t *testing.T) testkit.Env {
 		"SHUTDOWN_TIMEOUT":      "20s",
 		"LOG_LEVEL":             "debug",
 	}
+}
+
+// clusterEnv is testEnv against cluster's broker, with extra on top.
+func clusterEnv(t *testing.T, cluster *kfake.Cluster, extra testkit.Env) testkit.Env {
+	env := testEnv(t)
+	env["KAFKA_BROKERS"] = cluster.ListenAddrs()[0]
+	maps.Copy(env, extra)
+	return env
+}
+
+// runOnce runs the binary with env until recs are written to the output
+// (forwarded of them) and committed, then stops it and wants exit 0.
+func runOnce(t *testing.T, cluster *kfake.Cluster, env testkit.Env, recs []*kgo.Record, forwarded int) *binary {
+	t.Helper()
+	client := []kgo.Opt{kgo.SeedBrokers(cluster.ListenAddrs()[0])}
+	bin := startBinary(t, env)
+	waitReady(t, bin, env["METRICS_ADDR"])
+	testkit.Produce(t, client, recs...)
+	testkit.ConsumeN(t, client, "events-deduped", forwarded)
+	waitCommitted(t, cluster, int64(len(recs)))
+	if code := bin.stop(t, 30*time.Second); code != exitOK {
+		t.Fatalf("run: exit %d after SIGTERM, want 0", code)
+	}
+	return bin
 }
 
 // binary is the dedup process under test: the test binary acting as

@@ -20,14 +20,9 @@ import (
 func TestStopFinalCommitFails(t *testing.T) {
 	cluster := testkit.Cluster(t, 2)
 	addr := cluster.ListenAddrs()[0]
-	env := testEnv(t)
-	env["KAFKA_BROKERS"] = addr
-	env["CHECKPOINT_STORE"] = "file"
-	env["CHECKPOINT_INTERVAL"] = "1h" // no periodic commit: the stop's is the one that matters
-	env["LOG_LEVEL"] = "info"
+	// No periodic commit: the stop's is the one that matters.
+	bin, env := stageAgainst(t, cluster, testkit.Env{"CHECKPOINT_STORE": "file", "CHECKPOINT_INTERVAL": "1h"})
 	metrics := env["METRICS_ADDR"]
-	bin := startBinary(t, env)
-	waitReady(t, bin, metrics)
 
 	const keys, copies = 10, 2
 	client := []kgo.Opt{kgo.SeedBrokers(addr)}
