@@ -134,9 +134,5 @@ func TestBrokerRestart(t *testing.T) {
 			i+1, brokerRestarts, at, obs.count(), pr.produced.Load(), time.Since(start).Round(time.Millisecond))
 	}
 
-	pr.waitDone(t, 90*time.Second, guard)
-	obs.waitSentinels(t, 90*time.Second, guard)
-	waitLagZero(t, p)
-	p.termOK(t)
-	verify(t, w, obs.drain(t, brokers))
+	scenario{rng: rng, brokers: brokers, w: w, obs: obs}.finish(t, pr, guard, 90*time.Second, p)
 }

@@ -60,6 +60,36 @@ func newRand(seed uint64) *rand.Rand {
 	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 }
 
+// scenario is what most runs start from: the test's seeded random source,
+// a fresh cluster, a workload of generated records and an observer of the
+// output.
+type scenario struct {
+	rng     *rand.Rand
+	brokers string
+	w       *workload
+	obs     *observer
+}
+
+func newScenario(t *testing.T, records int) scenario {
+	t.Helper()
+	rng := newRand(testSeed(t))
+	_, brokers := newCluster(t)
+	w := newWorkload(rng, records, time.Now().Truncate(time.Millisecond))
+	return scenario{rng: rng, brokers: brokers, w: w, obs: startObserver(t, brokers)}
+}
+
+// finish waits until the whole input is produced and forwarded (guard
+// failing the wait), stops p, the last stage standing, with SIGTERM, and
+// verifies the output.
+func (s scenario) finish(t *testing.T, pr *producer, guard func() error, sentinels time.Duration, p *proc) {
+	t.Helper()
+	pr.waitDone(t, 90*time.Second, guard)
+	s.obs.waitSentinels(t, sentinels, guard)
+	waitLagZero(t, p)
+	p.termOK(t)
+	verify(t, s.w, s.obs.drain(t, s.brokers))
+}
+
 func newCluster(t *testing.T, extra ...kfake.Opt) (*kfake.Cluster, string) {
 	t.Helper()
 	c := testkit.Cluster(t, numPartitions, extra...)
