@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -23,15 +22,7 @@ import (
 // first occurrence once.
 
 // readyz returns /readyz's status and body.
-func readyz(addr string) (int, string, error) {
-	resp, err := http.Get("http://" + addr + "/readyz") //nolint:noctx // test helper
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), err
-}
+func readyz(addr string) (int, string, error) { return testkit.Get("http://" + addr + "/readyz") }
 
 // waitNotReadyNaming waits until /readyz answers 503 with a body that
 // contains what.

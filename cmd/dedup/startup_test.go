@@ -62,15 +62,8 @@ func unreachable(t *testing.T) map[string]string {
 	return map[string]string{"refusing": testkit.FreeAddr(t), "silent": silentBroker(t)}
 }
 
-func healthz(addr string) (int, string, error) {
-	resp, err := http.Get("http://" + addr + "/healthz") //nolint:noctx // test helper
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body), nil
-}
+// healthz returns /healthz's status and body.
+func healthz(addr string) (int, string, error) { return testkit.Get("http://" + addr + "/healthz") }
 
 // TestStartupGivesUp runs the stage against brokers it cannot reach, with
 // both checkpoint stores: it says what it tries within seconds, /healthz

@@ -170,13 +170,19 @@ var httpClient = &http.Client{Timeout: 5 * time.Second}
 
 // HTTPStatus is the status code of GET url.
 func HTTPStatus(url string) (int, error) {
+	code, _, err := Get(url)
+	return code, err
+}
+
+// Get is the status code and body of GET url.
+func Get(url string) (int, string, error) {
 	resp, err := httpClient.Get(url)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	return resp.StatusCode, nil
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), err
 }
 
 var sampleLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)`)
