@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"dedup/bench/copyloop"
-	"dedup/cmd/dedup/sizing"
 	"dedup/processor"
+	"dedup/sizing"
 )
 
 // decider is one partition's deduplication state in a kafka-go loop

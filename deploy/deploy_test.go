@@ -27,8 +27,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"dedup/cmd/dedup/sizing"
 	"dedup/rotation"
+	"dedup/sizing"
 )
 
 // root is the repository root (tests run in deploy/).
@@ -51,14 +51,14 @@ type configVar struct {
 	Name, Default string
 }
 
-// configVars parses cmd/dedup/config.go and returns the `env` tags of the
+// configVars parses internal/config/config.go and returns the `env` tags of the
 // Config struct (with their envDefault), in declaration order.
 func configVars(t *testing.T) []configVar {
 	t.Helper()
 	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, path("cmd", "dedup", "config.go"), nil, parser.SkipObjectResolution)
+	f, err := parser.ParseFile(fset, path("internal", "config", "config.go"), nil, parser.SkipObjectResolution)
 	if err != nil {
-		t.Fatalf("parse cmd/dedup/config.go: %v", err)
+		t.Fatalf("parse internal/config/config.go: %v", err)
 	}
 	var vars []configVar
 	ast.Inspect(f, func(n ast.Node) bool {
@@ -87,7 +87,7 @@ func configVars(t *testing.T) []configVar {
 		return false
 	})
 	if len(vars) == 0 {
-		t.Fatalf("no `env` tags found in Config of cmd/dedup/config.go")
+		t.Fatalf("no `env` tags found in Config of internal/config/config.go")
 	}
 	return vars
 }
@@ -271,7 +271,7 @@ func TestDockerfile(t *testing.T) {
 	}
 	for k := range d.Env {
 		if _, ok := vars[k]; !ok && !runtimeEnv[k] {
-			t.Errorf("Dockerfile sets ENV %s, which cmd/dedup's Config does not read", k)
+			t.Errorf("Dockerfile sets ENV %s, which internal/config's Config does not read", k)
 		}
 	}
 	metricsAddr := d.Env["METRICS_ADDR"]
@@ -404,7 +404,7 @@ func TestComposeFitsBinary(t *testing.T) {
 		}
 		for k := range s.Environment {
 			if _, ok := vars[k]; !ok && !runtimeEnv[k] {
-				t.Errorf("service %s sets %s, which cmd/dedup's Config does not read", name, k)
+				t.Errorf("service %s sets %s, which internal/config's Config does not read", name, k)
 			}
 		}
 		checkArgs(t, "service "+name+" command", s.Command, lits)
@@ -827,7 +827,7 @@ func TestKubernetesFitsBinary(t *testing.T) {
 	}
 	for k := range env {
 		if _, ok := vars[k]; !ok && !runtimeEnv[k] {
-			t.Errorf("the Deployment's environment sets %s, which cmd/dedup's Config does not read", k)
+			t.Errorf("the Deployment's environment sets %s, which internal/config's Config does not read", k)
 		}
 	}
 	get := func(k string) string {
@@ -909,7 +909,7 @@ func TestKubernetesFitsBinary(t *testing.T) {
 	if replicas > 1 {
 		perPodOneDown = (partitions + replicas - 2) / (replicas - 1)
 	}
-	// The memory model is the one `dedup size` prints (cmd/dedup/sizing).
+	// The memory model is the one `dedup size` prints (sizing).
 	res := sizing.Deployment{
 		PairBytes:         int64(sizeBytes),
 		Partitions:        partitions,

@@ -15,7 +15,7 @@ import (
 // tolerating PRODUCE_RECOVERY_TIMEOUT, and memory from `dedup size`.
 func TestKubernetesHardening(t *testing.T) {
 	objs := kubernetesObjects(t)
-	defaults, err := k8scheck.ConfigDefaults(path("cmd", "dedup", "config.go"))
+	defaults, err := k8scheck.ConfigDefaults(path("internal", "config", "config.go"))
 	if err != nil {
 		t.Fatal(err)
 	}

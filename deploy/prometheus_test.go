@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -24,6 +23,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"gopkg.in/yaml.v3"
+
+	"dedup/internal/testkit"
 )
 
 // TestPrometheusAgainstBinary runs the real binary (embedded broker) and the
@@ -55,7 +56,7 @@ func TestPrometheusAgainstBinary(t *testing.T) {
 		t.Fatalf("go build ./cmd/dedup: %v\n%s", err, out)
 	}
 
-	brokerAddr, metricsAddr, promAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	brokerAddr, metricsAddr, promAddr := testkit.FreeAddr(t), testkit.FreeAddr(t), testkit.FreeAddr(t)
 	const inputTopic, partitions = "events", 3
 	dedupEnv := map[string]string{
 		"KAFKA_BROKERS":         "",
@@ -84,7 +85,7 @@ func TestPrometheusAgainstBinary(t *testing.T) {
 				t.Errorf("dedup healthcheck against a healthy binary: %v\n%s", err, out)
 			}
 			hc = exec.CommandContext(ctx, bin, "healthcheck")
-			hc.Env = processEnv(vars, map[string]string{"METRICS_ADDR": freeAddr(t)})
+			hc.Env = processEnv(vars, map[string]string{"METRICS_ADDR": testkit.FreeAddr(t)})
 			if err := hc.Run(); err == nil {
 				t.Errorf("dedup healthcheck against a closed port succeeded")
 			}
@@ -669,16 +670,6 @@ func processEnv(vars map[string]configVar, set map[string]string) []string {
 		env = append(env, k+"="+set[k])
 	}
 	return env
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 func httpOK(u string) error {

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"dedup/internal/testkit"
 )
 
 const (
@@ -34,7 +36,7 @@ type restartable struct {
 // log on failure; open starts it. Cleanup closes it.
 func newRestartable(t *testing.T, extra ...kfake.Opt) (b *restartable, brokers string) {
 	t.Helper()
-	_, portStr, err := net.SplitHostPort(freeAddr(t))
+	_, portStr, err := net.SplitHostPort(testkit.FreeAddr(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +56,7 @@ func newRestartable(t *testing.T, extra ...kfake.Opt) (b *restartable, brokers s
 		}
 	})
 	opts := append([]kfake.Opt{kfake.Ports(port), kfake.WithLogger(kfake.BasicLogger(logf, kfake.LogLevelWarn))}, extra...)
-	b = &restartable{opts: clusterOpts(opts...)}
+	b = &restartable{opts: testkit.ClusterOpts(numPartitions, opts...)}
 	t.Cleanup(b.close)
 	return b, net.JoinHostPort("127.0.0.1", portStr)
 }
@@ -132,9 +134,5 @@ func TestBrokerRestart(t *testing.T) {
 			i+1, brokerRestarts, at, obs.count(), pr.produced.Load(), time.Since(start).Round(time.Millisecond))
 	}
 
-	pr.waitDone(t, 90*time.Second, guard)
-	obs.waitSentinels(t, 90*time.Second, guard)
-	waitLagZero(t, p)
-	p.termOK(t)
-	verify(t, w, obs.drain(t, brokers))
+	scenario{rng: rng, brokers: brokers, w: w, obs: obs}.finish(t, pr, guard, 90*time.Second, p)
 }

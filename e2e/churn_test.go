@@ -17,10 +17,8 @@ const (
 // and leave (SIGTERM and SIGKILL mixed) while records flow; the output must
 // hold every first occurrence exactly once.
 func TestRebalanceChurn(t *testing.T) {
-	rng := newRand(testSeed(t))
-	_, brokers := newCluster(t)
-	w := newWorkload(rng, churnRecords, time.Now().Truncate(time.Millisecond))
-	obs := startObserver(t, brokers)
+	sc := newScenario(t, churnRecords)
+	rng, brokers, w, obs := sc.rng, sc.brokers, sc.w, sc.obs
 
 	type slot struct {
 		env map[string]string // own DATA_DIR, shared GROUP_ID

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"dedup/internal/testkit"
 )
 
 // kafkaTrap listens where KAFKA_BROKERS points and counts every connection:
@@ -45,7 +47,7 @@ func runBadConfig(t *testing.T, env map[string]string) (code int, stderr string,
 	t.Helper()
 	var out, errb bytes.Buffer
 	cmd := exec.Command(binPath)
-	cmd.Env = envList(env)
+	cmd.Env = testkit.EnvList(env)
 	cmd.Stdout = &out
 	cmd.Stderr = &errb
 	start := time.Now()
@@ -92,7 +94,7 @@ func TestConfigError(t *testing.T) {
 		addr, conns := kafkaTrap(t)
 		return map[string]string{
 			"KAFKA_BROKERS": addr,
-			"METRICS_ADDR":  freeAddr(t),
+			"METRICS_ADDR":  testkit.FreeAddr(t),
 			"DATA_DIR":      t.TempDir(),
 		}, conns
 	}

@@ -23,10 +23,8 @@ func TestCrash(t *testing.T) {
 }
 
 func testCrash(t *testing.T, store string) {
-	rng := newRand(testSeed(t))
-	_, brokers := newCluster(t)
-	w := newWorkload(rng, crashRecords, time.Now().Truncate(time.Millisecond))
-	obs := startObserver(t, brokers)
+	sc := newScenario(t, crashRecords)
+	rng, brokers, w, obs := sc.rng, sc.brokers, sc.w, sc.obs
 	env := stageEnv(t, brokers, store)
 
 	var names procSet
@@ -62,11 +60,7 @@ func testCrash(t *testing.T, store string) {
 		base = obs.progress()
 	}
 
-	pr.waitDone(t, 90*time.Second, guard)
-	obs.waitSentinels(t, 60*time.Second, guard)
-	waitLagZero(t, p)
-	p.termOK(t)
-	verify(t, w, obs.drain(t, brokers))
+	sc.finish(t, pr, guard, 60*time.Second, p)
 }
 
 // stopTarget is the output progress (distinct keys) that a kill or stop at

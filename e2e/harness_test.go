@@ -7,12 +7,9 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +18,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"dedup/internal/testkit"
 )
 
 const (
@@ -38,8 +37,6 @@ const (
 	// shutdownTimeout is SHUTDOWN_TIMEOUT: a SIGTERM must end in exit 0
 	// within it.
 	shutdownTimeout = 10 * time.Second
-	// pollEvery is the period of every wait on an observable condition.
-	pollEvery = 10 * time.Millisecond
 )
 
 // testSeed returns the seed of the test's random choices: E2E_SEED when set,
@@ -63,39 +60,40 @@ func newRand(seed uint64) *rand.Rand {
 	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 }
 
-// clusterOpts are the broker options every test shares: one broker, the two
-// topics with three partitions each, and a session-timeout floor low enough
-// for sessionTimeout.
-func clusterOpts(extra ...kfake.Opt) []kfake.Opt {
-	return append([]kfake.Opt{
-		kfake.NumBrokers(1),
-		kfake.SeedTopics(numPartitions, inputTopic, outputTopic),
-		kfake.GroupMinSessionTimeout(100 * time.Millisecond),
-	}, extra...)
+// scenario is what most runs start from: the test's seeded random source,
+// a fresh cluster, a workload of generated records and an observer of the
+// output.
+type scenario struct {
+	rng     *rand.Rand
+	brokers string
+	w       *workload
+	obs     *observer
+}
+
+func newScenario(t *testing.T, records int) scenario {
+	t.Helper()
+	rng := newRand(testSeed(t))
+	_, brokers := newCluster(t)
+	w := newWorkload(rng, records, time.Now().Truncate(time.Millisecond))
+	return scenario{rng: rng, brokers: brokers, w: w, obs: startObserver(t, brokers)}
+}
+
+// finish waits until the whole input is produced and forwarded (guard
+// failing the wait), stops p, the last stage standing, with SIGTERM, and
+// verifies the output.
+func (s scenario) finish(t *testing.T, pr *producer, guard func() error, sentinels time.Duration, p *proc) {
+	t.Helper()
+	pr.waitDone(t, 90*time.Second, guard)
+	s.obs.waitSentinels(t, sentinels, guard)
+	waitLagZero(t, p)
+	p.termOK(t)
+	verify(t, s.w, s.obs.drain(t, s.brokers))
 }
 
 func newCluster(t *testing.T, extra ...kfake.Opt) (*kfake.Cluster, string) {
 	t.Helper()
-	c, err := kfake.NewCluster(clusterOpts(extra...)...)
-	if err != nil {
-		t.Fatalf("start kfake: %v", err)
-	}
-	t.Cleanup(c.Close)
+	c := testkit.Cluster(t, numPartitions, extra...)
 	return c, c.ListenAddrs()[0]
-}
-
-// freeAddr returns a loopback address nothing listens on at the moment.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("find a free port: %v", err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		t.Fatalf("close probe listener: %v", err)
-	}
-	return addr
 }
 
 // stageEnv is the environment of one deduplication stage: everything the
@@ -142,29 +140,15 @@ func cloneEnv(env map[string]string) map[string]string {
 	return out
 }
 
-func envList(env map[string]string) []string {
-	list := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
-	keys := make([]string, 0, len(env))
-	for k := range env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		list = append(list, k+"="+env[k])
-	}
-	return list
-}
-
 // proc is one run of the binary.
 type proc struct {
 	name    string
 	metrics string // METRICS_ADDR
 	logPath string // stdout and stderr
-	cmd     *exec.Cmd
+	*testkit.Process
 	started time.Time
-	termAt  time.Time     // when SIGTERM was sent
-	stopped bool          // the test sent SIGTERM or SIGKILL
-	done    chan struct{} // closed once Wait returned
+	termAt  time.Time // when SIGTERM was sent
+	stopped bool      // the test sent SIGTERM or SIGKILL
 }
 
 // startProc starts the binary with env plus a fresh METRICS_ADDR. Cleanup
@@ -173,40 +157,20 @@ type proc struct {
 func startProc(t *testing.T, name string, env map[string]string) *proc {
 	t.Helper()
 	env = cloneEnv(env)
-	env["METRICS_ADDR"] = freeAddr(t)
+	env["METRICS_ADDR"] = testkit.FreeAddr(t)
 	p := &proc{
 		name:    name,
 		metrics: env["METRICS_ADDR"],
 		logPath: filepath.Join(logDir(t), name+".log"),
-		done:    make(chan struct{}),
 	}
 	logf, err := os.Create(p.logPath)
 	if err != nil {
 		t.Fatalf("create log of %s: %v", name, err)
 	}
-	p.cmd = exec.Command(binPath)
-	p.cmd.Env = envList(env)
-	p.cmd.Stdout = logf
-	p.cmd.Stderr = logf
-	if err := p.cmd.Start(); err != nil {
-		logf.Close()
-		t.Fatalf("start %s: %v", name, err)
-	}
+	// The child holds its own copy of the file; the log is read by path.
+	defer logf.Close()
+	p.Process = testkit.StartProcess(t, binPath, nil, env, logf, logf, func() string { return tail(p.logPath, 12<<10) })
 	p.started = time.Now()
-	go func() {
-		_ = p.cmd.Wait() // the exit status is read from ProcessState
-		logf.Close()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		if !p.exited() {
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("---- %s (pid %d, %s) output tail:\n%s", p.name, p.cmd.Process.Pid, p.status(), tail(p.logPath, 12<<10))
-		}
-	})
 	return p
 }
 
@@ -226,33 +190,24 @@ func logDir(t *testing.T) string {
 }
 
 func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
+	_, ok := p.Exited()
+	return ok
 }
 
 // exitCode is the process's exit status; -1 when a signal ended it.
-func (p *proc) exitCode() int { return p.cmd.ProcessState.ExitCode() }
+func (p *proc) exitCode() int { return p.Cmd.ProcessState.ExitCode() }
 
-func (p *proc) status() string {
-	if !p.exited() {
-		return "running"
-	}
-	return p.cmd.ProcessState.String()
-}
+func (p *proc) status() string { return p.Status() }
 
 // kill SIGKILLs the process and waits for it to be gone.
 func (p *proc) kill(t *testing.T) {
 	t.Helper()
 	p.stopped = true
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil && !p.exited() {
+	if err := p.Cmd.Process.Signal(syscall.SIGKILL); err != nil && !p.exited() {
 		t.Fatalf("SIGKILL %s: %v", p.name, err)
 	}
 	select {
-	case <-p.done:
+	case <-p.Done():
 	case <-time.After(10 * time.Second):
 		t.Fatalf("%s still running 10s after SIGKILL", p.name)
 	}
@@ -267,7 +222,7 @@ func (p *proc) sigterm(t *testing.T) {
 	waitHealthy(t, p, 30*time.Second)
 	p.termAt = time.Now()
 	p.stopped = true
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatalf("SIGTERM %s: %v (%s)", p.name, err, p.status())
 	}
 }
@@ -277,7 +232,7 @@ func (p *proc) sigterm(t *testing.T) {
 func (p *proc) waitTermOK(t *testing.T) {
 	t.Helper()
 	select {
-	case <-p.done:
+	case <-p.Done():
 	case <-time.After(time.Until(p.termAt.Add(shutdownTimeout + 5*time.Second))):
 		t.Fatalf("%s still running %s after SIGTERM (SHUTDOWN_TIMEOUT=%s)", p.name, time.Since(p.termAt).Round(time.Millisecond), shutdownTimeout)
 	}
@@ -323,26 +278,18 @@ func tail(path string, n int64) string {
 // errNotYet is what a poll condition returns while it waits.
 var errNotYet = errors.New("not yet")
 
-// waitFor polls cond every pollEvery until it returns nil, fails the test
-// when cond returns another error, and fails it when the deadline passes.
+// waitFor polls cond until it returns nil, fails the test at once when
+// cond returns an error other than errNotYet, and fails it when the
+// deadline passes.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(pollEvery)
-	defer tick.Stop()
-	for {
+	testkit.WaitFor(t, what, timeout, func() (bool, error) {
 		err := cond()
-		if err == nil {
-			return
-		}
-		if !errors.Is(err, errNotYet) {
+		if err != nil && !errors.Is(err, errNotYet) {
 			t.Fatalf("waiting for %s: %v", what, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s (%v)", timeout, what, err)
-		}
-		<-tick.C
-	}
+		return err == nil, err
+	})
 }
 
 // alive is a poll guard: a stage process that exits on its own while the test

@@ -8,10 +8,9 @@ package e2e_test
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"testing"
+
+	"dedup/internal/testkit"
 )
 
 // binPath is the dedup binary built once for the whole package.
@@ -33,23 +32,9 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	binPath = filepath.Join(dir, "dedup")
-
-	// Built without -race on purpose: the binary is the subject, not the
-	// test process, and a race-instrumented binary is several times slower.
-	cmd := exec.Command(goTool(), "build", "-o", binPath, "dedup/cmd/dedup")
-	cmd.Stdout = os.Stderr
-	cmd.Stderr = os.Stderr
-	if err := cmd.Run(); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: build dedup/cmd/dedup: %v\n", err)
+	if binPath, err = testkit.BuildBinary(dir); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 		return 1
 	}
 	return m.Run()
-}
-
-func goTool() string {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	return filepath.Join(runtime.GOROOT(), "bin", "go")
 }

@@ -333,7 +333,7 @@ func injectPause(r *nemesisRun, i int) string {
 	burst := r.burst()
 	gen := r.group().Epoch
 	from := r.obs.progress()
-	if err := m.p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := m.p.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatalf("SIGSTOP %s: %v", m.p.name, err)
 	}
 	stopped := time.Now()
@@ -343,7 +343,7 @@ func injectPause(r *nemesisRun, i int) string {
 		r.obs.waitProgress(t, 60*time.Second, target, "the new owner to forward while the member is paused", r.guard)
 	}
 	after := r.obs.progress()
-	if err := m.p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := m.p.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatalf("SIGCONT %s: %v", m.p.name, err)
 	}
 	return fmt.Sprintf("SIGSTOP %s %s, for %s (session timeout %s, expired after %s, generation %d -> %d), %d keys forwarded by the others meanwhile, SIGCONT",

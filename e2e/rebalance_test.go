@@ -88,10 +88,8 @@ func outputEnd(t *testing.T, brokers string) int64 {
 // written to the output after the snapshots, not the long history before
 // them (dedup_restore_scanned_records_total).
 func TestBoundedRestoreScan(t *testing.T) {
-	rng := newRand(testSeed(t))
-	_, brokers := newCluster(t)
-	w := newWorkload(rng, 30000, time.Now().Truncate(time.Millisecond))
-	obs := startObserver(t, brokers)
+	sc := newScenario(t, 30000)
+	brokers, w, obs := sc.brokers, sc.w, sc.obs
 	env := stageEnv(t, brokers, "file")
 
 	// A long history, checkpointed at its end by a graceful stop.
@@ -208,10 +206,8 @@ func isSubset(sub, of []int) bool {
 // from the store (the other member processed it in between). Records flow
 // throughout; nothing is lost or forwarded twice.
 func TestStickyWarmRebalance(t *testing.T) {
-	rng := newRand(testSeed(t))
-	_, brokers := newCluster(t)
-	w := newWorkload(rng, 40000, time.Now().Truncate(time.Millisecond))
-	obs := startObserver(t, brokers)
+	sc := newScenario(t, 40000)
+	brokers, w, obs := sc.brokers, sc.w, sc.obs
 	var env [3]map[string]string
 	for i := range env {
 		env[i] = stageEnv(t, brokers, "kafka")
@@ -276,10 +272,8 @@ func TestStickyWarmRebalance(t *testing.T) {
 // on; nothing is lost or forwarded twice, neither on the old partitions
 // nor on the new one.
 func TestInputPartitionAdded(t *testing.T) {
-	rng := newRand(testSeed(t))
-	_, brokers := newCluster(t)
-	w := newWorkload(rng, 20000, time.Now().Truncate(time.Millisecond))
-	obs := startObserver(t, brokers)
+	sc := newScenario(t, 20000)
+	brokers, w, obs := sc.brokers, sc.w, sc.obs
 	p := startProc(t, "dedup", stageEnv(t, brokers, "kafka"))
 	pr := startProducer(t, brokers, w, obs, 1500)
 	guard := func() error { return errors.Join(pr.check(), alive(p)) }

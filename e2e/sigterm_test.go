@@ -16,10 +16,8 @@ const (
 // stop must end in exit 0 within SHUTDOWN_TIMEOUT, and after the restarts
 // the output holds every first occurrence exactly once.
 func TestSigterm(t *testing.T) {
-	rng := newRand(testSeed(t))
-	_, brokers := newCluster(t)
-	w := newWorkload(rng, sigtermRecords, time.Now().Truncate(time.Millisecond))
-	obs := startObserver(t, brokers)
+	sc := newScenario(t, sigtermRecords)
+	rng, brokers, w, obs := sc.rng, sc.brokers, sc.w, sc.obs
 	env := stageEnv(t, brokers, "file")
 
 	var names procSet
@@ -43,9 +41,5 @@ func TestSigterm(t *testing.T) {
 		base = obs.progress()
 	}
 
-	pr.waitDone(t, 90*time.Second, guard)
-	obs.waitSentinels(t, 60*time.Second, guard)
-	waitLagZero(t, p)
-	p.termOK(t)
-	verify(t, w, obs.drain(t, brokers))
+	sc.finish(t, pr, guard, 60*time.Second, p)
 }

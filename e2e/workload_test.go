@@ -17,6 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"dedup/internal/testkit"
 )
 
 // inRecord is one input record the generator produces.
@@ -164,7 +166,7 @@ func (pr *producer) held(hi int, start time.Time) bool {
 
 func (pr *producer) run(ctx context.Context, cl *kgo.Client) error {
 	const batch = 100
-	tick := time.NewTicker(pollEvery)
+	tick := time.NewTicker(testkit.PollEvery)
 	defer tick.Stop()
 	start := time.Now()
 	for lo := 0; lo < len(pr.w.recs); lo += batch {

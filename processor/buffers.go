@@ -1,6 +1,6 @@
 package processor
 
-import "dedup/cmd/dedup/sizing"
+import "dedup/sizing"
 
 // bufferSizes sizes a partition's reader and ack ring when assigned
 // partitions share FetchBufferBytes and the output has outputs partitions

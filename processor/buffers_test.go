@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"dedup/cmd/dedup/sizing"
+	"dedup/sizing"
 )
 
 // TestBufferSizes: the partitions' readers and rings together stay within

@@ -7,8 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"dedup/cmd/dedup/sizing"
 	"dedup/rotation"
+	"dedup/sizing"
 )
 
 // specFamilies are the families of the shared spec: those listed first

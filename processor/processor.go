@@ -14,12 +14,12 @@ import (
 	"github.com/segmentio/kafka-go"
 	"golang.org/x/sync/errgroup"
 
-	"dedup/cmd/dedup/sizing"
 	"dedup/internal/leader"
 	"dedup/key"
 	"dedup/processor/assignment"
 	"dedup/processor/partition"
 	"dedup/rotation"
+	"dedup/sizing"
 )
 
 // Source headers added to every forwarded record.
@@ -557,7 +557,7 @@ func (p *Processor) Progress() Progress {
 
 // predictMemory sets dedup_memory_predicted_bytes for assigned input
 // partitions and outputs output partitions, with the memory model `dedup
-// size` prints and the deploy tests hold the manifests to (cmd/dedup/sizing),
+// size` prints and the deploy tests hold the manifests to (sizing),
 // so that a dashboard can set the resident memory against it. Without a
 // checkpoint store the spare pair is not held.
 func (p *Processor) predictMemory(assigned, outputs int) {

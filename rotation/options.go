@@ -24,6 +24,10 @@ const (
 	maxWindow       = 1 << 60 // about 36 years; keeps window arithmetic inside int64
 )
 
+// MaxExpectedKeys is the most ExpectedKeys New accepts, for callers that
+// check a setting before allocating anything.
+const MaxExpectedKeys = maxExpectedKeys
+
 // normalize fills defaults and reports every invalid field at once.
 func (o Options) normalize() (Options, error) {
 	if o.Mode == 0 {

@@ -70,6 +70,10 @@ func (g *Generator) Next() *Record {
 	return r
 }
 
+// Emitted is how many distinct keys the records so far carried: the keys
+// KeyBytes(w, 0) .. KeyBytes(w, Emitted()-1).
+func (g *Generator) Emitted() uint64 { return g.emitted }
+
 // KeyBytes returns the key of distinct key id for workload w.
 func KeyBytes(w Workload, id uint64) []byte {
 	k := make([]byte, w.KeySize)

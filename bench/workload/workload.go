@@ -1,7 +1,8 @@
 // Package workload describes and generates the input of the benchmarks: a
 // deterministic stream of keyed records whose first occurrences are known in
 // advance. It depends on the standard library only, so that the service
-// binary can use its key scheme (dedup size) without linking the harness.
+// binary's demo (internal/demo) draws its keyed records from it without
+// linking the harness.
 package workload
 
 import (

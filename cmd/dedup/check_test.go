@@ -17,11 +17,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"dedup/checkpoint"
+	"dedup/internal/config"
+	"dedup/internal/testkit"
 )
 
 // runCheckBinary runs `dedup check args...` as a process with exactly env
 // and returns its stdout, stderr and exit code.
-func runCheckBinary(t *testing.T, env envMap, args ...string) (string, string, int) {
+func runCheckBinary(t *testing.T, env testkit.Env, args ...string) (string, string, int) {
 	t.Helper()
 	b := startBinary(t, env, append([]string{"check"}, args...)...)
 	code := b.waitExit(t, 90*time.Second)
@@ -105,22 +107,22 @@ func loadSnapshot(t *testing.T, brokers []string, topic, group string, tr *kafka
 // the snapshot saved before the check.
 func TestCheckGoodSetup(t *testing.T) {
 	const user, pass = "dedup-user", "pw-Never-Printed"
-	cluster := newTestCluster(t, kfake.EnableSASL(), kfake.Superuser(saslPlain, user, pass))
+	cluster := testkit.Cluster(t, 2, kfake.EnableSASL(), kfake.Superuser("PLAIN", user, pass))
 	if err := cluster.CreateTopic("dedup-dedup-state", 2, map[string]string{"cleanup.policy": "compact"}); err != nil {
 		t.Fatal(err)
 	}
 	addr := cluster.ListenAddrs()[0]
 	env := testEnv(t)
 	env["KAFKA_BROKERS"] = addr
-	env["KAFKA_SASL_MECHANISM"] = saslPlain
+	env["KAFKA_SASL_MECHANISM"] = "PLAIN"
 	env["KAFKA_SASL_USERNAME"] = user
 	env["KAFKA_SASL_PASSWORD"] = pass
 
-	cfg, err := LoadConfig(env.lookup)
+	cfg, err := config.Load(env.Lookup)
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := newConnection(&cfg, []string{addr})
+	conn, err := config.NewConnection(&cfg, []string{addr})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,10 +136,10 @@ func TestCheckGoodSetup(t *testing.T) {
 	if strings.Contains(stdout+stderr, pass) {
 		t.Errorf("the password is printed:\n%s", stdout)
 	}
-	if !strings.Contains(stdout, "KAFKA_SASL_PASSWORD="+secretMask+"\n") {
+	if !strings.Contains(stdout, "KAFKA_SASL_PASSWORD=********\n") {
 		t.Errorf("no masked KAFKA_SASL_PASSWORD line:\n%s", stdout)
 	}
-	for _, name := range ConfigVarNames() {
+	for _, name := range config.VarNames() {
 		if !strings.Contains(stdout, " "+name+"=") {
 			t.Errorf("setting %s not printed", name)
 		}
@@ -209,7 +211,7 @@ func checkShape(lines []string) []string {
 // and exits 0, with the checks the example in docs/operations.md shows.
 func TestCheckRunningEmbeddedStage(t *testing.T) {
 	env := testEnv(t)
-	env["EMBEDDED_BROKER_ADDR"] = freeAddr(t)
+	env["EMBEDDED_BROKER_ADDR"] = testkit.FreeAddr(t)
 	stage := startBinary(t, env)
 	waitReady(t, stage, env["METRICS_ADDR"])
 
@@ -248,7 +250,7 @@ func TestCheckRunningEmbeddedStage(t *testing.T) {
 // TestCheckUnreachableBroker: a broker that refuses connections and one
 // that never answers are each named, and check exits 1.
 func TestCheckUnreachableBroker(t *testing.T) {
-	refusing, silent := freeAddr(t), silentBroker(t)
+	refusing, silent := testkit.FreeAddr(t), silentBroker(t)
 	env := testEnv(t)
 	env["KAFKA_BROKERS"] = refusing + "," + silent
 	stdout, _, code := runCheckBinary(t, env, "--timeout", "2s")
@@ -271,15 +273,15 @@ func TestCheckUnreachableBroker(t *testing.T) {
 // TestCheckOneBrokerDown: a dead entry of KAFKA_BROKERS while another
 // answers is a warning naming it: the clients bootstrap from the others.
 func TestCheckOneBrokerDown(t *testing.T) {
-	cluster := newTestCluster(t)
+	cluster := testkit.Cluster(t, 2)
 	if err := cluster.CreateTopic("dedup-dedup-state", 2, map[string]string{"cleanup.policy": "compact"}); err != nil {
 		t.Fatal(err)
 	}
-	dead := freeAddr(t)
+	dead := testkit.FreeAddr(t)
 	env := testEnv(t)
 	env["KAFKA_BROKERS"] = dead + "," + cluster.ListenAddrs()[0]
 	var stdout, stderr bytes.Buffer
-	if code := run(context.Background(), []string{"check"}, env.lookup, &stdout, &stderr); code != exitOK {
+	if code := run(context.Background(), []string{"check"}, env.Lookup, &stdout, &stderr); code != exitOK {
 		t.Fatalf("exit %d, want 0:\n%s%s", code, &stdout, &stderr)
 	}
 	wantCheck(t, stdout.String(), "warn", "broker "+dead)
@@ -326,7 +328,7 @@ func TestCheckConfigError(t *testing.T) {
 		t.Fatalf("exit %d, want 2:\n%s%s", code, stdout, stderr)
 	}
 	var want bytes.Buffer
-	_, err := LoadConfig(env.lookup)
+	_, err := config.Load(env.Lookup)
 	reportConfigError(&want, err)
 	if stderr != want.String() || stdout != "" {
 		t.Errorf("stderr %q, stdout %q; want the stage's report %q", stderr, stdout, want.String())
@@ -343,7 +345,7 @@ func TestCheckConfigError(t *testing.T) {
 // stops root as well as any other user.
 func TestCheckFileStoreUnwritable(t *testing.T) {
 	env := testEnv(t)
-	env["EMBEDDED_BROKER_ADDR"] = freeAddr(t)
+	env["EMBEDDED_BROKER_ADDR"] = testkit.FreeAddr(t)
 	file := filepath.Join(t.TempDir(), "not-a-dir")
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -373,14 +375,14 @@ func TestCheckFileStoreUnwritable(t *testing.T) {
 // the input's log start are a warning naming the partition and what will
 // be skipped.
 func TestCheckCommittedBelowLogStart(t *testing.T) {
-	cluster := newTestCluster(t)
+	cluster := testkit.Cluster(t, 2)
 	addr := cluster.ListenAddrs()[0]
 	client := []kgo.Opt{kgo.SeedBrokers(addr)}
 	recs := make([]*kgo.Record, 10)
 	for i := range recs {
 		recs[i] = &kgo.Record{Topic: "events", Partition: 0, Key: []byte{byte(i)}}
 	}
-	produce(t, append(client, kgo.RecordPartitioner(kgo.ManualPartitioner())), recs...)
+	testkit.Produce(t, append(client, kgo.RecordPartitioner(kgo.ManualPartitioner())), recs...)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	kc := &kafka.Client{Addr: kafka.TCP(addr)}
@@ -394,7 +396,7 @@ func TestCheckCommittedBelowLogStart(t *testing.T) {
 	env := testEnv(t)
 	env["KAFKA_BROKERS"] = addr
 	var stdout, stderr bytes.Buffer
-	if code := run(ctx, []string{"check"}, env.lookup, &stdout, &stderr); code != exitOK {
+	if code := run(ctx, []string{"check"}, env.Lookup, &stdout, &stderr); code != exitOK {
 		t.Fatalf("exit %d, want 0 (a warning):\n%s%s", code, &stdout, &stderr)
 	}
 	l := checkLine(stdout.String(), "committed offsets")
@@ -408,7 +410,7 @@ func TestCheckCommittedBelowLogStart(t *testing.T) {
 func TestCheckHelp(t *testing.T) {
 	for _, arg := range []string{"-h", "--help"} {
 		var stdout, stderr bytes.Buffer
-		if code := run(context.Background(), []string{"check", arg}, envMap{}.lookup, &stdout, &stderr); code != exitOK {
+		if code := run(context.Background(), []string{"check", arg}, testkit.Env{}.Lookup, &stdout, &stderr); code != exitOK {
 			t.Fatalf("check %s: exit %d, want 0", arg, code)
 		}
 		out := stdout.String()
@@ -419,7 +421,7 @@ func TestCheckHelp(t *testing.T) {
 		}
 	}
 	var stdout, stderr bytes.Buffer
-	if code := run(context.Background(), []string{"check", "extra"}, envMap{}.lookup, &stdout, &stderr); code != exitConfig {
+	if code := run(context.Background(), []string{"check", "extra"}, testkit.Env{}.Lookup, &stdout, &stderr); code != exitConfig {
 		t.Errorf("check extra: exit %d, want 2", code)
 	}
 }
@@ -443,7 +445,7 @@ func TestCheckTopicSettings(t *testing.T) {
 	env["KAFKA_BROKERS"] = addrs[0]
 	env["DEAD_LETTER_TOPIC"] = "events-dead"
 	var stdout, stderr bytes.Buffer
-	if code := run(context.Background(), []string{"check"}, env.lookup, &stdout, &stderr); code != exitFailure {
+	if code := run(context.Background(), []string{"check"}, env.Lookup, &stdout, &stderr); code != exitFailure {
 		t.Fatalf("exit %d, want 1:\n%s%s", code, &stdout, &stderr)
 	}
 	out := stdout.String()
@@ -480,7 +482,7 @@ func TestCheckTopicSettings(t *testing.T) {
 // secret:"true", so dedup check never prints it.
 func TestSecretsTagged(t *testing.T) {
 	secrets := 0
-	for _, d := range configDocs() {
+	for _, d := range config.Docs() {
 		named := regexp.MustCompile(`PASSWORD|SECRET|TOKEN|CREDENTIAL|PASSPHRASE`).MatchString(d.Name)
 		if named && !d.Secret {
 			t.Errorf("%s looks like a credential but is not tagged secret:\"true\"", d.Name)

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"dedup/internal/kfaketest"
+	"dedup/internal/testkit"
 )
 
 // The checkpoint store failing under a running stage (docs/faults.md,
@@ -33,7 +34,7 @@ const outageInterval = 2 * time.Second
 // storeFault makes the checkpoint store refuse writes (start) and take
 // them again (end).
 type storeFault struct {
-	env        envMap
+	env        testkit.Env
 	start, end func(t *testing.T)
 }
 
@@ -107,7 +108,7 @@ func refuseCheckpointProduces(c *kfake.Cluster, code int16, which *regexp.Regexp
 		return kfaketest.ErrorResponse(req, code), nil, true
 	})
 	return storeFault{
-		env:   envMap{"CHECKPOINT_STORE": "kafka"},
+		env:   testkit.Env{"CHECKPOINT_STORE": "kafka"},
 		start: func(*testing.T) { armed.Store(true) },
 		end:   func(*testing.T) { armed.Store(false) },
 	}
@@ -140,16 +141,16 @@ func TestCheckpointStoreOutage(t *testing.T) {
 	}
 	for _, kc := range kafkaCases {
 		t.Run(kc.name, func(t *testing.T) {
-			cluster := newTestCluster(t)
+			cluster := testkit.Cluster(t, 2)
 			f := refuseCheckpointProduces(cluster, kc.code, kc.which)
 			checkpointOutage(t, cluster, testEnv(t), f)
 		})
 	}
 	t.Run("kafka-topic-deleted", func(t *testing.T) {
-		cluster := newTestCluster(t)
+		cluster := testkit.Cluster(t, 2)
 		const topic = "dedup-dedup-state"
 		checkpointOutage(t, cluster, testEnv(t), storeFault{
-			env: envMap{"CHECKPOINT_STORE": "kafka"},
+			env: testkit.Env{"CHECKPOINT_STORE": "kafka"},
 			start: func(t *testing.T) {
 				if err := cluster.DeleteTopic(topic); err != nil {
 					t.Fatal(err)
@@ -168,8 +169,8 @@ func TestCheckpointStoreOutage(t *testing.T) {
 		}
 		env := testEnv(t)
 		dirs := partitionDirs(env["DATA_DIR"])
-		checkpointOutage(t, newTestCluster(t), env, storeFault{
-			env: envMap{"CHECKPOINT_STORE": "file"},
+		checkpointOutage(t, testkit.Cluster(t, 2), env, storeFault{
+			env: testkit.Env{"CHECKPOINT_STORE": "file"},
 			start: func(t *testing.T) {
 				for _, d := range dirs {
 					if err := os.Chmod(d, 0o500); err != nil {
@@ -204,8 +205,8 @@ func TestCheckpointStoreOutage(t *testing.T) {
 		t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
 		env := testEnv(t)
 		filler := filepath.Join(dir, "filler")
-		checkpointOutage(t, newTestCluster(t), env, storeFault{
-			env: envMap{"CHECKPOINT_STORE": "file", "CHECKPOINT_DIR": dir},
+		checkpointOutage(t, testkit.Cluster(t, 2), env, storeFault{
+			env: testkit.Env{"CHECKPOINT_STORE": "file", "CHECKPOINT_DIR": dir},
 			start: func(t *testing.T) {
 				f, err := os.Create(filler)
 				if err != nil {
@@ -232,8 +233,8 @@ func TestCheckpointStoreOutage(t *testing.T) {
 	t.Run("file-not-a-directory", func(t *testing.T) {
 		env := testEnv(t)
 		dirs := partitionDirs(env["DATA_DIR"])
-		checkpointOutage(t, newTestCluster(t), env, storeFault{
-			env: envMap{"CHECKPOINT_STORE": "file"},
+		checkpointOutage(t, testkit.Cluster(t, 2), env, storeFault{
+			env: testkit.Env{"CHECKPOINT_STORE": "file"},
 			start: func(t *testing.T) {
 				for _, d := range dirs {
 					if err := os.Rename(d, d+".aside"); err != nil {
@@ -271,7 +272,7 @@ func committedSum(cluster *kfake.Cluster) int64 {
 	return sum
 }
 
-func checkpointOutage(t *testing.T, cluster *kfake.Cluster, env envMap, f storeFault) {
+func checkpointOutage(t *testing.T, cluster *kfake.Cluster, env testkit.Env, f storeFault) {
 	t.Helper()
 	env["KAFKA_BROKERS"] = cluster.ListenAddrs()[0]
 	env["LOG_LEVEL"] = "info"
@@ -288,10 +289,10 @@ func checkpointOutage(t *testing.T, cluster *kfake.Cluster, env envMap, f storeF
 	const keys = 30
 	all := keyedWithDuplicates("events", keys, 2) // copy0 of every key, then copy1
 	before, during, after := all[:20], all[20:45], all[45:]
-	produce(t, client, before...)
-	consumeN(t, client, "events-deduped", len(before))
+	testkit.Produce(t, client, before...)
+	testkit.ConsumeN(t, client, "events-deduped", len(before))
 	waitCommitted(t, cluster, int64(len(before)))
-	failures, err := metricSum(metrics, "dedup_checkpoint_failures_total")
+	failures, err := testkit.MetricSum(metrics, "dedup_checkpoint_failures_total")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,9 +302,9 @@ func checkpointOutage(t *testing.T, cluster *kfake.Cluster, env envMap, f storeF
 	began := time.Now()
 	// New first occurrences and duplicates while the store refuses writes:
 	// still decided and forwarded.
-	produce(t, client, during...)
+	testkit.Produce(t, client, during...)
 	produced := time.Now()
-	consumeN(t, client, "events-deduped", keys)
+	testkit.ConsumeN(t, client, "events-deduped", keys)
 	waitLog(t, bin, "checkpoint failed")
 	took := time.Since(produced)
 	t.Logf("first checkpoint failure logged %v after the input arrived", took.Round(10*time.Millisecond))
@@ -312,11 +313,11 @@ func checkpointOutage(t *testing.T, cluster *kfake.Cluster, env envMap, f storeF
 	if took > 2*outageInterval+2*time.Second {
 		t.Errorf("the first checkpoint failure was logged %v after the input arrived, want within about one CHECKPOINT_INTERVAL (%v)", took, outageInterval)
 	}
-	waitFor(t, "dedup_checkpoint_failures_total to rise", 15*time.Second, func() (bool, error) {
-		v, err := metricSum(metrics, "dedup_checkpoint_failures_total")
+	testkit.WaitFor(t, "dedup_checkpoint_failures_total to rise", 15*time.Second, func() (bool, error) {
+		v, err := testkit.MetricSum(metrics, "dedup_checkpoint_failures_total")
 		return v > failures, err
 	})
-	lastSuccess, err := metricSum(metrics, "dedup_checkpoint_last_success_timestamp_seconds")
+	lastSuccess, err := testkit.MetricSum(metrics, "dedup_checkpoint_last_success_timestamp_seconds")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,10 +332,10 @@ func checkpointOutage(t *testing.T, cluster *kfake.Cluster, env envMap, f storeF
 	if c := committedSum(cluster); c != int64(len(before)) {
 		t.Errorf("committed offsets sum to %d during the outage, want %d: commits wait for a checkpoint", c, len(before))
 	}
-	if v, err := metricSum(metrics, "dedup_checkpoint_last_success_timestamp_seconds"); err != nil || v != lastSuccess {
+	if v, err := testkit.MetricSum(metrics, "dedup_checkpoint_last_success_timestamp_seconds"); err != nil || v != lastSuccess {
 		t.Errorf("last successful checkpoint time moved during the outage (%v -> %v, %v)", lastSuccess, v, err)
 	}
-	if v, err := metricSum(metrics, "dedup_checkpoint_failures_total"); err != nil || v < failures+2 {
+	if v, err := testkit.MetricSum(metrics, "dedup_checkpoint_failures_total"); err != nil || v < failures+2 {
 		t.Errorf("%v checkpoint failures after %v of outage, want them counted at each interval (%v)", v-failures, time.Since(began).Round(time.Second), err)
 	}
 	outage := bin.stderr.String()[logBefore:]
@@ -347,10 +348,10 @@ func checkpointOutage(t *testing.T, cluster *kfake.Cluster, env envMap, f storeF
 	}
 
 	f.end(t)
-	produce(t, client, after...)
+	testkit.Produce(t, client, after...)
 	waitLog(t, bin, "checkpoints succeed again")
 	waitCommitted(t, cluster, int64(len(all)))
-	if v, err := metricSum(metrics, "dedup_checkpoint_last_success_timestamp_seconds"); err != nil || v <= lastSuccess {
+	if v, err := testkit.MetricSum(metrics, "dedup_checkpoint_last_success_timestamp_seconds"); err != nil || v <= lastSuccess {
 		t.Errorf("last successful checkpoint time %v after the outage, want past %v (%v)", v, lastSuccess, err)
 	}
 	checkExactlyOnce(t, addr, client, keys)

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+
+	"dedup/internal/config"
 )
 
 // command is one subcommand. The dispatch, the general usage and each
@@ -22,7 +24,7 @@ type command struct {
 	env      envUse
 	vars     []string             // the variables read, when env is someVars
 	flags    func() *flag.FlagSet // nil: takes no flags
-	run      func(context.Context, []string, LookupFunc, io.Writer, io.Writer) int
+	run      func(context.Context, []string, config.LookupFunc, io.Writer, io.Writer) int
 }
 
 // envUse is which environment variables a subcommand reads.
@@ -73,7 +75,7 @@ reads from the embedded broker of a running dedup at EMBEDDED_BROKER_ADDR.`,
 			summary: "what to deploy for a workload: settings, memory, GOMEMLIMIT,\ncheckpoint bandwidth, false drops per day",
 			about:   sizeAbout,
 			env:     noVars, flags: func() *flag.FlagSet { fs, _ := newSizeFlagSet(); return fs },
-			run: func(_ context.Context, args []string, _ LookupFunc, stdout, stderr io.Writer) int {
+			run: func(_ context.Context, args []string, _ config.LookupFunc, stdout, stderr io.Writer) int {
 				return runSize(args, stdout, stderr)
 			},
 		},
@@ -89,7 +91,7 @@ otherwise: a container HEALTHCHECK that needs no curl or shell in the image.`,
 			summary: "module version, commit and Go version (also --version, -v)",
 			about:   `Prints the module version, the commit and the Go version the binary was built with.`,
 			env:     noVars,
-			run: func(_ context.Context, args []string, _ LookupFunc, stdout, stderr io.Writer) int {
+			run: func(_ context.Context, args []string, _ config.LookupFunc, stdout, stderr io.Writer) int {
 				return runVersion(args, stdout, stderr)
 			},
 		},
@@ -99,7 +101,7 @@ otherwise: a container HEALTHCHECK that needs no curl or shell in the image.`,
 			about: `Prints the general usage with every environment variable; with a subcommand's
 name, that subcommand's usage; with --markdown, the README's configuration table.`,
 			env: noVars,
-			run: func(_ context.Context, args []string, _ LookupFunc, stdout, stderr io.Writer) int {
+			run: func(_ context.Context, args []string, _ config.LookupFunc, stdout, stderr io.Writer) int {
 				return runHelp(args, stdout, stderr)
 			},
 		},
@@ -170,7 +172,7 @@ func printCommandUsage(w io.Writer, c command) {
 func writeVarTable(w io.Writer, only []string) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  VARIABLE\tDEFAULT\tMEANING")
-	for _, d := range configDocs() {
+	for _, d := range config.Docs() {
 		if only != nil && !slices.Contains(only, d.Name) {
 			continue
 		}

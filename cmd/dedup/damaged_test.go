@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"dedup/internal/testkit"
 )
 
 // TestDamagedNewestSnapshotBinary: the real binary with the file store
@@ -17,27 +19,15 @@ import (
 // it, keeps it under the partition's damaged/ directory, restores the older
 // snapshot, and the output still holds every first occurrence exactly once.
 func TestDamagedNewestSnapshotBinary(t *testing.T) {
-	cluster := newTestCluster(t)
-	env := testEnv(t)
-	env["KAFKA_BROKERS"] = cluster.ListenAddrs()[0]
-	env["CHECKPOINT_STORE"] = "file"
-	env["LOG_LEVEL"] = "info"
+	cluster := testkit.Cluster(t, 2)
+	env := clusterEnv(t, cluster, testkit.Env{"CHECKPOINT_STORE": "file", "LOG_LEVEL": "info"})
 	metrics := env["METRICS_ADDR"]
-	addr := cluster.ListenAddrs()[0]
-	client := []kgo.Opt{kgo.SeedBrokers(addr)}
+	client := []kgo.Opt{kgo.SeedBrokers(cluster.ListenAddrs()[0])}
 
 	const keys = 30
 	all := keyedWithDuplicates("events", keys, 2) // copy0 of every key, then copy1
 	before, after := all[:20], all[20:]
-
-	first := startBinary(t, env)
-	waitReady(t, first, metrics)
-	produce(t, client, before...)
-	consumeN(t, client, "events-deduped", len(before))
-	waitCommitted(t, cluster, int64(len(before)))
-	if code := first.stop(t, 30*time.Second); code != exitOK {
-		t.Fatalf("first run: exit %d after SIGTERM, want 0", code)
-	}
+	runOnce(t, cluster, env, before, len(before))
 
 	dir := partitionDirs(env["DATA_DIR"])[0]
 	names, err := filepath.Glob(filepath.Join(dir, "*.ckpt"))
@@ -74,9 +64,9 @@ func TestDamagedNewestSnapshotBinary(t *testing.T) {
 		t.Errorf("%d `checkpoint damaged` lines, want one naming where it was kept:\n%s", len(lines), strings.Join(lines, "\n"))
 	}
 
-	produce(t, client, after...)
+	testkit.Produce(t, client, after...)
 	waitCommitted(t, cluster, int64(len(all)))
-	checkExactlyOnce(t, addr, client, keys)
+	checkExactlyOnce(t, cluster.ListenAddrs()[0], client, keys)
 	if code := second.stop(t, 30*time.Second); code != exitOK {
 		t.Errorf("second run: exit %d after SIGTERM, want 0", code)
 	}
@@ -89,28 +79,15 @@ func TestDamagedNewestSnapshotBinary(t *testing.T) {
 // /healthz 200) while partition 1 runs, and starts it once the damaged
 // files are removed; the output holds every first occurrence exactly once.
 func TestAllSnapshotsDamagedRefuseBinary(t *testing.T) {
-	cluster := newTestCluster(t)
-	env := testEnv(t)
-	env["KAFKA_BROKERS"] = cluster.ListenAddrs()[0]
-	env["CHECKPOINT_STORE"] = "file"
-	env["CHECKPOINT_ON_DAMAGE"] = "refuse"
-	env["LOG_LEVEL"] = "info"
+	cluster := testkit.Cluster(t, 2)
+	env := clusterEnv(t, cluster, testkit.Env{"CHECKPOINT_STORE": "file", "CHECKPOINT_ON_DAMAGE": "refuse", "LOG_LEVEL": "info"})
 	metrics := env["METRICS_ADDR"]
-	addr := cluster.ListenAddrs()[0]
-	client := []kgo.Opt{kgo.SeedBrokers(addr)}
+	client := []kgo.Opt{kgo.SeedBrokers(cluster.ListenAddrs()[0])}
 
 	const keys = 30
 	all := keyedWithDuplicates("events", keys, 1)
 	before, after := all[:20], all[20:]
-
-	first := startBinary(t, env)
-	waitReady(t, first, metrics)
-	produce(t, client, before...)
-	consumeN(t, client, "events-deduped", len(before))
-	waitCommitted(t, cluster, int64(len(before)))
-	if code := first.stop(t, 30*time.Second); code != exitOK {
-		t.Fatalf("first run: exit %d after SIGTERM, want 0", code)
-	}
+	runOnce(t, cluster, env, before, len(before))
 
 	dir := partitionDirs(env["DATA_DIR"])[0]
 	names, err := filepath.Glob(filepath.Join(dir, "*.ckpt"))
@@ -140,9 +117,9 @@ func TestAllSnapshotsDamagedRefuseBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReady(t, second, metrics)
-	produce(t, client, after...)
+	testkit.Produce(t, client, after...)
 	waitCommitted(t, cluster, int64(len(all)))
-	checkExactlyOnce(t, addr, client, keys)
+	checkExactlyOnce(t, cluster.ListenAddrs()[0], client, keys)
 	if code := second.stop(t, 30*time.Second); code != exitOK {
 		t.Errorf("second run: exit %d after SIGTERM, want 0", code)
 	}

@@ -1,30 +1,29 @@
 package main
 
 import (
-	"bytes"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"dedup/processor"
+	"dedup/internal/testkit"
 )
 
 // TestDemo runs `dedup demo` as a new user would and checks that within
 // seconds the stage drops generated duplicates and the progress line says so.
 func TestDemo(t *testing.T) {
 	env := testEnv(t)
-	env["EMBEDDED_BROKER_ADDR"] = freeAddr(t)
+	env["EMBEDDED_BROKER_ADDR"] = testkit.FreeAddr(t)
 	env["LOG_LEVEL"] = "info"
 	metrics := env["METRICS_ADDR"]
 	demo := startInProcess(t, env, "demo", "--rate", "400", "--dup", "0.4", "--retract", "0.05", "--unkeyed", "0.05")
-	waitFor(t, "duplicates, retractions and unkeyed records counted", 60*time.Second, func() (bool, error) {
+	testkit.WaitFor(t, "duplicates, retractions and unkeyed records counted", 60*time.Second, func() (bool, error) {
 		if code, ok := demo.exited(); ok {
 			t.Fatalf("demo exited early with %d", code)
 		}
 		for _, outcome := range []string{"duplicate", "forwarded", "retraction", "unkeyed"} {
-			n, err := metricSum(metrics, "dedup_messages_total", `outcome="`+outcome+`"`)
+			n, err := testkit.MetricSum(metrics, "dedup_messages_total", `outcome="`+outcome+`"`)
 			if err != nil || n == 0 {
 				return false, err
 			}
@@ -62,21 +61,5 @@ func TestDemo(t *testing.T) {
 	sSent, sIn, sOut, sDropped := atoi(sum[1]), atoi(sum[2]), atoi(sum[3]), atoi(sum[4])
 	if sSent < sent || sIn < in || sOut < out || sDropped < dropped || sOut+sDropped > sIn {
 		t.Errorf("summary %q: want counts at least those of the last progress line %q, and out+dropped <= read", sum[0], last[0])
-	}
-}
-
-func TestProgressLineFitsTheTerminal(t *testing.T) {
-	big := processor.Progress{In: 123456789012, Forwarded: 98765432109, Duplicates: 24691356903, Retractions: 1234567, Unkeyed: 7654321}
-	for _, width := range []int{defaultColumns, 60, 132, 20} {
-		var out bytes.Buffer
-		p := &progressLine{w: &out, redraw: true, columns: func() int { return width }}
-		p.draw(big, processor.Progress{}, GeneratorStats{Sent: 123456789999}, time.Second)
-		line := strings.TrimSuffix(strings.TrimPrefix(out.String(), "\r"), "\033[K")
-		if len(line) > width-1 {
-			t.Errorf("width %d: %d columns: %q", width, len(line), line)
-		}
-		if width >= 60 && !strings.Contains(line, "drop 24691356903") && !strings.Contains(line, "dropped 24691356903") {
-			t.Errorf("width %d: the dropped count is lost: %q", width, line)
-		}
 	}
 }

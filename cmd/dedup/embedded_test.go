@@ -10,27 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"dedup/offsets"
+	"dedup/internal/buildinfo"
+	"dedup/internal/config"
+	"dedup/internal/testkit"
 	"dedup/processor"
 )
-
-// endOffsets sums the end offsets of every partition of topic.
-func endOffsets(t *testing.T, addr, topic string, partitions int) int64 {
-	t.Helper()
-	n, err := sumEndOffsets(addr, topic, partitions)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
-func sumEndOffsets(addr, topic string, partitions int) (int64, error) {
-	client := &kafka.Client{Addr: kafka.TCP(addr), Timeout: 10 * time.Second}
-	return offsets.EndSum(context.Background(), client, topic, partitions)
-}
 
 // checkForwarded asserts the output holds exactly one record per key,
 // the first occurrence, carrying the source headers.
@@ -46,11 +32,11 @@ func checkForwarded(t *testing.T, out []*kgo.Record, keys int) {
 		if !bytes.HasSuffix(r.Value, []byte("-copy0")) {
 			t.Errorf("key %s: forwarded %q, want the first occurrence (copy0)", k, r.Value)
 		}
-		if v, _ := headerValue(r, processor.HeaderSourceTopic); v != "events" {
+		if v, _ := testkit.HeaderValue(r, processor.HeaderSourceTopic); v != "events" {
 			t.Errorf("key %s: source topic header %q, want events", k, v)
 		}
 		for _, h := range []string{processor.HeaderSourcePartition, processor.HeaderSourceOffset} {
-			v, ok := headerValue(r, h)
+			v, ok := testkit.HeaderValue(r, h)
 			if _, err := strconv.ParseInt(v, 10, 64); !ok || err != nil {
 				t.Errorf("key %s: header %s = %q, want an integer", k, h, v)
 			}
@@ -67,13 +53,13 @@ func checkForwarded(t *testing.T, out []*kgo.Record, keys int) {
 // exit 0 after a checkpoint that `dedup inspect` then shows.
 func TestEmbeddedDefault(t *testing.T) {
 	env := testEnv(t)
-	brokerAddr := freeAddr(t)
+	brokerAddr := testkit.FreeAddr(t)
 	env["EMBEDDED_BROKER_ADDR"] = brokerAddr
 	metrics := env["METRICS_ADDR"]
 	bin := startBinary(t, env)
 
 	waitReady(t, bin, metrics)
-	if code, err := httpStatus("http://" + metrics + "/healthz"); code != http.StatusOK {
+	if code, err := testkit.HTTPStatus("http://" + metrics + "/healthz"); code != http.StatusOK {
 		t.Fatalf("/healthz = %d (%v), want 200", code, err)
 	}
 	for _, want := range []string{"kcat -P -b " + brokerAddr + " -t events -K:", "kcat -C -b " + brokerAddr + " -t events-deduped -e -q -f '%k %s %h\\n'"} {
@@ -84,39 +70,39 @@ func TestEmbeddedDefault(t *testing.T) {
 
 	const keys, copies = 20, 3
 	client := []kgo.Opt{kgo.SeedBrokers(brokerAddr)}
-	produce(t, client, keyedWithDuplicates("events", keys, copies)...)
+	testkit.Produce(t, client, keyedWithDuplicates("events", keys, copies)...)
 
-	waitFor(t, "every input record decided", 60*time.Second, func() (bool, error) {
-		dup, err := metricSum(metrics, "dedup_messages_total", `outcome="duplicate"`)
+	testkit.WaitFor(t, "every input record decided", 60*time.Second, func() (bool, error) {
+		dup, err := testkit.MetricSum(metrics, "dedup_messages_total", `outcome="duplicate"`)
 		if err != nil {
 			return false, err
 		}
-		fwd, err := metricSum(metrics, "dedup_messages_total", `outcome="forwarded"`)
+		fwd, err := testkit.MetricSum(metrics, "dedup_messages_total", `outcome="forwarded"`)
 		return dup == keys*(copies-1) && fwd == keys, err
 	})
-	out := consumeN(t, client, "events-deduped", keys)
+	out := testkit.ConsumeN(t, client, "events-deduped", keys)
 	checkForwarded(t, out, keys)
-	if n := endOffsets(t, brokerAddr, "events-deduped", 2); n != keys {
+	if n := testkit.EndOffsets(t, brokerAddr, "events-deduped", 2); n != keys {
 		t.Errorf("output holds %d records, want %d", n, keys)
 	}
-	if n, err := metricSum(metrics, "dedup_embedded_broker"); err != nil || n != 1 {
+	if n, err := testkit.MetricSum(metrics, "dedup_embedded_broker"); err != nil || n != 1 {
 		t.Errorf("dedup_embedded_broker = %v (%v), want 1", n, err)
 	}
-	b := readBuildInfo()
+	b := buildinfo.Read("")
 	mode := ""
-	for _, d := range configDocs() {
+	for _, d := range config.Docs() {
 		if d.Name == "DEDUP_MODE" {
 			mode = d.Default // the stage runs on the default mode here
 		}
 	}
 	build := []string{`version="` + b.Version + `"`, `commit="` + b.Commit + `"`, `goversion="` + b.GoVersion + `"`, `mode="` + mode + `"`}
-	if n, err := metricSum(metrics, "dedup_build_info", build...); err != nil || n != 1 {
+	if n, err := testkit.MetricSum(metrics, "dedup_build_info", build...); err != nil || n != 1 {
 		t.Errorf("dedup_build_info%v = %v (%v), want 1", build, n, err)
 	}
 	if !strings.Contains(bin.stderr.String(), "KAFKA_BROKERS is empty: starting the embedded single-node broker") {
 		t.Errorf("no warning that the broker is the embedded one:\n%s", bin.stderr)
 	}
-	if dup, err := metricSum(metrics, "dedup_messages_total", `outcome="duplicate"`); err != nil || dup <= 0 {
+	if dup, err := testkit.MetricSum(metrics, "dedup_messages_total", `outcome="duplicate"`); err != nil || dup <= 0 {
 		t.Errorf(`dedup_messages_total{outcome="duplicate"} = %v (%v), want > 0`, dup, err)
 	}
 
@@ -129,7 +115,7 @@ func TestEmbeddedDefault(t *testing.T) {
 
 	// The stop wrote a checkpoint of every partition that saw records.
 	var stdout, stderr bytes.Buffer
-	if code := run(context.Background(), []string{"inspect"}, env.lookup, &stdout, &stderr); code != exitOK {
+	if code := run(context.Background(), []string{"inspect"}, env.Lookup, &stdout, &stderr); code != exitOK {
 		t.Fatalf("dedup inspect: exit %d\n%s", code, stderr.String())
 	}
 	report := stdout.String()

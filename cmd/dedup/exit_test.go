@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"maps"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"dedup/internal/kfaketest"
+	"dedup/internal/testkit"
 )
 
 // fault is what an armed control does to the stage's requests of one API
@@ -55,14 +57,10 @@ func producesTo(topic string) func(kmsg.Request) bool {
 
 // stageAgainst starts the binary on cluster with the test settings and
 // extra, and waits until it is ready.
-func stageAgainst(t *testing.T, cluster *kfake.Cluster, extra envMap) (*binary, envMap) {
+func stageAgainst(t *testing.T, cluster *kfake.Cluster, extra testkit.Env) (*binary, testkit.Env) {
 	t.Helper()
-	env := testEnv(t)
-	env["KAFKA_BROKERS"] = cluster.ListenAddrs()[0]
-	env["LOG_LEVEL"] = "info"
-	for k, v := range extra {
-		env[k] = v
-	}
+	env := clusterEnv(t, cluster, testkit.Env{"LOG_LEVEL": "info"})
+	maps.Copy(env, extra)
 	bin := startBinary(t, env)
 	waitReady(t, bin, env["METRICS_ADDR"])
 	return bin, env
@@ -80,7 +78,7 @@ func TestStopPastShutdownTimeoutExits1(t *testing.T) {
 		name  string
 		key   kmsg.Key
 		match func(kmsg.Request) bool
-		env   envMap
+		env   testkit.Env
 		// armEarly holds the requests before the input is written
 		// (outputs in flight at the signal); otherwise they are held from
 		// when the input has been forwarded.
@@ -93,17 +91,17 @@ func TestStopPastShutdownTimeoutExits1(t *testing.T) {
 		{name: "flush", key: kmsg.Produce, match: producesTo("events-deduped"), armEarly: true},
 		{name: "commit", key: kmsg.OffsetCommit, armEarly: true},
 		{name: "checkpoint", key: kmsg.Produce, match: producesTo("dedup-dedup-state"),
-			env: envMap{"CHECKPOINT_STORE": "kafka", "CHECKPOINT_INTERVAL": "1h"}, shutdown: 6 * time.Second},
+			env: testkit.Env{"CHECKPOINT_STORE": "kafka", "CHECKPOINT_INTERVAL": "1h"}, shutdown: 6 * time.Second},
 		// Below kafka-go's 5 s network timeout, after which a held leave
 		// gives up and the stop ends in time.
 		{name: "leave", key: kmsg.LeaveGroup, shutdown: 4 * time.Second},
 	} {
 		t.Run(point.name, func(t *testing.T) {
 			t.Parallel()
-			cluster := newTestCluster(t)
+			cluster := testkit.Cluster(t, 2)
 			f := installFault(t, cluster, point.key, &fault{match: point.match})
 			shutdown := cmp.Or(point.shutdown, 2*time.Second)
-			extra := envMap{"SHUTDOWN_TIMEOUT": shutdown.String()}
+			extra := testkit.Env{"SHUTDOWN_TIMEOUT": shutdown.String()}
 			for k, v := range point.env {
 				extra[k] = v
 			}
@@ -111,11 +109,11 @@ func TestStopPastShutdownTimeoutExits1(t *testing.T) {
 			client := []kgo.Opt{kgo.SeedBrokers(cluster.ListenAddrs()[0])}
 			if point.armEarly {
 				f.armed.Store(true)
-				produce(t, client, keyedWithDuplicates("events", keys, 1)...)
+				testkit.Produce(t, client, keyedWithDuplicates("events", keys, 1)...)
 				<-f.entered
 			} else {
-				produce(t, client, keyedWithDuplicates("events", keys, 1)...)
-				consumeN(t, client, "events-deduped", keys)
+				testkit.Produce(t, client, keyedWithDuplicates("events", keys, 1)...)
+				testkit.ConsumeN(t, client, "events-deduped", keys)
 				f.armed.Store(true)
 			}
 			signalled := time.Now()
@@ -150,21 +148,16 @@ func TestUndeliverableOutputExits1(t *testing.T) {
 	for _, code := range []int16{kerr.NotLeaderForPartition.Code, kerr.RequestTimedOut.Code} {
 		t.Run(kerr.ErrorForCode(code).Error(), func(t *testing.T) {
 			t.Parallel()
-			cluster := newTestCluster(t)
+			cluster := testkit.Cluster(t, 2)
 			f := installFault(t, cluster, kmsg.Produce, &fault{match: producesTo("events-deduped"), answer: code})
-			bin, env := stageAgainst(t, cluster, envMap{"PRODUCE_RECOVERY_TIMEOUT": recovery.String()})
+			bin, env := stageAgainst(t, cluster, testkit.Env{"PRODUCE_RECOVERY_TIMEOUT": recovery.String()})
 			f.armed.Store(true)
 			client := []kgo.Opt{kgo.SeedBrokers(cluster.ListenAddrs()[0])}
-			produce(t, client, keyedWithDuplicates("events", keys, 2)...)
+			testkit.Produce(t, client, keyedWithDuplicates("events", keys, 2)...)
 			<-f.entered
 			failedAt := time.Now()
-			select {
-			case <-bin.done:
-			case <-time.After(recovery + time.Minute):
-				t.Fatalf("dedup still running %v after its outputs started failing", recovery+time.Minute)
-			}
-			if bin.code != exitFailure {
-				t.Fatalf("exit %d, want %d", bin.code, exitFailure)
+			if code := bin.waitExit(t, recovery+time.Minute); code != exitFailure {
+				t.Fatalf("exit %d, want %d", code, exitFailure)
 			}
 			if took := time.Since(failedAt); took < recovery {
 				t.Errorf("exited %v after the first failure, before PRODUCE_RECOVERY_TIMEOUT %v", took, recovery)
@@ -175,12 +168,12 @@ func TestUndeliverableOutputExits1(t *testing.T) {
 
 			f.armed.Store(false)
 			restarted := startBinary(t, env)
-			out := consumeN(t, client, "events-deduped", keys)
+			out := testkit.ConsumeN(t, client, "events-deduped", keys)
 			checkForwarded(t, out, keys)
 			if code := restarted.stop(t, 30*time.Second); code != exitOK {
 				t.Fatalf("restarted stage: exit %d after SIGTERM, want 0", code)
 			}
-			if n := endOffsets(t, cluster.ListenAddrs()[0], "events-deduped", 2); n != keys {
+			if n := testkit.EndOffsets(t, cluster.ListenAddrs()[0], "events-deduped", 2); n != keys {
 				t.Fatalf("the output holds %d records, want %d: each key once", n, keys)
 			}
 		})

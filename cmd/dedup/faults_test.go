@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"dedup/internal/tcpproxy"
+	"dedup/internal/testkit"
 )
 
 // Faults injected into the built binary (the test binary run as dedup)
@@ -22,21 +22,13 @@ import (
 // first occurrence once.
 
 // readyz returns /readyz's status and body.
-func readyz(addr string) (int, string, error) {
-	resp, err := http.Get("http://" + addr + "/readyz") //nolint:noctx // test helper
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), err
-}
+func readyz(addr string) (int, string, error) { return testkit.Get("http://" + addr + "/readyz") }
 
 // waitNotReadyNaming waits until /readyz answers 503 with a body that
 // contains what.
 func waitNotReadyNaming(t *testing.T, addr, what string) {
 	t.Helper()
-	waitFor(t, "/readyz 503 naming "+what, 15*time.Second, func() (bool, error) {
+	testkit.WaitFor(t, "/readyz 503 naming "+what, 15*time.Second, func() (bool, error) {
 		code, body, err := readyz(addr)
 		return code == http.StatusServiceUnavailable && strings.Contains(body, what), err
 	})
@@ -45,8 +37,8 @@ func waitNotReadyNaming(t *testing.T, addr, what string) {
 // waitMetric waits until the family's samples matching match sum to want.
 func waitMetric(t *testing.T, addr, family string, want float64, match ...string) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("%s%v = %v", family, match, want), 15*time.Second, func() (bool, error) {
-		v, err := metricSum(addr, family, match...)
+	testkit.WaitFor(t, fmt.Sprintf("%s%v = %v", family, match, want), 15*time.Second, func() (bool, error) {
+		v, err := testkit.MetricSum(addr, family, match...)
 		return err == nil && v == want, err
 	})
 }
@@ -69,7 +61,7 @@ func logLines(log string, parts ...string) []string {
 // waitLog waits until log holds a line with every one of parts.
 func waitLog(t *testing.T, b *binary, parts ...string) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("a log line with %q", parts), 15*time.Second, func() (bool, error) {
+	testkit.WaitFor(t, fmt.Sprintf("a log line with %q", parts), 15*time.Second, func() (bool, error) {
 		return len(logLines(b.stderr.String(), parts...)) > 0, nil
 	})
 }
@@ -78,7 +70,7 @@ func waitLog(t *testing.T, b *binary, parts ...string) {
 // every input record has been decided.
 func waitCommitted(t *testing.T, cluster *kfake.Cluster, n int64) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("%d input records committed", n), 30*time.Second, func() (bool, error) {
+	testkit.WaitFor(t, fmt.Sprintf("%d input records committed", n), 30*time.Second, func() (bool, error) {
 		g := cluster.GroupInfo("dedup")
 		if g == nil {
 			return false, nil
@@ -94,7 +86,7 @@ func waitCommitted(t *testing.T, cluster *kfake.Cluster, n int64) {
 // checkHealthy asserts /healthz answers 200.
 func checkHealthy(t *testing.T, addr string) {
 	t.Helper()
-	if code, err := httpStatus("http://" + addr + "/healthz"); err != nil || code != http.StatusOK {
+	if code, err := testkit.HTTPStatus("http://" + addr + "/healthz"); err != nil || code != http.StatusOK {
 		t.Errorf("/healthz = %d, %v; want 200: a restart does not bring a topic or a broker back", code, err)
 	}
 }
@@ -103,9 +95,9 @@ func checkHealthy(t *testing.T, addr string) {
 // per key, the first occurrence, and nothing more.
 func checkExactlyOnce(t *testing.T, addr string, client []kgo.Opt, keys int) {
 	t.Helper()
-	out := consumeN(t, client, "events-deduped", keys)
+	out := testkit.ConsumeN(t, client, "events-deduped", keys)
 	checkForwarded(t, out, keys)
-	if n := endOffsets(t, addr, "events-deduped", 2); n != int64(keys) {
+	if n := testkit.EndOffsets(t, addr, "events-deduped", 2); n != int64(keys) {
 		t.Errorf("output holds %d records, want %d", n, keys)
 	}
 }
@@ -120,7 +112,7 @@ func TestTopicMissingAtStart(t *testing.T) {
 			if missing == "events" {
 				present = "events-deduped"
 			}
-			cluster := newTestCluster(t, kfake.SeedTopics(2, present))
+			cluster := testkit.Cluster(t, 2, kfake.SeedTopics(2, present))
 			if err := cluster.DeleteTopic(missing); err != nil && cluster.TopicInfo(missing) != nil {
 				t.Fatal(err)
 			}
@@ -147,7 +139,7 @@ func TestTopicMissingAtStart(t *testing.T) {
 
 			const keys = 20
 			client := []kgo.Opt{kgo.SeedBrokers(cluster.ListenAddrs()[0])}
-			produce(t, client, keyedWithDuplicates("events", keys, 2)...)
+			testkit.Produce(t, client, keyedWithDuplicates("events", keys, 2)...)
 			waitCommitted(t, cluster, 2*keys)
 			checkExactlyOnce(t, cluster.ListenAddrs()[0], client, keys)
 			if n := len(logLines(bin.stderr.String(), "topic missing")); n != 1 {
@@ -165,15 +157,15 @@ func TestTopicMissingAtStart(t *testing.T) {
 // member stays in its generation (no rebalance loop); once the topic is
 // created again, new input is forwarded exactly once.
 func TestOutputTopicDeletedAtRuntime(t *testing.T) {
-	cluster := newTestCluster(t)
+	cluster := testkit.Cluster(t, 2)
 	bin, env := stageAgainst(t, cluster, nil)
 	metrics := env["METRICS_ADDR"]
 	addr := cluster.ListenAddrs()[0]
 	client := []kgo.Opt{kgo.SeedBrokers(addr)}
 	const keys = 10
-	produce(t, client, keyedWithDuplicates("events", keys, 2)...)
-	consumeN(t, client, "events-deduped", keys)
-	generations, err := metricSum(metrics, "dedup_group_generations_total")
+	testkit.Produce(t, client, keyedWithDuplicates("events", keys, 2)...)
+	testkit.ConsumeN(t, client, "events-deduped", keys)
+	generations, err := testkit.MetricSum(metrics, "dedup_group_generations_total")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +181,7 @@ func TestOutputTopicDeletedAtRuntime(t *testing.T) {
 	// Several cluster checks and group heartbeats pass while it is missing.
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
-		if g, err := metricSum(metrics, "dedup_group_generations_total"); err != nil || g != generations {
+		if g, err := testkit.MetricSum(metrics, "dedup_group_generations_total"); err != nil || g != generations {
 			t.Fatalf("generations %v -> %v (%v) while the output topic is missing: want none", generations, g, err)
 		}
 		if e := cluster.GroupInfo("dedup").Epoch; e != epoch {
@@ -211,15 +203,15 @@ func TestOutputTopicDeletedAtRuntime(t *testing.T) {
 			recs = append(recs, &kgo.Record{Topic: "events", Key: fmt.Appendf(nil, "k%03d", i), Value: fmt.Appendf(nil, "v%03d-copy%d", i, c)})
 		}
 	}
-	produce(t, client, recs...)
+	testkit.Produce(t, client, recs...)
 	waitCommitted(t, cluster, int64(2*keys+len(recs)))
-	out := consumeN(t, client, "events-deduped", keys)
+	out := testkit.ConsumeN(t, client, "events-deduped", keys)
 	for _, r := range out {
 		if string(r.Key) < fmt.Sprintf("k%03d", keys) {
 			t.Errorf("key %s forwarded again after the output topic came back", r.Key)
 		}
 	}
-	if n := endOffsets(t, addr, "events-deduped", 2); n != keys {
+	if n := testkit.EndOffsets(t, addr, "events-deduped", 2); n != keys {
 		t.Errorf("new output topic holds %d records, want %d", n, keys)
 	}
 	if n := len(logLines(bin.stderr.String(), "topic missing")); n != 1 {
@@ -245,7 +237,7 @@ func clusterBehindProxy(t *testing.T) (*kfake.Cluster, *tcpproxy.Proxy) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { proxy.Close() })
-	cluster := newTestCluster(t, kfake.ListenFn(func(network, _ string) (net.Listener, error) {
+	cluster := testkit.Cluster(t, 2, kfake.ListenFn(func(network, _ string) (net.Listener, error) {
 		ln, err := net.Listen(network, "127.0.0.1:0")
 		if err != nil {
 			return nil, err
@@ -268,8 +260,8 @@ func TestBrokerLossAtRuntime(t *testing.T) {
 	client := []kgo.Opt{kgo.SeedBrokers(addr)}
 	const keys = 20
 	first := keyedWithDuplicates("events", keys, 2)
-	produce(t, client, first[:keys+keys/2]...) // the first half of the copies now
-	consumeN(t, client, "events-deduped", keys)
+	testkit.Produce(t, client, first[:keys+keys/2]...) // the first half of the copies now
+	testkit.ConsumeN(t, client, "events-deduped", keys)
 	waitMetric(t, metrics, "dedup_broker_connected", 1)
 
 	logBefore := len(bin.stderr.String())
@@ -289,7 +281,7 @@ func TestBrokerLossAtRuntime(t *testing.T) {
 	waitLog(t, bin, "Kafka brokers reachable again")
 	waitMetric(t, metrics, "dedup_broker_connected", 1)
 	waitReady(t, bin, metrics)
-	produce(t, client, first[keys+keys/2:]...)
+	testkit.Produce(t, client, first[keys+keys/2:]...)
 	waitCommitted(t, cluster, int64(len(first)))
 	checkExactlyOnce(t, addr, client, keys)
 
@@ -339,13 +331,13 @@ func TestBrokerLossAtRuntime(t *testing.T) {
 // watch would otherwise end one after another); once the topic is created
 // again the stage is ready again.
 func TestInputTopicDeletedAtRuntime(t *testing.T) {
-	cluster := newTestCluster(t)
+	cluster := testkit.Cluster(t, 2)
 	bin, env := stageAgainst(t, cluster, nil)
 	metrics := env["METRICS_ADDR"]
 	client := []kgo.Opt{kgo.SeedBrokers(cluster.ListenAddrs()[0])}
 	const keys = 10
-	produce(t, client, keyedWithDuplicates("events", keys, 2)...)
-	consumeN(t, client, "events-deduped", keys)
+	testkit.Produce(t, client, keyedWithDuplicates("events", keys, 2)...)
+	testkit.ConsumeN(t, client, "events-deduped", keys)
 	epoch := cluster.GroupInfo("dedup").Epoch
 
 	if err := cluster.DeleteTopic("events"); err != nil {

@@ -10,6 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"dedup/internal/testkit"
 )
 
 // coordinatorFault makes the group coordinator refuse joins (and, to force
@@ -53,7 +55,7 @@ func installCoordinatorFault(c *kfake.Cluster) *coordinatorFault {
 func TestGroupJoinFailures(t *testing.T) {
 	for _, point := range []string{"start", "runtime"} {
 		t.Run(point, func(t *testing.T) {
-			cluster := newTestCluster(t)
+			cluster := testkit.Cluster(t, 2)
 			fault := installCoordinatorFault(cluster)
 			addr := cluster.ListenAddrs()[0]
 			client := []kgo.Opt{kgo.SeedBrokers(addr)}
@@ -61,7 +63,7 @@ func TestGroupJoinFailures(t *testing.T) {
 			recs := keyedWithDuplicates("events", keys, 2)
 
 			var bin *binary
-			var env envMap
+			var env testkit.Env
 			sent := 0
 			if point == "start" {
 				fault.failing.Store(true)
@@ -72,8 +74,8 @@ func TestGroupJoinFailures(t *testing.T) {
 			} else {
 				bin, env = stageAgainst(t, cluster, nil)
 				sent = keys / 2
-				produce(t, client, recs[:sent]...)
-				consumeN(t, client, "events-deduped", sent)
+				testkit.Produce(t, client, recs[:sent]...)
+				testkit.ConsumeN(t, client, "events-deduped", sent)
 				fault.failing.Store(true)
 			}
 			metrics := env["METRICS_ADDR"]
@@ -81,19 +83,19 @@ func TestGroupJoinFailures(t *testing.T) {
 			waitLog(t, bin, "join consumer group failed")
 			waitNotReadyNaming(t, metrics, "consumer-group generation")
 			// Several refused joins later, still one warning.
-			waitFor(t, "refused joins counted", 30*time.Second, func() (bool, error) {
-				n, err := metricSum(metrics, "dedup_group_join_failures_total")
+			testkit.WaitFor(t, "refused joins counted", 30*time.Second, func() (bool, error) {
+				n, err := testkit.MetricSum(metrics, "dedup_group_join_failures_total")
 				return n >= 4 && fault.refused.Load() >= 4, err
 			})
 			if n := len(logLines(bin.stderr.String(), "join consumer group failed")); n != 1 {
 				t.Errorf("%d warnings for one streak of refused joins, want 1", n)
 			}
 			checkHealthy(t, metrics)
-			produce(t, client, recs[sent:]...) // the rest arrives during the fault
+			testkit.Produce(t, client, recs[sent:]...) // the rest arrives during the fault
 
 			fault.failing.Store(false)
 			waitLog(t, bin, "consumer group joined again")
-			waitFor(t, "ready again", 30*time.Second, func() (bool, error) {
+			testkit.WaitFor(t, "ready again", 30*time.Second, func() (bool, error) {
 				code, _, err := readyz(metrics)
 				return code == http.StatusOK, err
 			})
@@ -111,7 +113,7 @@ func TestGroupJoinFailures(t *testing.T) {
 // follows them without a warning or error line, stays healthy, and the
 // output holds every first occurrence once.
 func TestLeaderAndCoordinatorMoves(t *testing.T) {
-	cluster := newTestCluster(t, kfake.NumBrokers(3))
+	cluster := testkit.Cluster(t, 2, kfake.NumBrokers(3))
 	addr := cluster.ListenAddrs()[0]
 	bin, env := stageAgainst(t, cluster, nil)
 	client := []kgo.Opt{kgo.SeedBrokers(cluster.ListenAddrs()...)}
@@ -128,15 +130,15 @@ func TestLeaderAndCoordinatorMoves(t *testing.T) {
 		if i%2 == 1 {
 			cluster.RehashCoordinators()
 		}
-		produce(t, client, batch...)
+		testkit.Produce(t, client, batch...)
 		for _, r := range batch {
 			seen[string(r.Key)] = true
 		}
 		// The next move comes after the stage has forwarded this batch's
 		// first occurrences: each move lands at another point of the run.
 		want := int64(len(seen))
-		waitFor(t, "first occurrences so far forwarded", 30*time.Second, func() (bool, error) {
-			n, err := sumEndOffsets(addr, "events-deduped", 2)
+		testkit.WaitFor(t, "first occurrences so far forwarded", 30*time.Second, func() (bool, error) {
+			n, err := testkit.SumEndOffsets(addr, "events-deduped", 2)
 			return n == want, err
 		})
 	}

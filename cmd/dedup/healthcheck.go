@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"dedup/internal/config"
 )
 
 // healthcheckTimeout bounds the probe: a container runtime kills a hung
@@ -16,13 +18,13 @@ const healthcheckTimeout = 2 * time.Second
 // runHealthcheck answers a container HEALTHCHECK without curl or a shell in
 // the image: it GETs /healthz on this process's own METRICS_ADDR and exits 0
 // on 200, 1 otherwise.
-func runHealthcheck(ctx context.Context, args []string, lookup LookupFunc, stdout, stderr io.Writer) int {
+func runHealthcheck(ctx context.Context, args []string, lookup config.LookupFunc, stdout, stderr io.Writer) int {
 	if code, ok := noArgs("healthcheck", args, stdout, stderr); !ok {
 		return code
 	}
 	addr, ok := lookup("METRICS_ADDR")
 	if !ok {
-		addr = configDefault("METRICS_ADDR")
+		addr = config.Default("METRICS_ADDR")
 	}
 	url, err := healthzURL(addr)
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"dedup/internal/config"
 )
 
 const usageIntro = `dedup: drops duplicate records from a Kafka topic (Bloom filters rotating on event-time windows).
@@ -28,12 +30,12 @@ func printUsage(w io.Writer) {
 }
 
 // writeConfigTable writes the README's configuration table, generated from
-// the Config struct (`dedup help --markdown`): literal defaults in
+// the config.Config struct (`dedup help --markdown`): literal defaults in
 // backticks, computed ones as a phrase.
 func writeConfigTable(w io.Writer) {
 	fmt.Fprintln(w, "| variable | meaning | default |")
 	fmt.Fprintln(w, "|---|---|---|")
-	for _, d := range configDocs() {
+	for _, d := range config.Docs() {
 		def := "`" + d.Default + "`"
 		if !d.Literal {
 			def = strings.ReplaceAll(d.Default, "'", "`")

@@ -13,12 +13,16 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"dedup/internal/buildinfo"
+	"dedup/internal/config"
+	"dedup/internal/testkit"
 )
 
 func TestHelpListsSubcommandsAndVariables(t *testing.T) {
 	for _, args := range [][]string{{"help"}, {"--help"}, {"-h"}} {
 		var stdout, stderr bytes.Buffer
-		if code := run(context.Background(), args, envMap{}.lookup, &stdout, &stderr); code != exitOK {
+		if code := run(context.Background(), args, testkit.Env{}.Lookup, &stdout, &stderr); code != exitOK {
 			t.Fatalf("%q: exit %d, want 0", args, code)
 		}
 		out := stdout.String()
@@ -27,7 +31,7 @@ func TestHelpListsSubcommandsAndVariables(t *testing.T) {
 				t.Errorf("%q: usage lacks %q", args, sub)
 			}
 		}
-		for _, name := range ConfigVarNames() {
+		for _, name := range config.VarNames() {
 			if !strings.Contains(out, "  "+name+" ") {
 				t.Errorf("%q: usage lacks variable %s", args, name)
 			}
@@ -43,7 +47,7 @@ func TestHelpListsSubcommandsAndVariables(t *testing.T) {
 func TestSubcommandHelpExits0(t *testing.T) {
 	for _, args := range [][]string{{"run", "-h"}, {"inspect", "--help"}, {"demo", "-h"}} {
 		var stdout, stderr bytes.Buffer
-		if code := run(context.Background(), args, envMap{}.lookup, &stdout, &stderr); code != exitOK {
+		if code := run(context.Background(), args, testkit.Env{}.Lookup, &stdout, &stderr); code != exitOK {
 			t.Errorf("%q: exit %d, want 0; stderr: %s", args, code, stderr.String())
 		}
 		if stdout.Len()+stderr.Len() == 0 {
@@ -55,7 +59,7 @@ func TestSubcommandHelpExits0(t *testing.T) {
 func TestUnknownSubcommandIsOneLine(t *testing.T) {
 	for _, arg := range []string{"bogus", "--bogus", "-x"} {
 		var stdout, stderr bytes.Buffer
-		if code := run(context.Background(), []string{arg}, envMap{}.lookup, &stdout, &stderr); code != exitConfig {
+		if code := run(context.Background(), []string{arg}, testkit.Env{}.Lookup, &stdout, &stderr); code != exitConfig {
 			t.Errorf("%s: exit %d, want %d", arg, code, exitConfig)
 		}
 		want := fmt.Sprintf("dedup: unknown subcommand %q; run 'dedup help' for the list\n", arg)
@@ -69,7 +73,7 @@ func TestVersion(t *testing.T) {
 	var outs []string
 	for _, arg := range []string{"version", "--version", "-v"} {
 		var stdout, stderr bytes.Buffer
-		if code := run(context.Background(), []string{arg}, envMap{}.lookup, &stdout, &stderr); code != exitOK {
+		if code := run(context.Background(), []string{arg}, testkit.Env{}.Lookup, &stdout, &stderr); code != exitOK {
 			t.Fatalf("%s: exit %d: %s", arg, code, stderr.String())
 		}
 		outs = append(outs, stdout.String())
@@ -77,7 +81,7 @@ func TestVersion(t *testing.T) {
 	if outs[0] != outs[1] || outs[0] != outs[2] {
 		t.Errorf("version, --version and -v differ: %q", outs)
 	}
-	b := readBuildInfo()
+	b := buildinfo.Read("")
 	want := fmt.Sprintf("dedup %s (commit %s, %s)\n", b.Version, b.Commit, runtime.Version())
 	if outs[0] != want {
 		t.Errorf("version printed %q, want %q", outs[0], want)
@@ -116,7 +120,7 @@ func TestVersionOfABuiltBinary(t *testing.T) {
 }
 
 // TestREADMEConfigurationTable holds the README's configuration table to
-// the Config struct: one row per variable, in the form
+// the config.Config struct: one row per variable, in the form
 // "| `VAR` | meaning | `default` |", the default in backticks where the
 // struct has an envDefault and a phrase where the default is computed.
 func TestREADMEConfigurationTable(t *testing.T) {
@@ -145,7 +149,7 @@ func TestREADMEConfigurationTable(t *testing.T) {
 		rows[m[1]] = m[3]
 		order = append(order, m[1])
 	}
-	docs := configDocs()
+	docs := config.Docs()
 	for _, d := range docs {
 		got, ok := rows[d.Name]
 		if !ok {
@@ -162,24 +166,24 @@ func TestREADMEConfigurationTable(t *testing.T) {
 			t.Errorf("README: %s default %q, the struct says %q", d.Name, got, d.Default)
 		}
 	}
-	names := ConfigVarNames()
+	names := config.VarNames()
 	for _, name := range order {
 		if !slices.Contains(names, name) {
-			t.Errorf("README's configuration table lists %s, which Config does not read", name)
+			t.Errorf("README's configuration table lists %s, which config.Config does not read", name)
 		}
 	}
 }
 
 func TestHelpMarkdownIsTheTable(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	if code := run(context.Background(), []string{"help", "--markdown"}, envMap{}.lookup, &stdout, &stderr); code != exitOK {
+	if code := run(context.Background(), []string{"help", "--markdown"}, testkit.Env{}.Lookup, &stdout, &stderr); code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
-	if len(lines) != 2+len(ConfigVarNames()) {
-		t.Fatalf("%d lines for %d variables:\n%s", len(lines), len(ConfigVarNames()), stdout.String())
+	if len(lines) != 2+len(config.VarNames()) {
+		t.Fatalf("%d lines for %d variables:\n%s", len(lines), len(config.VarNames()), stdout.String())
 	}
-	for i, d := range configDocs() {
+	for i, d := range config.Docs() {
 		if !strings.HasPrefix(lines[2+i], "| `"+d.Name+"` | "+d.Meaning+" | ") {
 			t.Errorf("line %d: %q", 2+i, lines[2+i])
 		}
@@ -191,13 +195,13 @@ func TestHelpMarkdownIsTheTable(t *testing.T) {
 // its synopsis, every flag it defines and the variables it reads; not the
 // general usage.
 func TestEverySubcommandHasItsOwnHelp(t *testing.T) {
-	allVarNames := ConfigVarNames()
+	allVarNames := config.VarNames()
 	for _, c := range commands() {
 		t.Run(c.name, func(t *testing.T) {
 			var texts []string
 			for _, args := range [][]string{{c.name, "-h"}, {c.name, "--help"}, {"help", c.name}} {
 				var stdout, stderr bytes.Buffer
-				if code := run(context.Background(), args, envMap{}.lookup, &stdout, &stderr); code != exitOK {
+				if code := run(context.Background(), args, testkit.Env{}.Lookup, &stdout, &stderr); code != exitOK {
 					t.Fatalf("%q: exit %d, want 0; stderr: %s", args, code, stderr.String())
 				}
 				texts = append(texts, stdout.String())
@@ -239,7 +243,7 @@ func TestEverySubcommandHasItsOwnHelp(t *testing.T) {
 		})
 	}
 	var stdout, stderr bytes.Buffer
-	if code := run(context.Background(), []string{"help", "bogus"}, envMap{}.lookup, &stdout, &stderr); code != exitConfig {
+	if code := run(context.Background(), []string{"help", "bogus"}, testkit.Env{}.Lookup, &stdout, &stderr); code != exitConfig {
 		t.Errorf("dedup help bogus: exit %d, want %d", code, exitConfig)
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"dedup/checkpoint"
+	"dedup/internal/config"
+	"dedup/internal/service"
 	"dedup/processor/partition"
 	"dedup/rotation"
 )
@@ -38,7 +40,7 @@ var (
 // It reads the store only; with CHECKPOINT_STORE=kafka and no KAFKA_BROKERS
 // it reads from the embedded broker of a running `dedup` at
 // EMBEDDED_BROKER_ADDR.
-func runInspect(ctx context.Context, args []string, lookup LookupFunc, stdout, stderr io.Writer) int {
+func runInspect(ctx context.Context, args []string, lookup config.LookupFunc, stdout, stderr io.Writer) int {
 	if code, ok := noArgs("inspect", args, stdout, stderr); !ok {
 		return code
 	}
@@ -53,18 +55,18 @@ func runInspect(ctx context.Context, args []string, lookup LookupFunc, stdout, s
 	return exitOK
 }
 
-func inspect(ctx context.Context, cfg *Config, log *slog.Logger, w io.Writer) (err error) {
+func inspect(ctx context.Context, cfg *config.Config, log *slog.Logger, w io.Writer) (err error) {
 	brokers := cfg.BrokerList()
 	if cfg.Embedded() {
 		brokers = []string{cfg.EmbeddedBrokerAddr}
 	}
-	conn, err := newConnection(cfg, brokers)
+	conn, err := config.NewConnection(cfg, brokers)
 	if err != nil {
 		return err
 	}
 	defer conn.Transport.CloseIdleConnections()
 	where := "directory " + filepath.Join(cfg.CheckpointDir, cfg.GroupID)
-	if cfg.CheckpointStore == storeKafka {
+	if cfg.CheckpointStore == config.StoreKafka {
 		where = "topic " + cfg.CheckpointTopic + " on " + strings.Join(brokers, ",")
 	}
 	// inspect reads only: a store that does not exist is reported as
@@ -77,7 +79,7 @@ func inspect(ctx context.Context, cfg *Config, log *slog.Logger, w io.Writer) (e
 		printNothingFound(w, cfg, where, "does not exist")
 		return nil
 	}
-	store, err := openStore(ctx, cfg, conn, log)
+	store, err := service.OpenStore(ctx, cfg, conn, log)
 	if err != nil {
 		return fmt.Errorf("open checkpoint store: %w", err)
 	}
@@ -104,7 +106,7 @@ func inspect(ctx context.Context, cfg *Config, log *slog.Logger, w io.Writer) (e
 
 // printNothingFound says where inspect looked and which variables choose
 // the store, so that a user looking in the wrong place learns what to set.
-func printNothingFound(w io.Writer, cfg *Config, where, what string) {
+func printNothingFound(w io.Writer, cfg *config.Config, where, what string) {
 	fmt.Fprintf(w, "checkpoint store: %s (%s), group %s: %s: 0 snapshot(s)\n", cfg.CheckpointStore, where, cfg.GroupID, what)
 	fmt.Fprintf(w, "The store is chosen by CHECKPOINT_STORE (kafka or file; the default is kafka with KAFKA_BROKERS set, file without),\n")
 	fmt.Fprintf(w, "then CHECKPOINT_DIR (default DATA_DIR/checkpoints) for file, or CHECKPOINT_TOPIC (default GROUP_ID-dedup-state)\n")
@@ -114,8 +116,8 @@ func printNothingFound(w io.Writer, cfg *Config, where, what string) {
 
 // storeExists reports whether the checkpoint store is there to read,
 // without creating it.
-func storeExists(ctx context.Context, cfg *Config, conn *Connection) (bool, error) {
-	if cfg.CheckpointStore == storeFile {
+func storeExists(ctx context.Context, cfg *config.Config, conn *config.Connection) (bool, error) {
+	if cfg.CheckpointStore == config.StoreFile {
 		st, err := os.Stat(filepath.Join(cfg.CheckpointDir, cfg.GroupID))
 		if errors.Is(err, fs.ErrNotExist) {
 			return false, nil
@@ -125,11 +127,11 @@ func storeExists(ctx context.Context, cfg *Config, conn *Connection) (bool, erro
 		}
 		return st.IsDir(), nil
 	}
-	_, err := topicPartitions(ctx, conn, cfg.CheckpointTopic)
+	_, err := service.TopicPartitions(ctx, conn, cfg.CheckpointTopic)
 	switch {
 	case err == nil:
 		return true, nil
-	case errors.Is(err, errTopicNotFound), errors.Is(err, kafka.UnknownTopicOrPartition):
+	case errors.Is(err, service.ErrTopicNotFound), errors.Is(err, kafka.UnknownTopicOrPartition):
 		return false, nil
 	}
 	return false, err

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"dedup/checkpoint"
+	"dedup/internal/testkit"
 	"dedup/rotation"
 )
 
@@ -62,8 +63,8 @@ func TestInspectFileStore(t *testing.T) {
 	}
 
 	var stdout, stderr bytes.Buffer
-	env := envMap{"DATA_DIR": dataDir}
-	if code := run(context.Background(), []string{"inspect"}, env.lookup, &stdout, &stderr); code != exitOK {
+	env := testkit.Env{"DATA_DIR": dataDir}
+	if code := run(context.Background(), []string{"inspect"}, env.Lookup, &stdout, &stderr); code != exitOK {
 		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
 	}
 	out := stdout.String()
@@ -94,7 +95,7 @@ func TestInspectFileStore(t *testing.T) {
 		t.Fatal("load of the damaged snapshot succeeded")
 	}
 	stdout.Reset()
-	if code := run(context.Background(), []string{"inspect"}, env.lookup, &stdout, &stderr); code != exitOK {
+	if code := run(context.Background(), []string{"inspect"}, env.Lookup, &stdout, &stderr); code != exitOK {
 		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
 	}
 	sections = strings.Split(stdout.String(), "\nevents/")
@@ -108,24 +109,24 @@ func TestInspectFileStore(t *testing.T) {
 // stores: it says where it looked and which variables choose the store,
 // exits 0, and creates nothing.
 func TestInspectNothingFound(t *testing.T) {
-	cluster := newTestCluster(t)
+	cluster := testkit.Cluster(t, 2)
 	addr := cluster.ListenAddrs()[0]
 	for _, c := range []struct {
 		store string
-		env   envMap
+		env   testkit.Env
 		where string
 	}{
-		{"file", envMap{}, "(directory "},
-		{"kafka", envMap{"KAFKA_BROKERS": addr}, "(topic dedup-dedup-state on " + addr + ")"},
+		{"file", testkit.Env{}, "(directory "},
+		{"kafka", testkit.Env{"KAFKA_BROKERS": addr}, "(topic dedup-dedup-state on " + addr + ")"},
 	} {
 		t.Run(c.store, func(t *testing.T) {
 			dataDir := t.TempDir()
-			env := envMap{"DATA_DIR": dataDir}
+			env := testkit.Env{"DATA_DIR": dataDir}
 			for k, v := range c.env {
 				env[k] = v
 			}
 			var stdout, stderr bytes.Buffer
-			if code := run(context.Background(), []string{"inspect"}, env.lookup, &stdout, &stderr); code != exitOK {
+			if code := run(context.Background(), []string{"inspect"}, env.Lookup, &stdout, &stderr); code != exitOK {
 				t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
 			}
 			out := stdout.String()
@@ -157,7 +158,7 @@ func TestInspectNothingFound(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stdout, stderr bytes.Buffer
-	if code := run(context.Background(), []string{"inspect"}, envMap{"DATA_DIR": dataDir}.lookup, &stdout, &stderr); code != exitOK {
+	if code := run(context.Background(), []string{"inspect"}, testkit.Env{"DATA_DIR": dataDir}.Lookup, &stdout, &stderr); code != exitOK {
 		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
 	}
 	if !strings.Contains(stdout.String(), "holds no snapshot: 0 snapshot(s)") {
@@ -167,7 +168,7 @@ func TestInspectNothingFound(t *testing.T) {
 
 // TestInspectKafkaStore reads snapshots from a compacted topic on a broker.
 func TestInspectKafkaStore(t *testing.T) {
-	cluster := newTestCluster(t)
+	cluster := testkit.Cluster(t, 2)
 	addr := cluster.ListenAddrs()[0]
 	ctx := context.Background()
 	store, err := checkpoint.NewKafkaStore(ctx, checkpoint.KafkaOptions{
@@ -189,8 +190,8 @@ func TestInspectKafkaStore(t *testing.T) {
 	}
 
 	var stdout, stderr bytes.Buffer
-	env := envMap{"KAFKA_BROKERS": addr, "DATA_DIR": t.TempDir()}
-	if code := run(ctx, []string{"inspect"}, env.lookup, &stdout, &stderr); code != exitOK {
+	env := testkit.Env{"KAFKA_BROKERS": addr, "DATA_DIR": t.TempDir()}
+	if code := run(ctx, []string{"inspect"}, env.Lookup, &stdout, &stderr); code != exitOK {
 		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
 	}
 	out := stdout.String()
@@ -205,12 +206,9 @@ func TestInspectKafkaStore(t *testing.T) {
 // stage's checkpoints carry the filters from before the change, and
 // inspect shows them and when they are released.
 func TestInspectShowsKeptFilters(t *testing.T) {
-	cluster := newTestCluster(t)
+	cluster := testkit.Cluster(t, 2)
 	addr := cluster.ListenAddrs()[0]
-	env := testEnv(t)
-	env["KAFKA_BROKERS"] = addr
-	env["CHECKPOINT_STORE"] = "file"
-	env["DEDUP_WINDOW"] = "1m"
+	env := clusterEnv(t, cluster, testkit.Env{"CHECKPOINT_STORE": "file", "DEDUP_WINDOW": "1m"})
 	ts := time.Date(2026, 1, 1, 10, 15, 30, 0, time.UTC)
 	client := []kgo.Opt{kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner())}
 	runOnce := func(expected string, produceFirst bool) {
@@ -219,8 +217,8 @@ func TestInspectShowsKeptFilters(t *testing.T) {
 		stage := startInProcess(t, env)
 		waitReady(t, stage, env["METRICS_ADDR"])
 		if produceFirst {
-			produce(t, client, &kgo.Record{Topic: "events", Partition: 0, Key: []byte("k"), Value: []byte("v"), Timestamp: ts})
-			consumeN(t, client, "events-deduped", 1)
+			testkit.Produce(t, client, &kgo.Record{Topic: "events", Partition: 0, Key: []byte("k"), Value: []byte("v"), Timestamp: ts})
+			testkit.ConsumeN(t, client, "events-deduped", 1)
 		}
 		if code := stage.stop(t); code != exitOK {
 			t.Fatalf("exit %d after stop, want 0", code)
@@ -230,7 +228,7 @@ func TestInspectShowsKeptFilters(t *testing.T) {
 	runOnce("2000", false)
 
 	var stdout, stderr bytes.Buffer
-	if code := run(context.Background(), []string{"inspect"}, env.lookup, &stdout, &stderr); code != exitOK {
+	if code := run(context.Background(), []string{"inspect"}, env.Lookup, &stdout, &stderr); code != exitOK {
 		t.Fatalf("inspect: exit %d; stderr:\n%s", code, stderr.String())
 	}
 	newest := strings.Split(stdout.String(), "\nevents/0  seq ")[1] // newest first

@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"dedup/internal/config"
+	"dedup/internal/embedded"
+	"dedup/internal/testkit"
 	"dedup/processor"
 )
 
@@ -35,7 +38,7 @@ func kcatPath(t *testing.T) string {
 func TestKcatInterop(t *testing.T) {
 	kcat := kcatPath(t)
 	env := testEnv(t)
-	brokerAddr := freeAddr(t)
+	brokerAddr := testkit.FreeAddr(t)
 	env["EMBEDDED_BROKER_ADDR"] = brokerAddr
 	env["LOG_LEVEL"] = "info"
 	metrics := env["METRICS_ADDR"]
@@ -58,12 +61,12 @@ func TestKcatInterop(t *testing.T) {
 		t.Fatalf("kcat -P: %v\n%s", err, out)
 	}
 
-	waitFor(t, "every input record decided", 60*time.Second, func() (bool, error) {
-		n, err := metricSum(metrics, "dedup_messages_total")
+	testkit.WaitFor(t, "every input record decided", 60*time.Second, func() (bool, error) {
+		n, err := testkit.MetricSum(metrics, "dedup_messages_total")
 		return n == keys*copies, err
 	})
-	waitFor(t, "every first occurrence written", 30*time.Second, func() (bool, error) {
-		n, err := sumEndOffsets(brokerAddr, "events-deduped", 2)
+	testkit.WaitFor(t, "every first occurrence written", 30*time.Second, func() (bool, error) {
+		n, err := testkit.SumEndOffsets(brokerAddr, "events-deduped", 2)
 		return n == keys, err
 	})
 	consume := exec.CommandContext(ctx, kcat, "-C", "-b", brokerAddr, "-t", "events-deduped", "-e", "-o", "beginning",
@@ -141,7 +144,7 @@ func TestREADMEKcatWalkthrough(t *testing.T) {
 
 	env := testEnv(t)
 	delete(env, "EMBEDDED_PARTITIONS") // a new user's default
-	brokerAddr := freeAddr(t)
+	brokerAddr := testkit.FreeAddr(t)
 	env["EMBEDDED_BROKER_ADDR"] = brokerAddr
 	env["LOG_LEVEL"] = "info"
 	metrics := env["METRICS_ADDR"]
@@ -166,8 +169,8 @@ func TestREADMEKcatWalkthrough(t *testing.T) {
 	}
 	sh(produceCmd)
 	inputs := strings.Count(produceCmd, `\n`)
-	waitFor(t, "every input record decided", 30*time.Second, func() (bool, error) {
-		n, err := metricSum(metrics, "dedup_messages_total")
+	testkit.WaitFor(t, "every input record decided", 30*time.Second, func() (bool, error) {
+		n, err := testkit.MetricSum(metrics, "dedup_messages_total")
 		return n == float64(inputs), err
 	})
 	unkeyed := regexp.MustCompile(`^( .*dedup-source-partition=)\d+(,dedup-source-offset=)\d+$`)
@@ -183,7 +186,7 @@ func TestREADMEKcatWalkthrough(t *testing.T) {
 	}
 	want := normalise(shown)
 	var got []string
-	waitFor(t, "the README's output", 30*time.Second, func() (bool, error) {
+	testkit.WaitFor(t, "the README's output", 30*time.Second, func() (bool, error) {
 		got = normalise(strings.Split(sh(consumeCmd), "\n"))
 		return len(got) >= len(want), nil
 	})
@@ -194,7 +197,7 @@ func TestREADMEKcatWalkthrough(t *testing.T) {
 
 	// The retraction is forwarded: one more record, key a, empty value.
 	sh(retractCmd)
-	waitFor(t, "the retraction forwarded", 30*time.Second, func() (bool, error) {
+	testkit.WaitFor(t, "the retraction forwarded", 30*time.Second, func() (bool, error) {
 		for _, l := range strings.Split(sh(consumeCmd), "\n") {
 			if strings.HasPrefix(l, "a  ") && strings.Contains(l, "dedup-retract=1") && strings.Contains(l, "dedup-source-topic=events") {
 				return true, nil
@@ -211,7 +214,7 @@ func TestREADMEKcatWalkthrough(t *testing.T) {
 // of the topic, as the README's does.
 func TestKcatHintExits(t *testing.T) {
 	var b bytes.Buffer
-	printKcatHelp(&b, "127.0.0.1:9092", &Config{InputTopic: "events", OutputTopic: "events-deduped", DataDir: "data", RetractHeader: "dedup-retract"})
+	embedded.PrintKcatHelp(&b, "127.0.0.1:9092", &config.Config{InputTopic: "events", OutputTopic: "events-deduped", DataDir: "data", RetractHeader: "dedup-retract"})
 	for _, line := range strings.Split(b.String(), "\n") {
 		if strings.Contains(line, "kcat -C") && !strings.Contains(line, " -e") {
 			t.Errorf("start-up hint %q lacks -e: kcat would wait for ever", line)

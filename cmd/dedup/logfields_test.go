@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"dedup/internal/testkit"
 )
 
 // TestLogFields: the rules docs/operations.md states for log lines hold on
@@ -16,14 +18,14 @@ import (
 // duration string; offsets are never negative sentinels, and "committed"
 // is absent exactly when nothing was committed.
 func TestLogFields(t *testing.T) {
-	cluster := newTestCluster(t)
+	cluster := testkit.Cluster(t, 2)
 	addr := cluster.ListenAddrs()[0]
 	client := []kgo.Opt{kgo.SeedBrokers(addr)}
 	const keys = 20
 
-	first, env := stageAgainst(t, cluster, envMap{"LOG_FORMAT": "json"})
-	produce(t, client, keyedWithDuplicates("events", keys, 2)...)
-	consumeN(t, client, "events-deduped", keys)
+	first, env := stageAgainst(t, cluster, testkit.Env{"LOG_FORMAT": "json"})
+	testkit.Produce(t, client, keyedWithDuplicates("events", keys, 2)...)
+	testkit.ConsumeN(t, client, "events-deduped", keys)
 	if code := first.stop(t, 30*time.Second); code != exitOK {
 		t.Fatalf("first run: exit %d", code)
 	}

@@ -15,6 +15,10 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"dedup/internal/buildinfo"
+	"dedup/internal/config"
+	"dedup/internal/service"
 )
 
 // Exit codes.
@@ -39,7 +43,7 @@ func realMain() int {
 }
 
 // run is the whole program behind main, testable in-process.
-func run(ctx context.Context, args []string, lookup LookupFunc, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, lookup config.LookupFunc, stdout, stderr io.Writer) int {
 	cmd := "run"
 	if len(args) > 0 {
 		cmd, args = args[0], args[1:]
@@ -76,17 +80,17 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 
 // setup loads the configuration and builds the logger; it reports every
 // configuration problem at once.
-func setup(lookup LookupFunc, stderr io.Writer) (*Config, *slog.Logger, int) {
-	cfg, err := LoadConfig(lookup)
+func setup(lookup config.LookupFunc, stderr io.Writer) (*config.Config, *slog.Logger, int) {
+	cfg, err := config.Load(lookup)
 	if err != nil {
 		reportConfigError(stderr, err)
 		return nil, nil, exitConfig
 	}
-	return &cfg, newLogger(&cfg, stderr), exitOK
+	return &cfg, config.NewLogger(&cfg, stderr), exitOK
 }
 
 func reportConfigError(w io.Writer, err error) {
-	var ce *ConfigError
+	var ce *config.Error
 	if !errors.As(err, &ce) {
 		fmt.Fprintf(w, "dedup: configuration error: %v\n", err)
 		return
@@ -113,7 +117,7 @@ func noArgs(name string, args []string, _, stderr io.Writer) (int, bool) {
 }
 
 // runServe is the default command: the stage until a signal.
-func runServe(ctx context.Context, args []string, lookup LookupFunc, stdout, stderr io.Writer) int {
+func runServe(ctx context.Context, args []string, lookup config.LookupFunc, stdout, stderr io.Writer) int {
 	if code, ok := noArgs("run", args, stdout, stderr); !ok {
 		return code
 	}
@@ -121,8 +125,9 @@ func runServe(ctx context.Context, args []string, lookup LookupFunc, stdout, std
 	if code != exitOK {
 		return code
 	}
-	if err := serve(ctx, cfg, log, stdout); err != nil {
-		if errors.Is(err, errStoppedDuringStartup) {
+	err := service.Run(ctx, service.Options{Config: cfg, Logger: log, Stdout: stdout, Build: buildinfo.Read(version)})
+	if err != nil {
+		if errors.Is(err, service.ErrStoppedDuringStartup) {
 			log.Info("stopped during start-up")
 			return exitOK
 		}
@@ -131,16 +136,4 @@ func runServe(ctx context.Context, args []string, lookup LookupFunc, stdout, std
 	}
 	log.Info("stopped")
 	return exitOK
-}
-
-// serve starts the stage and runs it until ctx ends.
-func serve(ctx context.Context, cfg *Config, log *slog.Logger, stdout io.Writer) (err error) {
-	svc, err := startService(ctx, cfg, log, stdout)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, svc.Close()) }()
-	log.Info("dedup running", "input", cfg.InputTopic, "output", cfg.OutputTopic, "group", cfg.GroupID,
-		"key", cfg.Key, "window", cfg.Window, "mode", cfg.Mode, "checkpoint_store", cfg.CheckpointStore)
-	return svc.Stage.Run(ctx)
 }

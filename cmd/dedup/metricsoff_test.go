@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"dedup/internal/config"
+	"dedup/internal/testkit"
 )
 
 // listeningPorts returns the TCP ports pid listens on: the LISTEN rows of
@@ -69,7 +72,7 @@ func TestMetricsAddrEmptyNoServer(t *testing.T) {
 	}{{"set", true}, {"empty", false}} {
 		t.Run(c.name, func(t *testing.T) {
 			env := testEnv(t)
-			brokerAddr := freeAddr(t)
+			brokerAddr := testkit.FreeAddr(t)
 			env["EMBEDDED_BROKER_ADDR"] = brokerAddr
 			metricsAddr := env["METRICS_ADDR"]
 			if !c.metrics {
@@ -77,7 +80,7 @@ func TestMetricsAddrEmptyNoServer(t *testing.T) {
 			}
 			bin := startBinary(t, env)
 			client := []kgo.Opt{kgo.SeedBrokers(brokerAddr)}
-			waitFor(t, "the embedded broker", 30*time.Second, func() (bool, error) {
+			testkit.WaitFor(t, "the embedded broker", 30*time.Second, func() (bool, error) {
 				if code, done := bin.exited(); done {
 					t.Fatalf("dedup exited with %d", code)
 				}
@@ -88,8 +91,8 @@ func TestMetricsAddrEmptyNoServer(t *testing.T) {
 				return true, conn.Close()
 			})
 			const keys = 5
-			produce(t, client, keyedWithDuplicates("events", keys, 2)...)
-			checkForwarded(t, consumeN(t, client, "events-deduped", keys), keys)
+			testkit.Produce(t, client, keyedWithDuplicates("events", keys, 2)...)
+			checkForwarded(t, testkit.ConsumeN(t, client, "events-deduped", keys), keys)
 
 			_, brokerPort, _ := net.SplitHostPort(brokerAddr)
 			_, statusPort, _ := net.SplitHostPort(metricsAddr)
@@ -98,7 +101,7 @@ func TestMetricsAddrEmptyNoServer(t *testing.T) {
 				want[statusPort] = true
 			}
 			got := map[string]bool{}
-			for _, p := range listeningPorts(t, bin.cmd.Process.Pid) {
+			for _, p := range listeningPorts(t, bin.Cmd.Process.Pid) {
 				got[strconv.Itoa(p)] = true
 			}
 			if fmt.Sprint(got) != fmt.Sprint(want) {
@@ -114,14 +117,14 @@ func TestMetricsAddrEmptyNoServer(t *testing.T) {
 // TestMetricsAddrUnsetOrEmpty: unset takes the default, set to empty
 // turns the server off (caarlos0/env alone would give both the default).
 func TestMetricsAddrUnsetOrEmpty(t *testing.T) {
-	unset, err := LoadConfig(envMap{}.lookup)
+	unset, err := config.Load(testkit.Env{}.Lookup)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if unset.MetricsAddr != configDefault("METRICS_ADDR") || unset.MetricsAddr == "" {
-		t.Errorf("unset METRICS_ADDR = %q, want the default %q", unset.MetricsAddr, configDefault("METRICS_ADDR"))
+	if unset.MetricsAddr != config.Default("METRICS_ADDR") || unset.MetricsAddr == "" {
+		t.Errorf("unset METRICS_ADDR = %q, want the default %q", unset.MetricsAddr, config.Default("METRICS_ADDR"))
 	}
-	empty, err := LoadConfig(envMap{"METRICS_ADDR": ""}.lookup)
+	empty, err := config.Load(testkit.Env{"METRICS_ADDR": ""}.Lookup)
 	if err != nil {
 		t.Fatal(err)
 	}

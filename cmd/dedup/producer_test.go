@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"dedup/internal/testkit"
 )
 
 // requestSniffer sits in the broker's listener and reads every request
@@ -140,8 +142,8 @@ func TestClientIDAndCompression(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			sniffer := newRequestSniffer()
-			cluster := newTestCluster(t, kfake.ListenFn(sniffer.listen))
-			extra := envMap{}
+			cluster := testkit.Cluster(t, 2, kfake.ListenFn(sniffer.listen))
+			extra := testkit.Env{}
 			want := "dedup"
 			if c.clientID != "" {
 				extra["KAFKA_CLIENT_ID"], want = c.clientID, c.clientID
@@ -154,10 +156,10 @@ func TestClientIDAndCompression(t *testing.T) {
 			const harness = "test-harness"
 			client := []kgo.Opt{kgo.SeedBrokers(addr), kgo.ClientID(harness)}
 			const keys = 30
-			produce(t, client, keyedWithDuplicates("events", keys, 2)...)
-			checkForwarded(t, consumeN(t, client, "events-deduped", keys), keys)
-			waitFor(t, "a checkpoint saved", 15*time.Second, func() (bool, error) {
-				n, err := metricSum(env["METRICS_ADDR"], "dedup_checkpoints_total")
+			testkit.Produce(t, client, keyedWithDuplicates("events", keys, 2)...)
+			checkForwarded(t, testkit.ConsumeN(t, client, "events-deduped", keys), keys)
+			testkit.WaitFor(t, "a checkpoint saved", 15*time.Second, func() (bool, error) {
+				n, err := testkit.MetricSum(env["METRICS_ADDR"], "dedup_checkpoints_total")
 				return n >= 1, err
 			})
 			if code := bin.stop(t, 30*time.Second); code != exitOK {
@@ -166,7 +168,7 @@ func TestClientIDAndCompression(t *testing.T) {
 
 			keysByID, codecs := sniffer.snapshot()
 			// Read after the snapshot: endOffsets' client sends no client.id.
-			if n := endOffsets(t, addr, "events-deduped", 2); n != keys {
+			if n := testkit.EndOffsets(t, addr, "events-deduped", 2); n != keys {
 				t.Errorf("output holds %d records, want %d", n, keys)
 			}
 			for id := range keysByID {

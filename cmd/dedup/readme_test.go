@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"dedup/internal/testkit"
 )
 
 // The README's exit-code table and quick start, held to what the binary
@@ -78,18 +80,6 @@ func testFuncs(t *testing.T) []string {
 	return names
 }
 
-// waitExit waits for the process to end and returns its exit code.
-func (b *binary) waitExit(t *testing.T, within time.Duration) int {
-	t.Helper()
-	select {
-	case <-b.done:
-		return b.code
-	case <-time.After(within):
-		t.Fatalf("dedup did not exit within %s", within)
-		return -1
-	}
-}
-
 // TestREADMEExitCodes holds the exit-code table to the binary's constants
 // and runs the binary (this test binary re-executed as dedup, a real
 // process with a real exit status) for the quick exit-2 cases. The slower
@@ -152,7 +142,7 @@ func TestREADMEExitCodes(t *testing.T) {
 			t.Fatalf("the exit-code section's first block is not a '$ command' and its output: %q", block)
 		}
 		fields := strings.Fields(strings.TrimPrefix(block[0][0], "$ "))
-		env := envMap{}
+		env := testkit.Env{}
 		for len(fields) > 0 && strings.Contains(fields[0], "=") {
 			k, v, _ := strings.Cut(fields[0], "=")
 			env[k] = v
@@ -186,7 +176,7 @@ func TestREADMEExitCodes(t *testing.T) {
 	})
 	for _, args := range [][]string{{"frobnicate"}, {"version", "--bogus"}, {"size", "--no-such-flag"}} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
-			bin := startBinary(t, envMap{}, args...)
+			bin := startBinary(t, testkit.Env{}, args...)
 			if code := bin.waitExit(t, 30*time.Second); code != exitConfig {
 				t.Fatalf("exit %d, want %d", code, exitConfig)
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"dedup/internal/testkit"
 	"dedup/processor"
 )
 
@@ -53,32 +54,32 @@ func manual(client []kgo.Opt) []kgo.Opt {
 // refusal of the output, never as forwarded; every other first occurrence
 // is in the output once, and the commit passes the refused record.
 func TestRefusedRecordDeadLetteredBinary(t *testing.T) {
-	cluster := newTestCluster(t, kfake.SeedTopics(1, "events-dlq"))
+	cluster := testkit.Cluster(t, 2, kfake.SeedTopics(1, "events-dlq"))
 	addr := cluster.ListenAddrs()[0]
 	client := []kgo.Opt{kgo.SeedBrokers(addr)}
 	alterMaxMessageBytes(t, client, "events-deduped", "2000")
-	bin, env := stageAgainst(t, cluster, envMap{"DEAD_LETTER_TOPIC": "events-dlq"})
+	bin, env := stageAgainst(t, cluster, testkit.Env{"DEAD_LETTER_TOPIC": "events-dlq"})
 	metrics := env["METRICS_ADDR"]
 
 	const keys = 10
 	recs := keyedWithDuplicates("events", keys, 2)
 	big := &kgo.Record{Topic: "events", Partition: 0, Key: []byte("big"), Value: []byte(strings.Repeat("x", 3000)),
 		Headers: []kgo.RecordHeader{{Key: "trace", Value: []byte("t-1")}}}
-	produce(t, manual(client), big)
-	produce(t, client, recs...)
+	testkit.Produce(t, manual(client), big)
+	testkit.Produce(t, client, recs...)
 	waitCommitted(t, cluster, int64(len(recs)+1))
 
-	dl := consumeN(t, client, "events-dlq", 1)
+	dl := testkit.ConsumeN(t, client, "events-dlq", 1)
 	r := dl[0]
 	if string(r.Key) != "big" || string(r.Value) != string(big.Value) {
 		t.Errorf("dead-lettered record key %q with %d value bytes, want the big record", r.Key, len(r.Value))
 	}
 	for name, want := range map[string]string{"trace": "t-1", processor.HeaderSourceTopic: "events", processor.HeaderSourcePartition: "0"} {
-		if v, _ := headerValue(r, name); v != want {
+		if v, _ := testkit.HeaderValue(r, name); v != want {
 			t.Errorf("dead-letter header %s = %q, want %q", name, v, want)
 		}
 	}
-	if v, _ := headerValue(r, processor.HeaderError); !strings.Contains(v, "exceeds output limit 1939") ||
+	if v, _ := testkit.HeaderValue(r, processor.HeaderError); !strings.Contains(v, "exceeds output limit 1939") ||
 		!strings.Contains(v, "max.message.bytes=2000 of topic events-deduped") {
 		t.Errorf("dedup-error = %q, want the size, the limit and the setting", v)
 	}
@@ -86,7 +87,7 @@ func TestRefusedRecordDeadLetteredBinary(t *testing.T) {
 	waitMetric(t, metrics, "dedup_messages_total", keys, `outcome="forwarded"`)
 	waitMetric(t, metrics, "dedup_output_errors_total", 1, `kind="refused"`)
 	checkExactlyOnce(t, addr, client, keys)
-	if n := endOffsets(t, addr, "events-dlq", 1); n != 1 {
+	if n := testkit.EndOffsets(t, addr, "events-dlq", 1); n != 1 {
 		t.Errorf("dead-letter topic holds %d records, want 1", n)
 	}
 	checkHealthy(t, metrics)
@@ -100,16 +101,16 @@ func TestRefusedRecordDeadLetteredBinary(t *testing.T) {
 // PRODUCE_BATCH_BYTES (smaller than the topic's limit here), and counted
 // refused.
 func TestRefusedRecordSkippedBinary(t *testing.T) {
-	cluster := newTestCluster(t)
+	cluster := testkit.Cluster(t, 2)
 	addr := cluster.ListenAddrs()[0]
 	client := []kgo.Opt{kgo.SeedBrokers(addr)}
-	bin, env := stageAgainst(t, cluster, envMap{"PRODUCE_BATCH_BYTES": "2500"})
+	bin, env := stageAgainst(t, cluster, testkit.Env{"PRODUCE_BATCH_BYTES": "2500"})
 	metrics := env["METRICS_ADDR"]
 
 	const keys = 10
 	recs := keyedWithDuplicates("events", keys, 2)
-	produce(t, manual(client), &kgo.Record{Topic: "events", Partition: 0, Key: []byte("big"), Value: []byte(strings.Repeat("x", 3000))})
-	produce(t, client, recs...)
+	testkit.Produce(t, manual(client), &kgo.Record{Topic: "events", Partition: 0, Key: []byte("big"), Value: []byte(strings.Repeat("x", 3000))})
+	testkit.Produce(t, client, recs...)
 	waitCommitted(t, cluster, int64(len(recs)+1))
 	waitMetric(t, metrics, "dedup_messages_total", 1, `outcome="refused"`)
 	waitMetric(t, metrics, "dedup_output_errors_total", 1, `kind="refused"`)
@@ -129,14 +130,14 @@ func TestRefusedRecordSkippedBinary(t *testing.T) {
 // needs is missing) becomes ready, and the topic's gauge is 0.
 func TestEmbeddedDeadLetterTopic(t *testing.T) {
 	env := testEnv(t)
-	brokerAddr := freeAddr(t)
+	brokerAddr := testkit.FreeAddr(t)
 	env["EMBEDDED_BROKER_ADDR"] = brokerAddr
 	env["DEAD_LETTER_TOPIC"] = "events-dlq"
 	metrics := env["METRICS_ADDR"]
 	bin := startBinary(t, env)
 	waitReady(t, bin, metrics)
 	waitMetric(t, metrics, "dedup_topic_missing", 0, `topic="events-dlq"`)
-	if n := endOffsets(t, brokerAddr, "events-dlq", 2); n != 0 {
+	if n := testkit.EndOffsets(t, brokerAddr, "events-dlq", 2); n != 0 {
 		t.Errorf("new dead-letter topic holds %d records", n)
 	}
 	if code := bin.stop(t, 30*time.Second); code != exitOK {

@@ -19,12 +19,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"dedup/internal/testkit"
 )
 
 // runAgainst starts the stage in-process against an external (kfake)
 // cluster configured by extra, pushes duplicates through it with a
 // franz-go client using clientOpts, and checks the deduplicated output.
-func runAgainst(t *testing.T, cluster *kfake.Cluster, extra envMap, clientOpts []kgo.Opt) {
+func runAgainst(t *testing.T, cluster *kfake.Cluster, extra testkit.Env, clientOpts []kgo.Opt) {
 	t.Helper()
 	addr := cluster.ListenAddrs()[0]
 	env := testEnv(t)
@@ -39,31 +41,16 @@ func runAgainst(t *testing.T, cluster *kfake.Cluster, extra envMap, clientOpts [
 
 	const keys, copies = 10, 2
 	client := append([]kgo.Opt{kgo.SeedBrokers(addr)}, clientOpts...)
-	produce(t, client, keyedWithDuplicates("events", keys, copies)...)
-	out := consumeN(t, client, "events-deduped", keys)
+	testkit.Produce(t, client, keyedWithDuplicates("events", keys, copies)...)
+	out := testkit.ConsumeN(t, client, "events-deduped", keys)
 	checkForwarded(t, out, keys)
-	waitFor(t, "duplicates counted", 30*time.Second, func() (bool, error) {
-		n, err := metricSum(metrics, "dedup_messages_total", `outcome="duplicate"`)
+	testkit.WaitFor(t, "duplicates counted", 30*time.Second, func() (bool, error) {
+		n, err := testkit.MetricSum(metrics, "dedup_messages_total", `outcome="duplicate"`)
 		return n == keys*(copies-1), err
 	})
 	if code := stage.stop(t); code != exitOK {
 		t.Fatalf("exit code after stop = %d, want 0", code)
 	}
-}
-
-func newTestCluster(t *testing.T, opts ...kfake.Opt) *kfake.Cluster {
-	t.Helper()
-	opts = append([]kfake.Opt{
-		kfake.NumBrokers(1),
-		kfake.SeedTopics(2, "events", "events-deduped"),
-		kfake.GroupMinSessionTimeout(100 * time.Millisecond),
-	}, opts...)
-	c, err := kfake.NewCluster(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
 }
 
 // TestSASL authenticates every Kafka client of the stage (group, readers,
@@ -74,13 +61,13 @@ func TestSASL(t *testing.T) {
 		name   string
 		client kgo.Opt
 	}{
-		{saslPlain, kgo.SASL(plain.Auth{User: user, Pass: pass}.AsMechanism())},
-		{saslScram256, kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha256Mechanism())},
-		{saslScram512, kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha512Mechanism())},
+		{"PLAIN", kgo.SASL(plain.Auth{User: user, Pass: pass}.AsMechanism())},
+		{"SCRAM-SHA-256", kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha256Mechanism())},
+		{"SCRAM-SHA-512", kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha512Mechanism())},
 	} {
 		t.Run(mech.name, func(t *testing.T) {
-			cluster := newTestCluster(t, kfake.EnableSASL(), kfake.Superuser(mech.name, user, pass))
-			runAgainst(t, cluster, envMap{
+			cluster := testkit.Cluster(t, 2, kfake.EnableSASL(), kfake.Superuser(mech.name, user, pass))
+			runAgainst(t, cluster, testkit.Env{
 				"KAFKA_SASL_MECHANISM": mech.name,
 				"KAFKA_SASL_USERNAME":  user,
 				"KAFKA_SASL_PASSWORD":  pass,
@@ -95,10 +82,10 @@ func TestSASL(t *testing.T) {
 // start-up retries it until KAFKA_STARTUP_TIMEOUT; a broker's
 // SASLAuthenticationFailed ends start-up at once (TestStartupPermanentErrors).
 func TestSASLWrongPasswordFails(t *testing.T) {
-	cluster := newTestCluster(t, kfake.EnableSASL(), kfake.Superuser(saslScram256, "u", "right"))
+	cluster := testkit.Cluster(t, 2, kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-256", "u", "right"))
 	env := testEnv(t)
 	env["KAFKA_BROKERS"] = cluster.ListenAddrs()[0]
-	env["KAFKA_SASL_MECHANISM"] = saslScram256
+	env["KAFKA_SASL_MECHANISM"] = "SCRAM-SHA-256"
 	env["KAFKA_SASL_USERNAME"] = "u"
 	env["KAFKA_SASL_PASSWORD"] = "wrong"
 	env["KAFKA_STARTUP_TIMEOUT"] = "3s"
@@ -118,14 +105,14 @@ func TestSASLWrongPasswordFails(t *testing.T) {
 func TestTLS(t *testing.T) {
 	dir := t.TempDir()
 	serverCert, caFile := selfSignedCert(t, dir)
-	cluster := newTestCluster(t, kfake.TLS(&tls.Config{Certificates: []tls.Certificate{serverCert}, MinVersion: tls.VersionTLS12}))
+	cluster := testkit.Cluster(t, 2, kfake.TLS(&tls.Config{Certificates: []tls.Certificate{serverCert}, MinVersion: tls.VersionTLS12}))
 	pool := x509.NewCertPool()
 	caPEM, err := os.ReadFile(caFile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pool.AppendCertsFromPEM(caPEM)
-	runAgainst(t, cluster, envMap{
+	runAgainst(t, cluster, testkit.Env{
 		"KAFKA_TLS_ENABLED": "true",
 		"KAFKA_TLS_CA_FILE": caFile,
 	}, []kgo.Opt{kgo.DialTLSConfig(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})})

@@ -11,6 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"dedup/internal/testkit"
 )
 
 // deleteRecords moves the log start of topic's partition p to offset, as
@@ -58,18 +60,18 @@ func onPartition(p int32, key, value string) *kgo.Record {
 // exactly once: keys whose first copy was deleted are forwarded with their
 // next copy, keys seen before the stop stay duplicates.
 func TestSkippedInputAtRestart(t *testing.T) {
-	cluster := newTestCluster(t)
+	cluster := testkit.Cluster(t, 2)
 	addr := cluster.ListenAddrs()[0]
 	client := []kgo.Opt{kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner())}
 
 	bin, env := stageAgainst(t, cluster, nil)
-	produce(t, client, skippedBefore()...)
+	testkit.Produce(t, client, skippedBefore()...)
 	waitCommitted(t, cluster, 10)
 	if code := bin.stop(t, 30*time.Second); code != exitOK {
 		t.Fatalf("exit %d after SIGTERM, want 0", code)
 	}
 
-	produce(t, client, skippedInput()...)
+	testkit.Produce(t, client, skippedInput()...)
 	// Offsets 5-9 of partition 0 (n000-n004's first copies) go.
 	deleteRecords(t, client, "events", 0, 10)
 
@@ -135,7 +137,7 @@ func skippedBefore() []*kgo.Record {
 // checkOutput asserts the output holds exactly want, each key once.
 func checkOutput(t *testing.T, addr string, want map[string]string) {
 	t.Helper()
-	out := consumeN(t, []kgo.Opt{kgo.SeedBrokers(addr)}, "events-deduped", len(want))
+	out := testkit.ConsumeN(t, []kgo.Opt{kgo.SeedBrokers(addr)}, "events-deduped", len(want))
 	got := map[string][]string{}
 	for _, r := range out {
 		got[string(r.Key)] = append(got[string(r.Key)], string(r.Value))
@@ -150,7 +152,7 @@ func checkOutput(t *testing.T, addr string, want map[string]string) {
 			t.Errorf("key %s forwarded as %q, want never", k, vs)
 		}
 	}
-	if n := endOffsets(t, addr, "events-deduped", 2); n != int64(len(want)) {
+	if n := testkit.EndOffsets(t, addr, "events-deduped", 2); n != int64(len(want)) {
 		t.Errorf("output holds %d records, want %d", n, len(want))
 	}
 }
@@ -178,7 +180,7 @@ func checkSkipLine(t *testing.T, log string, parts ...string) {
 // one warning, counts it, and forwards every first occurrence from the log
 // start on exactly once.
 func TestSkippedInputAtRuntime(t *testing.T) {
-	cluster := newTestCluster(t)
+	cluster := testkit.Cluster(t, 2)
 	addr := cluster.ListenAddrs()[0]
 	client := []kgo.Opt{kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner())}
 	var hold atomic.Bool
@@ -201,7 +203,7 @@ func TestSkippedInputAtRuntime(t *testing.T) {
 
 	bin, env := stageAgainst(t, cluster, nil)
 	metrics := env["METRICS_ADDR"]
-	produce(t, client, skippedBefore()...)
+	testkit.Produce(t, client, skippedBefore()...)
 	waitCommitted(t, cluster, 10)
 
 	hold.Store(true)
@@ -210,7 +212,7 @@ func TestSkippedInputAtRuntime(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("no fetch of events/0 within 15s")
 	}
-	produce(t, client, skippedInput()...)
+	testkit.Produce(t, client, skippedInput()...)
 	deleteRecords(t, client, "events", 0, 10)
 	hold.Store(false)
 	releaseOnce.Do(func() { close(release) })

@@ -15,6 +15,9 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"dedup/internal/service"
+	"dedup/internal/testkit"
 )
 
 // silentBroker accepts connections and never answers: a broker behind a
@@ -56,18 +59,11 @@ func silentBroker(t *testing.T) string {
 // unreachable are the brokers start-up must give up on: one that refuses
 // connections (a closed port) and one that accepts and never answers.
 func unreachable(t *testing.T) map[string]string {
-	return map[string]string{"refusing": freeAddr(t), "silent": silentBroker(t)}
+	return map[string]string{"refusing": testkit.FreeAddr(t), "silent": silentBroker(t)}
 }
 
-func healthz(addr string) (int, string, error) {
-	resp, err := http.Get("http://" + addr + "/healthz") //nolint:noctx // test helper
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body), nil
-}
+// healthz returns /healthz's status and body.
+func healthz(addr string) (int, string, error) { return testkit.Get("http://" + addr + "/healthz") }
 
 // TestStartupGivesUp runs the stage against brokers it cannot reach, with
 // both checkpoint stores: it says what it tries within seconds, /healthz
@@ -86,14 +82,14 @@ func TestStartupGivesUp(t *testing.T) {
 				env["LOG_LEVEL"] = "info"
 				start := time.Now()
 				p := startInProcess(t, env)
-				waitFor(t, "the first attempt logged", 2*time.Second, func() (bool, error) {
+				testkit.WaitFor(t, "the first attempt logged", 2*time.Second, func() (bool, error) {
 					s := p.stderr.String()
 					return strings.Contains(s, "connecting to Kafka") && strings.Contains(s, addr) && strings.Contains(s, "attempt=1"), nil
 				})
 				var sawStarting bool
 				var code int
 				var failures float64
-				waitFor(t, "exit after the start-up timeout", timeout+startupMetadataTimeout, func() (bool, error) {
+				testkit.WaitFor(t, "exit after the start-up timeout", timeout+service.StartupMetadataTimeout, func() (bool, error) {
 					if status, body, err := healthz(env["METRICS_ADDR"]); err == nil {
 						if status == http.StatusOK {
 							t.Fatalf("/healthz answered 200 while no broker was reached")
@@ -103,7 +99,7 @@ func TestStartupGivesUp(t *testing.T) {
 					if status, _, err := readyz(env["METRICS_ADDR"]); err == nil && status == http.StatusOK {
 						t.Fatalf("/readyz answered 200 while no broker was reached")
 					}
-					if n, err := metricSum(env["METRICS_ADDR"], "dedup_startup_connect_failures_total"); err == nil {
+					if n, err := testkit.MetricSum(env["METRICS_ADDR"], "dedup_startup_connect_failures_total"); err == nil {
 						failures = max(failures, n)
 					}
 					c, ok := p.exited()
@@ -156,10 +152,10 @@ func TestStartupSignalExits0(t *testing.T) {
 			t.Parallel()
 			env := testEnv(t)
 			env["KAFKA_BROKERS"] = c.brokers
-			env["EMBEDDED_BROKER_ADDR"] = freeAddr(t)
+			env["EMBEDDED_BROKER_ADDR"] = testkit.FreeAddr(t)
 			env["KAFKA_STARTUP_TIMEOUT"] = "1m"
 			bin := startBinary(t, env)
-			waitFor(t, "start-up under way", 10*time.Second, func() (bool, error) {
+			testkit.WaitFor(t, "start-up under way", 10*time.Second, func() (bool, error) {
 				return strings.Contains(bin.stderr.String(), c.waitFor), nil
 			})
 			if code := bin.stop(t, 10*time.Second); code != exitOK {
@@ -174,19 +170,19 @@ func TestStartupSignalExits0(t *testing.T) {
 // so do the brokers' authentication and authorization refusals.
 func TestStartupPermanentErrors(t *testing.T) {
 	for _, err := range []error{kafka.SASLAuthenticationFailed, kafka.ClusterAuthorizationFailed, kafka.UnsupportedSASLMechanism} {
-		if !permanent(fmt.Errorf("read metadata: %w", err)) {
+		if !service.Permanent(fmt.Errorf("read metadata: %w", err)) {
 			t.Errorf("%v is not taken as permanent", err)
 		}
 	}
 	for _, err := range []error{io.ErrUnexpectedEOF, syscall.ECONNREFUSED, context.DeadlineExceeded, kafka.LeaderNotAvailable} {
-		if permanent(fmt.Errorf("read metadata: %w", err)) {
+		if service.Permanent(fmt.Errorf("read metadata: %w", err)) {
 			t.Errorf("%v is taken as permanent", err)
 		}
 	}
 
 	dir := t.TempDir()
 	serverCert, _ := selfSignedCert(t, dir)
-	cluster := newTestCluster(t, kfake.TLS(&tls.Config{Certificates: []tls.Certificate{serverCert}, MinVersion: tls.VersionTLS12}))
+	cluster := testkit.Cluster(t, 2, kfake.TLS(&tls.Config{Certificates: []tls.Certificate{serverCert}, MinVersion: tls.VersionTLS12}))
 	env := testEnv(t)
 	env["KAFKA_BROKERS"] = cluster.ListenAddrs()[0]
 	env["KAFKA_TLS_ENABLED"] = "true" // system roots: the self-signed CA is unknown
@@ -194,7 +190,7 @@ func TestStartupPermanentErrors(t *testing.T) {
 	start := time.Now()
 	p := startInProcess(t, env)
 	var code int
-	waitFor(t, "exit", 30*time.Second, func() (bool, error) {
+	testkit.WaitFor(t, "exit", 30*time.Second, func() (bool, error) {
 		c, ok := p.exited()
 		code = c
 		return ok, nil

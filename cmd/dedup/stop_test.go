@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"dedup/internal/testkit"
 )
 
 // The quick start's ways to stop what it started, each checked to leave no
@@ -23,7 +25,7 @@ import (
 
 // startGroup starts cmd as the leader of a process group of its own, as a
 // shell does for a foreground job, and returns the group id.
-func startGroup(t *testing.T, cmd *exec.Cmd, env envMap) int {
+func startGroup(t *testing.T, cmd *exec.Cmd, env testkit.Env) int {
 	t.Helper()
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
 	for _, k := range []string{"GOCACHE", "GOPATH", "GOMODCACHE", "GOFLAGS", "GOTOOLCHAIN", "GOPROXY"} {
@@ -51,13 +53,13 @@ func groupGone(pgid int) bool {
 // waitHealthy waits for /healthz 200 on addr while cmd runs.
 func waitHealthy(t *testing.T, addr string, exited <-chan struct{}) {
 	t.Helper()
-	waitFor(t, "/healthz 200", 3*time.Minute, func() (bool, error) {
+	testkit.WaitFor(t, "/healthz 200", 3*time.Minute, func() (bool, error) {
 		select {
 		case <-exited:
 			t.Fatal("exited before it was healthy")
 		default:
 		}
-		code, err := httpStatus("http://" + addr + "/healthz")
+		code, err := testkit.HTTPStatus("http://" + addr + "/healthz")
 		return code == http.StatusOK, err
 	})
 }
@@ -65,7 +67,7 @@ func waitHealthy(t *testing.T, addr string, exited <-chan struct{}) {
 // checkStopped waits for the command to exit, checks that the stage
 // stopped cleanly (its last log line), that nothing of its process group
 // remains and that its ports are free again.
-func checkStopped(t *testing.T, cmd *exec.Cmd, exited <-chan struct{}, pgid int, env envMap, stderr *syncBuffer) {
+func checkStopped(t *testing.T, cmd *exec.Cmd, exited <-chan struct{}, pgid int, env testkit.Env, stderr *testkit.SyncBuffer) {
 	t.Helper()
 	select {
 	case <-exited:
@@ -76,7 +78,7 @@ func checkStopped(t *testing.T, cmd *exec.Cmd, exited <-chan struct{}, pgid int,
 	if last := lines[len(lines)-1]; !strings.Contains(last, "msg=stopped") {
 		t.Errorf("the stage did not log a clean stop last: %q", last)
 	}
-	waitFor(t, "no process of the group left", 10*time.Second, func() (bool, error) { return groupGone(pgid), nil })
+	testkit.WaitFor(t, "no process of the group left", 10*time.Second, func() (bool, error) { return groupGone(pgid), nil })
 	for _, addr := range []string{env["METRICS_ADDR"], env["EMBEDDED_BROKER_ADDR"]} {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
@@ -87,11 +89,11 @@ func checkStopped(t *testing.T, cmd *exec.Cmd, exited <-chan struct{}, pgid int,
 	}
 }
 
-func stopEnv(t *testing.T) envMap {
-	return envMap{
+func stopEnv(t *testing.T) testkit.Env {
+	return testkit.Env{
 		"DATA_DIR":             t.TempDir(),
-		"METRICS_ADDR":         freeAddr(t),
-		"EMBEDDED_BROKER_ADDR": freeAddr(t),
+		"METRICS_ADDR":         testkit.FreeAddr(t),
+		"EMBEDDED_BROKER_ADDR": testkit.FreeAddr(t),
 		"EMBEDDED_PARTITIONS":  "1",
 	}
 }
@@ -100,7 +102,7 @@ func TestStopGoRunWithCtrlC(t *testing.T) {
 	env := stopEnv(t)
 	cmd := exec.Command("go", "run", "./cmd/dedup")
 	cmd.Dir = filepath.Join("..", "..")
-	stderr := &syncBuffer{}
+	stderr := &testkit.SyncBuffer{}
 	cmd.Stderr = stderr
 	pgid := startGroup(t, cmd, env)
 	exited := make(chan struct{})
@@ -122,7 +124,7 @@ func TestStopBuiltBinaryWithSIGTERM(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	cmd := exec.Command(bin)
-	stderr := &syncBuffer{}
+	stderr := &testkit.SyncBuffer{}
 	cmd.Stderr = stderr
 	pgid := startGroup(t, cmd, env)
 	exited := make(chan struct{})

@@ -9,6 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"dedup/internal/testkit"
 )
 
 // TestStopFinalCommitFails: SIGTERM while the broker refuses every offset
@@ -16,23 +18,18 @@ import (
 // start replays, and exits 1, not 0. A second start replays the
 // uncommitted input and forwards nothing twice.
 func TestStopFinalCommitFails(t *testing.T) {
-	cluster := newTestCluster(t)
+	cluster := testkit.Cluster(t, 2)
 	addr := cluster.ListenAddrs()[0]
-	env := testEnv(t)
-	env["KAFKA_BROKERS"] = addr
-	env["CHECKPOINT_STORE"] = "file"
-	env["CHECKPOINT_INTERVAL"] = "1h" // no periodic commit: the stop's is the one that matters
-	env["LOG_LEVEL"] = "info"
+	// No periodic commit: the stop's is the one that matters.
+	bin, env := stageAgainst(t, cluster, testkit.Env{"CHECKPOINT_STORE": "file", "CHECKPOINT_INTERVAL": "1h"})
 	metrics := env["METRICS_ADDR"]
-	bin := startBinary(t, env)
-	waitReady(t, bin, metrics)
 
 	const keys, copies = 10, 2
 	client := []kgo.Opt{kgo.SeedBrokers(addr)}
-	produce(t, client, keyedWithDuplicates("events", keys, copies)...)
-	checkForwarded(t, consumeN(t, client, "events-deduped", keys), keys)
-	waitFor(t, "every input decided", 30*time.Second, func() (bool, error) {
-		n, err := metricSum(metrics, "dedup_messages_total", `outcome="duplicate"`)
+	testkit.Produce(t, client, keyedWithDuplicates("events", keys, copies)...)
+	checkForwarded(t, testkit.ConsumeN(t, client, "events-deduped", keys), keys)
+	testkit.WaitFor(t, "every input decided", 30*time.Second, func() (bool, error) {
+		n, err := testkit.MetricSum(metrics, "dedup_messages_total", `outcome="duplicate"`)
 		return n == keys*(copies-1), err
 	})
 
@@ -74,16 +71,16 @@ func TestStopFinalCommitFails(t *testing.T) {
 
 	// The next start replays what was not committed: nothing new forwarded.
 	refuse.Store(false)
-	env["METRICS_ADDR"] = freeAddr(t)
+	env["METRICS_ADDR"] = testkit.FreeAddr(t)
 	again := startBinary(t, env)
 	waitReady(t, again, env["METRICS_ADDR"])
-	waitFor(t, "the restart caught up", 30*time.Second, func() (bool, error) {
+	testkit.WaitFor(t, "the restart caught up", 30*time.Second, func() (bool, error) {
 		// The restart resumes from the final checkpoint when it was saved,
 		// else from the last commit, replaying (and suppressing) the rest.
-		lag, err := metricSum(env["METRICS_ADDR"], "dedup_consumer_lag")
+		lag, err := testkit.MetricSum(env["METRICS_ADDR"], "dedup_consumer_lag")
 		return err == nil && lag == 0, err
 	})
-	if n, err := sumEndOffsets(addr, "events-deduped", 2); err != nil || n != keys {
+	if n, err := testkit.SumEndOffsets(addr, "events-deduped", 2); err != nil || n != keys {
 		t.Errorf("output holds %d records (%v), want %d", n, err, keys)
 	}
 	if code := again.stop(t, 40*time.Second); code != exitOK {

@@ -28,8 +28,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"dedup/cmd/dedup/sizing"
 	"dedup/rotation"
+	"dedup/sizing"
 )
 
 // Object is one Kubernetes document.
@@ -62,7 +62,7 @@ func Decode(source string, data []byte) ([]Object, error) {
 	}
 }
 
-// ConfigDefaults parses cmd/dedup/config.go and returns each `env` tag of
+// ConfigDefaults parses internal/config/config.go and returns each `env` tag of
 // its Config struct with the envDefault ("" when none).
 func ConfigDefaults(configGo string) (map[string]string, error) {
 	fset := token.NewFileSet()
@@ -519,7 +519,7 @@ func (c *checker) probes(ctr container, env map[string]string) {
 }
 
 // resources: the memory request, limit and GOMEMLIMIT follow the model
-// `dedup size` prints (cmd/dedup/sizing with rotation's pair size), for the
+// `dedup size` prints (sizing with rotation's pair size), for the
 // partition count in the Deployment's dedup/input-partitions annotation.
 func (c *checker) resources(dep deployment, ctr container, env map[string]string) {
 	partitions, err := strconv.Atoi(dep.Metadata.Annotations["dedup/input-partitions"])

@@ -25,7 +25,7 @@ func manifests(t *testing.T) ([]Object, Options) {
 		}
 		objs = append(objs, o...)
 	}
-	defaults, err := ConfigDefaults(filepath.Join("..", "..", "cmd", "dedup", "config.go"))
+	defaults, err := ConfigDefaults(filepath.Join("..", "..", "internal", "config", "config.go"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,7 +69,7 @@ func render(t *testing.T, valuesFile string, overrides map[string]any) []k8schec
 
 func defaults(t *testing.T) k8scheck.Options {
 	t.Helper()
-	d, err := k8scheck.ConfigDefaults(filepath.Join(repoRoot, "cmd", "dedup", "config.go"))
+	d, err := k8scheck.ConfigDefaults(filepath.Join(repoRoot, "internal", "config", "config.go"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package main
+package service
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
+
+	"dedup/internal/config"
 )
 
 // Start-up timeouts: each attempt to reach the brokers is bounded so that
@@ -20,8 +22,8 @@ import (
 // black-holed address, and a broker that accepts but never answers costs
 // one attempt, not the whole start-up.
 const (
-	startupDialTimeout     = 5 * time.Second  // TCP connect, TLS handshake and SASL
-	startupMetadataTimeout = 10 * time.Second // the whole attempt, metadata answer included
+	StartupDialTimeout     = 5 * time.Second  // TCP connect, TLS handshake and SASL
+	StartupMetadataTimeout = 10 * time.Second // the whole attempt, metadata answer included
 	startupFirstBackoff    = 250 * time.Millisecond
 	startupMaxBackoff      = 10 * time.Second
 	startupWarnEvery       = 30 * time.Second // a reminder while the brokers stay unreachable
@@ -37,7 +39,7 @@ type StartupError struct {
 }
 
 func (e *StartupError) Error() string {
-	if permanent(e.Last) {
+	if Permanent(e.Last) {
 		return fmt.Sprintf("Kafka brokers %s refused the connection for good (attempt %d); error: %v",
 			strings.Join(e.Brokers, ","), e.Attempts, e.Last)
 	}
@@ -49,7 +51,7 @@ func (e *StartupError) Unwrap() error { return e.Last }
 
 // reachOptions configure reachBrokers.
 type reachOptions struct {
-	Conn    *Connection
+	Conn    *config.Connection
 	Timeout time.Duration // KAFKA_STARTUP_TIMEOUT
 	Log     *slog.Logger
 	Status  *startupStatus // told what start-up is doing, for /healthz
@@ -78,7 +80,7 @@ func reachBrokers(ctx context.Context, o reachOptions) error {
 		}
 		o.Log.Log(ctx, level, "connecting to Kafka", "brokers", brokers, "attempt", attempt)
 		o.Status.set(fmt.Sprintf("connecting to %s (attempt %d)", strings.Join(brokers, ","), attempt))
-		err := probeBrokers(ctx, o.Conn, min(startupMetadataTimeout, time.Until(deadline)))
+		err := probeBrokers(ctx, o.Conn, min(StartupMetadataTimeout, time.Until(deadline)))
 		if err == nil {
 			o.Log.Info("Kafka reached", "brokers", brokers, "attempts", attempt)
 			return nil
@@ -86,7 +88,7 @@ func reachBrokers(ctx context.Context, o reachOptions) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if permanent(err) {
+		if Permanent(err) {
 			// Retrying a refused password or an untrusted certificate only
 			// delays the same answer.
 			return &StartupError{Brokers: brokers, Timeout: o.Timeout, Attempts: attempt, Last: err}
@@ -118,9 +120,9 @@ func reachBrokers(ctx context.Context, o reachOptions) error {
 	}
 }
 
-// permanent reports errors that no retry changes: the brokers refused the
+// Permanent reports errors that no retry changes: the brokers refused the
 // credentials or the client refused the brokers' certificate.
-func permanent(err error) bool {
+func Permanent(err error) bool {
 	var unknownCA x509.UnknownAuthorityError
 	var hostname x509.HostnameError
 	var invalid x509.CertificateInvalidError
@@ -134,8 +136,8 @@ func permanent(err error) bool {
 
 // probeBrokers asks for the cluster's metadata once, on a transport of its
 // own so that a connection left hanging by a silent broker is not reused.
-func probeBrokers(ctx context.Context, conn *Connection, timeout time.Duration) error {
-	tr := conn.probeTransport(startupDialTimeout)
+func probeBrokers(ctx context.Context, conn *config.Connection, timeout time.Duration) error {
+	tr := conn.ProbeTransport(StartupDialTimeout)
 	defer tr.CloseIdleConnections()
 	client := &kafka.Client{Addr: kafka.TCP(conn.Brokers...), Transport: tr, Timeout: timeout}
 	actx, cancel := context.WithTimeout(ctx, timeout)

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -6,23 +6,24 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"dedup/bench/workload"
 )
 
-// GeneratorOptions shapes the demo traffic.
-type GeneratorOptions struct {
+// Options shapes the demo traffic.
+type Options struct {
 	Brokers   []string
 	Transport *kafka.Transport // TLS/SASL; nil = plaintext
 	Topic     string
 
 	Rate          int     // records per second (> 0)
 	Keys          int     // distinct keys before fresh keys repeat; 0 = never repeat
-	DuplicateRate float64 // fraction of records that resend a recently sent record
-	RetractRate   float64 // fraction of records that retract a recently sent key
+	DuplicateRate float64 // fraction of records that repeat a key already sent
+	RetractRate   float64 // fraction of records that retract a key already sent
 	UnkeyedRate   float64 // fraction of records without a key
 	ValueSize     int     // bytes of filler in each value
 	Count         int     // stop after this many records; 0 = until the context ends
@@ -31,7 +32,7 @@ type GeneratorOptions struct {
 	Logger        *slog.Logger
 }
 
-func (o *GeneratorOptions) validate() error {
+func (o *Options) validate() error {
 	var errs []error
 	if o.Rate <= 0 {
 		errs = append(errs, fmt.Errorf("rate must be > 0, got %d", o.Rate))
@@ -62,31 +63,49 @@ func (o *GeneratorOptions) validate() error {
 	return errors.Join(errs...)
 }
 
-// GeneratorStats counts what a Generator has sent (acknowledged by the broker).
-type GeneratorStats struct {
+// Stats counts what a Generator has sent (acknowledged by the broker).
+type Stats struct {
 	Sent, Fresh, Duplicates, Retractions, Unkeyed uint64
 }
 
-// Generator produces duplicate-laden traffic at a steady rate: fresh keyed
-// records, exact resends of recent records, retractions of recent keys and
-// unkeyed records, in the configured proportions. Run it once; Stats may be
-// read concurrently.
+// Generator produces duplicate-laden traffic at a steady rate: keyed
+// records, retractions of keys already sent and unkeyed records, in the
+// configured proportions. The keyed records are the benchmarks' workload
+// (bench/workload): a first occurrence of a key or a repeat of one already
+// sent, in the proportion the options ask. Run it once; Stats may be read
+// concurrently.
 type Generator struct {
-	o      GeneratorOptions
+	o      Options
 	rng    *rand.Rand
-	recent []kafka.Message // ring of recently sent keyed records, the pool duplicates come from
-	next   int             // next fresh key number
+	keys   *workload.Generator // the keyed stream
+	lap    uint64              // how many times the keyed stream was restarted
 	filler []byte
 
 	sent, fresh, dups, retracts, unkeyed atomic.Uint64
 }
 
-// recentRecords bounds how far back a duplicate reaches: far enough to be
-// realistic, near enough to stay well inside any sensible window.
-const recentRecords = 4096
+// neverRepeat is the distinct keys of a keyed stream whose keys never
+// repeat (Options.Keys 0): more than any demo sends.
+const neverRepeat = 1 << 48
 
-// NewGenerator checks the options.
-func NewGenerator(o GeneratorOptions) (*Generator, error) {
+// keyedStream is the workload the keyed records are drawn from: Keys
+// distinct keys, repeated so that a keyed record repeats a key already sent
+// with probability DuplicateRate / (1 - RetractRate - UnkeyedRate).
+func (o *Options) keyedStream(lap uint64) workload.Workload {
+	keys := uint64(neverRepeat)
+	if o.Keys > 0 {
+		keys = uint64(o.Keys)
+	}
+	dup := 0.0
+	if keyed := 1 - o.RetractRate - o.UnkeyedRate; keyed > 0 {
+		dup = min(o.DuplicateRate/keyed, 0.999)
+	}
+	return workload.Workload{Keys: keys, DupRatio: dup, KeySize: workload.MinKeySize, ValueSize: workload.MinValueSize,
+		Partitions: 1, Seed: o.Seed + lap}
+}
+
+// New checks the options.
+func New(o Options) (*Generator, error) {
 	if err := o.validate(); err != nil {
 		return nil, fmt.Errorf("configure generator: %w", err)
 	}
@@ -100,16 +119,20 @@ func NewGenerator(o GeneratorOptions) (*Generator, error) {
 	for i := range filler {
 		filler[i] = 'a' + byte(i%26)
 	}
+	if err := o.keyedStream(0).Validate(); err != nil {
+		return nil, fmt.Errorf("configure generator: %w", err)
+	}
 	return &Generator{
 		o:      o,
 		rng:    rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15)),
+		keys:   workload.NewGenerator(o.keyedStream(0)),
 		filler: filler,
 	}, nil
 }
 
 // Stats returns the cumulative counts.
-func (g *Generator) Stats() GeneratorStats {
-	return GeneratorStats{
+func (g *Generator) Stats() Stats {
+	return Stats{
 		Sent: g.sent.Load(), Fresh: g.fresh.Load(), Duplicates: g.dups.Load(),
 		Retractions: g.retracts.Load(), Unkeyed: g.unkeyed.Load(),
 	}
@@ -197,40 +220,41 @@ func (g *Generator) batch(n int) ([]kafka.Message, []recordKind) {
 	return msgs, kinds
 }
 
-// record draws one record. Duplicates and retractions need a record sent
-// before; until there is one, a fresh record goes out instead.
+// record draws one record. A retraction needs a key sent before; until
+// there is one, a keyed record goes out instead.
 func (g *Generator) record(now time.Time) (kafka.Message, recordKind) {
 	u := g.rng.Float64()
 	switch {
-	case u < g.o.DuplicateRate && len(g.recent) > 0:
-		m := g.recent[g.rng.IntN(len(g.recent))]
-		m.Time = now
-		return m, kindDuplicate
-	case u < g.o.DuplicateRate+g.o.RetractRate && len(g.recent) > 0:
-		prev := g.recent[g.rng.IntN(len(g.recent))]
+	case u < g.o.RetractRate && g.sentKeys() > 0:
 		return kafka.Message{
-			Key:     prev.Key,
+			Key:     g.sentKey(g.rng.Uint64N(g.sentKeys())),
 			Value:   []byte(`{"retract":true}`),
 			Headers: []kafka.Header{{Key: g.o.RetractHeader, Value: []byte("1")}},
 			Time:    now,
 		}, kindRetraction
-	case u < g.o.DuplicateRate+g.o.RetractRate+g.o.UnkeyedRate:
+	case u < g.o.RetractRate+g.o.UnkeyedRate:
 		return kafka.Message{Value: g.value("unkeyed", g.rng.Uint64()), Time: now}, kindUnkeyed
 	}
-	id := g.next
-	g.next++
-	if g.o.Keys > 0 {
-		id %= g.o.Keys
+	r := g.keys.Next()
+	if r == nil {
+		// Keys distinct keys were sent: start over, so fresh keys repeat.
+		g.lap++
+		g.keys = workload.NewGenerator(g.o.keyedStream(g.lap))
+		r = g.keys.Next()
 	}
-	m := kafka.Message{Key: []byte("key-" + strconv.Itoa(id)), Time: now}
-	m.Value = g.value(string(m.Key), uint64(g.next))
-	if len(g.recent) < recentRecords {
-		g.recent = append(g.recent, m)
-	} else {
-		g.recent[g.rng.IntN(recentRecords)] = m
+	key := string(r.Key)
+	m := kafka.Message{Key: []byte(key), Value: g.value(key, r.Index), Time: now}
+	if r.First {
+		return m, kindFresh
 	}
-	return m, kindFresh
+	return m, kindDuplicate
 }
+
+// sentKeys is how many distinct keys the keyed stream has sent in this lap.
+func (g *Generator) sentKeys() uint64 { return g.keys.Emitted() }
+
+// sentKey is the key of the id-th distinct key sent.
+func (g *Generator) sentKey(id uint64) []byte { return workload.KeyBytes(g.o.keyedStream(g.lap), id) }
 
 func (g *Generator) value(key string, n uint64) []byte {
 	return fmt.Appendf(nil, `{"key":%q,"n":%d,"pad":%q}`, key, n, g.filler)

@@ -1,9 +1,3 @@
-// Package sizing is the memory model of a dedup deployment: what one
-// instance holds besides its partitions' filter pairs, and the container
-// memory request, limit and GOMEMLIMIT that follow from it. `dedup size`
-// prints it and the deploy tests hold the Kubernetes manifests to it, so
-// the two cannot drift apart. The pairs' own size is rotation's figure
-// (rotation.Pair.SizeBytes), never recomputed here.
 package sizing
 
 import (

@@ -1,21 +1,25 @@
-package main
+package service
 
 import (
 	"maps"
 	"testing"
+
+	"dedup/internal/buildinfo"
+	"dedup/internal/config"
+	"dedup/internal/testkit"
 )
 
 // TestBuildInfoMetric: dedup_build_info is one series, 1, labelled with
 // what `dedup version` reports and the configured filter mode.
 func TestBuildInfoMetric(t *testing.T) {
-	b := readBuildInfo()
+	b := buildinfo.Read("")
 	for _, mode := range []string{"counting", "plain"} {
 		t.Run(mode, func(t *testing.T) {
-			cfg, err := LoadConfig(envMap{"DEDUP_MODE": mode}.lookup)
+			cfg, err := config.Load(testkit.Env{"DEDUP_MODE": mode}.Lookup)
 			if err != nil {
 				t.Fatal(err)
 			}
-			mfs, err := newRegistry(&cfg).Gather()
+			mfs, err := newRegistry(&cfg, b).Gather()
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,6 @@
-package main
+// Package embedded is the in-process Kafka-protocol broker `dedup` starts
+// when KAFKA_BROKERS is empty (twmb/franz-go kfake, data under DATA_DIR).
+package embedded
 
 import (
 	"context"
@@ -13,30 +15,32 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"dedup/internal/config"
 )
 
-// EmbeddedBroker is the in-process Kafka-protocol broker started when
+// Broker is the in-process Kafka-protocol broker started when
 // KAFKA_BROKERS is empty: one kfake node whose log, offsets and groups
 // persist under DATA_DIR/broker across restarts.
-type EmbeddedBroker struct {
+type Broker struct {
 	cluster *kfake.Cluster
 	addr    string
 	dir     string
 }
 
-// EmbeddedOptions configures StartEmbeddedBroker.
-type EmbeddedOptions struct {
+// Options configures Start.
+type Options struct {
 	Addr       string   // listen address, e.g. 127.0.0.1:9092
 	DataDir    string   // the broker keeps its data in DataDir/broker
 	Topics     []string // created with Partitions partitions when missing
 	Partitions int
-	SASL       *Config // when its SASLMechanism is set, the broker requires that user
+	SASL       *config.Config // when its SASLMechanism is set, the broker requires that user
 	Logger     *slog.Logger
 }
 
-// StartEmbeddedBroker listens on o.Addr, reloads any data kept under
+// Start listens on o.Addr, reloads any data kept under
 // o.DataDir and makes sure o.Topics exist.
-func StartEmbeddedBroker(ctx context.Context, o EmbeddedOptions) (*EmbeddedBroker, error) {
+func Start(ctx context.Context, o Options) (*Broker, error) {
 	dir := filepath.Join(o.DataDir, "broker")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create embedded broker dir: %w", err)
@@ -54,7 +58,7 @@ func StartEmbeddedBroker(ctx context.Context, o EmbeddedOptions) (*EmbeddedBroke
 		kfake.GroupMinSessionTimeout(100 * time.Millisecond),
 		kfake.WithLogger(kfakeLogger{o.Logger}),
 	}
-	var auth *Config
+	var auth *config.Config
 	if o.SASL != nil && o.SASL.SASLMechanism != "" {
 		auth = o.SASL
 		opts = append(opts, kfake.EnableSASL(), kfake.Superuser(auth.SASLMechanism, auth.SASLUsername, auth.SASLPassword))
@@ -63,7 +67,7 @@ func StartEmbeddedBroker(ctx context.Context, o EmbeddedOptions) (*EmbeddedBroke
 	if err != nil {
 		return nil, fmt.Errorf("start embedded broker on %s: %w", o.Addr, err)
 	}
-	b := &EmbeddedBroker{cluster: cluster, addr: cluster.ListenAddrs()[0], dir: dir}
+	b := &Broker{cluster: cluster, addr: cluster.ListenAddrs()[0], dir: dir}
 	if err := b.createTopics(ctx, auth, o.Topics, o.Partitions); err != nil {
 		cluster.Close()
 		return nil, err
@@ -72,23 +76,23 @@ func StartEmbeddedBroker(ctx context.Context, o EmbeddedOptions) (*EmbeddedBroke
 }
 
 // Addr is the address clients bootstrap from.
-func (b *EmbeddedBroker) Addr() string { return b.addr }
+func (b *Broker) Addr() string { return b.addr }
 
 // Dir is where the broker keeps its data.
-func (b *EmbeddedBroker) Dir() string { return b.dir }
+func (b *Broker) Dir() string { return b.dir }
 
 // Close stops the broker and writes its state to disk.
-func (b *EmbeddedBroker) Close() error {
+func (b *Broker) Close() error {
 	b.cluster.Close()
 	return nil
 }
 
 // createTopics creates the missing topics; a data directory from an earlier
 // run already holds some or all of them.
-func (b *EmbeddedBroker) createTopics(ctx context.Context, auth *Config, topics []string, partitions int) error {
+func (b *Broker) createTopics(ctx context.Context, auth *config.Config, topics []string, partitions int) error {
 	tr := &kafka.Transport{}
 	if auth != nil {
-		mech, err := auth.saslMechanism()
+		mech, err := auth.SASL()
 		if err != nil {
 			return err
 		}
@@ -113,8 +117,8 @@ func (b *EmbeddedBroker) createTopics(ctx context.Context, auth *Config, topics 
 	return errors.Join(errs...)
 }
 
-// printKcatHelp tells a new user how to talk to the embedded broker.
-func printKcatHelp(w io.Writer, addr string, cfg *Config) {
+// PrintKcatHelp tells a new user how to talk to the embedded broker.
+func PrintKcatHelp(w io.Writer, addr string, cfg *config.Config) {
 	fmt.Fprintf(w, `Embedded Kafka broker listening on %[1]s (data in %[4]s).
 Produce keyed records (one "key:value" per line, Ctrl-D to finish):
   kcat -P -b %[1]s -t %[2]s -K:

@@ -1,4 +1,4 @@
-package main
+package service
 
 import (
 	"context"
@@ -9,14 +9,15 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"dedup/checkpoint"
+	"dedup/internal/config"
 	"dedup/internal/leader"
 )
 
-// openStore builds the checkpoint store CHECKPOINT_STORE names. The Kafka
+// OpenStore builds the checkpoint store CHECKPOINT_STORE names. The Kafka
 // store creates its compacted topic when missing (kfake compacts too, so it
 // works against the embedded broker as well).
-func openStore(ctx context.Context, cfg *Config, conn *Connection, log *slog.Logger) (checkpoint.Store, error) {
-	if cfg.CheckpointStore == storeFile {
+func OpenStore(ctx context.Context, cfg *config.Config, conn *config.Connection, log *slog.Logger) (checkpoint.Store, error) {
+	if cfg.CheckpointStore == config.StoreFile {
 		return checkpoint.NewFileStore(checkpoint.FileOptions{
 			Dir:    cfg.CheckpointDir,
 			Keep:   cfg.CheckpointKeep,
@@ -26,7 +27,7 @@ func openStore(ctx context.Context, cfg *Config, conn *Connection, log *slog.Log
 	}
 	// The checkpoint topic mirrors the input's partition count so that a
 	// restore reads only its own partition's snapshots.
-	partitions, err := topicPartitions(ctx, conn, cfg.InputTopic)
+	partitions, err := TopicPartitions(ctx, conn, cfg.InputTopic)
 	if err != nil {
 		log.Warn("checkpoint topic gets one partition: input topic not described", "topic", cfg.InputTopic, "err", err)
 		partitions = 1
@@ -43,13 +44,13 @@ func openStore(ctx context.Context, cfg *Config, conn *Connection, log *slog.Log
 	})
 }
 
-// errTopicNotFound is a topic the cluster does not list.
-var errTopicNotFound = errors.New("topic not found")
+// ErrTopicNotFound is a topic the cluster does not list.
+var ErrTopicNotFound = errors.New("topic not found")
 
-// topicPartitions asks the cluster how many partitions topic has, within
+// TopicPartitions asks the cluster how many partitions topic has, within
 // the start-up metadata timeout.
-func topicPartitions(ctx context.Context, conn *Connection, topic string) (int, error) {
-	client := &kafka.Client{Addr: kafka.TCP(conn.Brokers...), Transport: conn.Transport, Timeout: startupMetadataTimeout}
+func TopicPartitions(ctx context.Context, conn *config.Connection, topic string) (int, error) {
+	client := &kafka.Client{Addr: kafka.TCP(conn.Brokers...), Transport: conn.Transport, Timeout: StartupMetadataTimeout}
 	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
 	if err != nil {
 		return 0, fmt.Errorf("describe topic %s: %w", topic, err)
@@ -65,5 +66,5 @@ func topicPartitions(ctx context.Context, conn *Connection, topic string) (int, 
 			return len(t.Partitions), nil
 		}
 	}
-	return 0, fmt.Errorf("describe topic %s: %w", topic, errTopicNotFound)
+	return 0, fmt.Errorf("describe topic %s: %w", topic, ErrTopicNotFound)
 }

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"fmt"
@@ -24,7 +24,7 @@ func parseLevel(s string) (slog.Level, error) {
 
 // newLogger builds the structured logger from LOG_LEVEL and LOG_FORMAT;
 // the configuration has been validated, so unknown values cannot reach here.
-func newLogger(cfg *Config, w io.Writer) *slog.Logger {
+func NewLogger(cfg *Config, w io.Writer) *slog.Logger {
 	level, _ := parseLevel(cfg.LogLevel)
 	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: durationInSeconds}
 	if cfg.LogFormat == "json" {

@@ -1,4 +1,4 @@
-package main
+package check
 
 import (
 	"bytes"
@@ -13,13 +13,14 @@ import (
 	"path/filepath"
 
 	"dedup/checkpoint"
-	"dedup/cmd/dedup/sizing"
+	"dedup/internal/config"
 	"dedup/rotation"
+	"dedup/sizing"
 )
 
 // checkStore reads and writes the checkpoint store the stage would use.
-func (c *checker) checkStore(ctx context.Context, conn *Connection, reached bool, topic *topicState, inputPartitions int) {
-	if c.cfg.CheckpointStore == storeFile {
+func (c *checker) checkStore(ctx context.Context, conn *config.Connection, reached bool, topic *topicState, inputPartitions int) {
+	if c.cfg.CheckpointStore == config.StoreFile {
 		c.checkFileStore(ctx)
 		return
 	}
@@ -178,7 +179,7 @@ func probeDir(dir string) (err error) {
 // printSizing is what `dedup size` computes for these settings, with the
 // input's partitions on one instance.
 func (c *checker) printSizing(partitions int) error {
-	o := c.cfg.filterOptions()
+	o := c.cfg.FilterOptions()
 	pair, err := rotation.New(o)
 	if err != nil {
 		return err
@@ -192,19 +193,19 @@ func (c *checker) printSizing(partitions int) error {
 	fmt.Fprintf(c.out, "\nSizing (as 'dedup size' computes it): mode %s, DEDUP_EXPECTED_KEYS=%d per partition per window, DEDUP_WINDOW=%v\n",
 		o.Mode, o.ExpectedKeys, o.Window)
 	fmt.Fprintf(c.out, "  filters: %s per partition (2 generations); false-positive rate with both full %.3g (DEDUP_FP_RATE=%g)\n",
-		bytesIEC(float64(pairBytes)), endFP, c.cfg.FPRate)
+		sizing.BytesIEC(float64(pairBytes)), endFP, c.cfg.FPRate)
 	if partitions == 0 {
 		fmt.Fprintln(c.out, "  input partitions unknown: memory per instance not computed")
 		return nil
 	}
-	in := sizeInput{KeysPerWindow: o.ExpectedKeys * uint64(partitions), Window: o.Window, FPRate: c.cfg.FPRate,
+	in := sizing.Workload{KeysPerWindow: o.ExpectedKeys * uint64(partitions), Window: o.Window, FPRate: c.cfg.FPRate,
 		Partitions: partitions, Instances: 1, CheckpointInterval: c.cfg.CheckpointInterval,
 		FetchBufferBytes: c.cfg.FetchBufferBytes, ProduceBatchBytes: c.cfg.ProduceBatchBytes}
-	res := in.deployment(pairBytes).Resources()
+	res := in.Deployment(pairBytes).Resources()
 	fmt.Fprintf(c.out, "  one instance holding all %d input partitions: requests memory %s, limits memory %s, GOMEMLIMIT=%s\n",
 		partitions, sizing.Quantity(res.Request), sizing.Quantity(res.Limit), sizing.GoMemLimit(res.GoMemLimit))
 	fmt.Fprintf(c.out, "  checkpoints: %s/s raw, all partitions every %v (compressed: 'dedup size')\n",
-		bytesIEC(float64(pairBytes)*float64(partitions)/c.cfg.CheckpointInterval.Seconds()), c.cfg.CheckpointInterval)
+		sizing.BytesIEC(float64(pairBytes)*float64(partitions)/c.cfg.CheckpointInterval.Seconds()), c.cfg.CheckpointInterval)
 	fmt.Fprintf(c.out, "  spread over replicas: dedup size --keys-per-window %d --window %v --fp-rate %g --partitions %d --mode %s --instances N\n",
 		in.KeysPerWindow, o.Window, c.cfg.FPRate, partitions, o.Mode)
 	return nil

@@ -1,4 +1,4 @@
-package main
+package service
 
 import (
 	"context"
@@ -12,6 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"dedup/internal/buildinfo"
+	"dedup/internal/config"
 )
 
 // Probe is what the HTTP endpoints ask the processor.
@@ -23,14 +26,13 @@ type Probe interface {
 // newRegistry is the binary's own registry: the processor's families plus
 // the process and Go runtime collectors, the build, whether the broker is
 // the embedded one, and nothing from the global default.
-func newRegistry(cfg *Config) *prometheus.Registry {
+func newRegistry(cfg *config.Config, b buildinfo.Info) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	b := readBuildInfo()
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "dedup_build_info",
 		Help: "Always 1; labels name the build (as 'dedup version' reports it) and the filter mode.",
 	}, []string{"version", "commit", "goversion", "mode"})
-	build.WithLabelValues(b.Version, b.Commit, b.GoVersion, cfg.filterOptions().Mode.String()).Set(1)
+	build.WithLabelValues(b.Version, b.Commit, b.GoVersion, cfg.FilterOptions().Mode.String()).Set(1)
 	embedded := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "dedup_embedded_broker",
 		Help: "1 when the process runs its own embedded single-node broker (KAFKA_BROKERS empty), which is not for production; 0 with KAFKA_BROKERS set.",
@@ -47,16 +49,16 @@ func newRegistry(cfg *Config) *prometheus.Registry {
 	return reg
 }
 
-// StatusServer serves /metrics, /healthz and /readyz on METRICS_ADDR.
-type StatusServer struct {
+// statusServer serves /metrics, /healthz and /readyz on METRICS_ADDR.
+type statusServer struct {
 	ln  net.Listener
 	srv *http.Server
 	log *slog.Logger
 }
 
-// ListenStatus binds addr now, so that a taken port fails the start rather
+// listenStatus binds addr now, so that a taken port fails the start rather
 // than surfacing later; Serve starts answering.
-func ListenStatus(addr string, reg *prometheus.Registry, probe Probe, log *slog.Logger) (*StatusServer, error) {
+func listenStatus(addr string, reg *prometheus.Registry, probe Probe, log *slog.Logger) (*statusServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on METRICS_ADDR %s: %w", addr, err)
@@ -82,7 +84,7 @@ func ListenStatus(addr string, reg *prometheus.Registry, probe Probe, log *slog.
 		}
 		fmt.Fprintln(w, "ready")
 	})
-	return &StatusServer{
+	return &statusServer{
 		ln:  ln,
 		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second},
 		log: log,
@@ -90,17 +92,17 @@ func ListenStatus(addr string, reg *prometheus.Registry, probe Probe, log *slog.
 }
 
 // Addr is the bound address (useful when METRICS_ADDR asks for port 0).
-func (s *StatusServer) Addr() string { return s.ln.Addr().String() }
+func (s *statusServer) Addr() string { return s.ln.Addr().String() }
 
 // Serve answers requests until Shutdown.
-func (s *StatusServer) Serve() {
+func (s *statusServer) Serve() {
 	if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		s.log.Error("serve metrics", "err", err)
 	}
 }
 
 // Shutdown stops accepting and waits for requests in flight until ctx ends.
-func (s *StatusServer) Shutdown(ctx context.Context) error {
+func (s *statusServer) Shutdown(ctx context.Context) error {
 	if err := s.srv.Shutdown(ctx); err != nil {
 		return fmt.Errorf("shut down metrics server: %w", err)
 	}

@@ -1,31 +1,37 @@
-package main
+package demo
 
 import (
 	"context"
 	"math"
-	"strings"
+	"regexp"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"dedup/internal/testkit"
 )
 
+// keyPattern is a key of the keyed stream (bench/workload at its minimum
+// key size).
+var keyPattern = regexp.MustCompile(`^[0-9a-f]{16}$`)
+
 func TestGeneratorOptionsValidated(t *testing.T) {
-	good := GeneratorOptions{Topic: "events", Rate: 10, DuplicateRate: 0.3, RetractRate: 0.1, UnkeyedRate: 0.1}
-	if _, err := NewGenerator(good); err != nil {
+	good := Options{Topic: "events", Rate: 10, DuplicateRate: 0.3, RetractRate: 0.1, UnkeyedRate: 0.1}
+	if _, err := New(good); err != nil {
 		t.Fatalf("valid options rejected: %v", err)
 	}
-	for name, mutate := range map[string]func(*GeneratorOptions){
-		"rate":    func(o *GeneratorOptions) { o.Rate = 0 },
-		"keys":    func(o *GeneratorOptions) { o.Keys = -1 },
-		"dup":     func(o *GeneratorOptions) { o.DuplicateRate = 1.5 },
-		"sum":     func(o *GeneratorOptions) { o.DuplicateRate, o.RetractRate, o.UnkeyedRate = 0.5, 0.4, 0.2 },
-		"value":   func(o *GeneratorOptions) { o.ValueSize = -1 },
-		"topic":   func(o *GeneratorOptions) { o.Topic = "" },
-		"unkeyed": func(o *GeneratorOptions) { o.UnkeyedRate = -0.1 },
+	for name, mutate := range map[string]func(*Options){
+		"rate":    func(o *Options) { o.Rate = 0 },
+		"keys":    func(o *Options) { o.Keys = -1 },
+		"dup":     func(o *Options) { o.DuplicateRate = 1.5 },
+		"sum":     func(o *Options) { o.DuplicateRate, o.RetractRate, o.UnkeyedRate = 0.5, 0.4, 0.2 },
+		"value":   func(o *Options) { o.ValueSize = -1 },
+		"topic":   func(o *Options) { o.Topic = "" },
+		"unkeyed": func(o *Options) { o.UnkeyedRate = -0.1 },
 	} {
 		o := good
 		mutate(&o)
-		if _, err := NewGenerator(o); err == nil {
+		if _, err := New(o); err == nil {
 			t.Errorf("%s: invalid options accepted: %+v", name, o)
 		}
 	}
@@ -34,9 +40,9 @@ func TestGeneratorOptionsValidated(t *testing.T) {
 // TestGeneratorTraffic checks the records on the topic against the
 // generator's own counts and the configured proportions.
 func TestGeneratorTraffic(t *testing.T) {
-	cluster := newTestCluster(t)
+	cluster := testkit.Cluster(t, 2)
 	addr := cluster.ListenAddrs()[0]
-	gen, err := NewGenerator(GeneratorOptions{
+	gen, err := New(Options{
 		Brokers: []string{addr}, Topic: "events", Rate: 4000,
 		DuplicateRate: 0.3, RetractRate: 0.1, UnkeyedRate: 0.1, ValueSize: 16,
 		RetractHeader: "dedup-retract", Seed: 7, Count: 2000,
@@ -52,14 +58,14 @@ func TestGeneratorTraffic(t *testing.T) {
 		t.Fatalf("kinds do not add up: %+v", st)
 	}
 
-	if n := endOffsets(t, addr, "events", 2); n != int64(st.Sent) {
+	if n := testkit.EndOffsets(t, addr, "events", 2); n != int64(st.Sent) {
 		t.Fatalf("topic holds %d records, generator says %d", n, st.Sent)
 	}
-	recs := consumeN(t, []kgo.Opt{kgo.SeedBrokers(addr)}, "events", int(st.Sent))
+	recs := testkit.ConsumeN(t, []kgo.Opt{kgo.SeedBrokers(addr)}, "events", int(st.Sent))
 	var unkeyed, retract, keyed int
 	byKey := make(map[string]int)
 	for _, r := range recs {
-		switch _, isRetract := headerValue(r, "dedup-retract"); {
+		switch _, isRetract := testkit.HeaderValue(r, "dedup-retract"); {
 		case len(r.Key) == 0:
 			unkeyed++
 		case isRetract:
@@ -67,8 +73,8 @@ func TestGeneratorTraffic(t *testing.T) {
 		default:
 			keyed++
 			byKey[string(r.Key)]++
-			if !strings.HasPrefix(string(r.Key), "key-") {
-				t.Fatalf("unexpected key %q", r.Key)
+			if !keyPattern.Match(r.Key) {
+				t.Fatalf("unexpected key %q, want the workload's 16 hex digits", r.Key)
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"crypto/tls"
@@ -34,12 +34,12 @@ type Connection struct {
 }
 
 // newConnection builds the dialer and transport from the TLS and SASL variables.
-func newConnection(cfg *Config, brokers []string) (*Connection, error) {
+func NewConnection(cfg *Config, brokers []string) (*Connection, error) {
 	tlsCfg, err := cfg.tlsConfig()
 	if err != nil {
 		return nil, err
 	}
-	mech, err := cfg.saslMechanism()
+	mech, err := cfg.SASL()
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +64,7 @@ func newConnection(cfg *Config, brokers []string) (*Connection, error) {
 // probeTransport is a transport with c's security and client id but its
 // own connections, for a one-off probe: a connection a silent broker left
 // hanging is never reused.
-func (c *Connection) probeTransport(dialTimeout time.Duration) *kafka.Transport {
+func (c *Connection) ProbeTransport(dialTimeout time.Duration) *kafka.Transport {
 	return &kafka.Transport{DialTimeout: dialTimeout, TLS: c.Transport.TLS, SASL: c.Transport.SASL, ClientID: c.Transport.ClientID}
 }
 
@@ -99,7 +99,7 @@ func (c *Config) tlsConfig() (*tls.Config, error) {
 }
 
 // saslMechanism returns nil when SASL is off.
-func (c *Config) saslMechanism() (sasl.Mechanism, error) {
+func (c *Config) SASL() (sasl.Mechanism, error) {
 	switch c.SASLMechanism {
 	case "":
 		return nil, nil

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"errors"
@@ -89,8 +89,8 @@ type Config struct {
 
 // Checkpoint store kinds (CHECKPOINT_STORE).
 const (
-	storeKafka = "kafka"
-	storeFile  = "file"
+	StoreKafka = "kafka"
+	StoreFile  = "file"
 )
 
 // Problem is one thing wrong with the configuration, named by its variable.
@@ -101,13 +101,13 @@ type Problem struct {
 
 func (p Problem) Error() string { return p.Var + ": " + p.Msg }
 
-// ConfigError lists every configuration problem found, so that one run shows
+// Error lists every configuration problem found, so that one run shows
 // them all.
-type ConfigError struct {
+type Error struct {
 	Problems []Problem
 }
 
-func (e *ConfigError) Error() string {
+func (e *Error) Error() string {
 	msgs := make([]string, len(e.Problems))
 	for i, p := range e.Problems {
 		msgs[i] = p.Error()
@@ -129,7 +129,7 @@ type VarDoc struct {
 }
 
 // configDocs lists every environment variable of Config, in struct order.
-func configDocs() []VarDoc {
+func Docs() []VarDoc {
 	t := reflect.TypeFor[Config]()
 	var docs []VarDoc
 	for f := range t.Fields() {
@@ -148,8 +148,8 @@ func configDocs() []VarDoc {
 }
 
 // configDefault is the envDefault of variable name ("" when it has none).
-func configDefault(name string) string {
-	for _, d := range configDocs() {
+func Default(name string) string {
+	for _, d := range Docs() {
 		if d.Name == name && d.Literal {
 			return d.Default
 		}
@@ -159,28 +159,28 @@ func configDefault(name string) string {
 
 // configVars maps each Config field name to its environment variable:
 // caarlos0/env names fields in its errors and the user only knows variables.
-func configVars() map[string]string {
+func fieldVars() map[string]string {
 	vars := make(map[string]string)
-	for _, d := range configDocs() {
+	for _, d := range Docs() {
 		vars[d.Field] = d.Name
 	}
 	return vars
 }
 
 // ConfigVarNames lists every environment variable the binary reads, in struct order.
-func ConfigVarNames() []string {
+func VarNames() []string {
 	var names []string
-	for _, d := range configDocs() {
+	for _, d := range Docs() {
 		names = append(names, d.Name)
 	}
 	return names
 }
 
-// LoadConfig reads and validates the configuration. Its error is a
-// *ConfigError naming every bad variable.
-func LoadConfig(lookup LookupFunc) (Config, error) {
+// Load reads and validates the configuration. Its error is a
+// *Error naming every bad variable.
+func Load(lookup LookupFunc) (Config, error) {
 	environ := make(map[string]string)
-	for _, name := range ConfigVarNames() {
+	for _, name := range VarNames() {
 		if v, ok := lookup(name); ok {
 			environ[name] = v
 		}
@@ -208,7 +208,7 @@ func LoadConfig(lookup LookupFunc) (Config, error) {
 		}
 	}
 	if len(problems) > 0 {
-		return cfg, &ConfigError{Problems: problems}
+		return cfg, &Error{Problems: problems}
 	}
 	return cfg, nil
 }
@@ -216,7 +216,7 @@ func LoadConfig(lookup LookupFunc) (Config, error) {
 // translateEnvError turns caarlos0/env's errors, which name Go fields, into
 // problems naming environment variables.
 func translateEnvError(err error, environ map[string]string) []Problem {
-	vars := configVars()
+	vars := fieldVars()
 	var agg env.AggregateError
 	errs := []error{err}
 	if errors.As(err, &agg) {
@@ -277,9 +277,9 @@ func (c *Config) applyDerivedDefaults() {
 	c.SASLMechanism = strings.ToUpper(strings.TrimSpace(c.SASLMechanism))
 	c.Key = normalizeKeySpec(c.Key)
 	if c.CheckpointStore == "" {
-		c.CheckpointStore = storeKafka
+		c.CheckpointStore = StoreKafka
 		if c.Embedded() {
-			c.CheckpointStore = storeFile
+			c.CheckpointStore = StoreFile
 		}
 	}
 	if c.CheckpointTopic == "" {
@@ -304,7 +304,7 @@ func normalizeKeySpec(s string) string {
 
 // embeddedTopics are the topics the embedded broker creates: input,
 // output and, when set, the dead-letter topic.
-func (c *Config) embeddedTopics() []string {
+func (c *Config) EmbeddedTopics() []string {
 	ts := []string{c.InputTopic, c.OutputTopic}
 	if c.DeadLetterTopic != "" {
 		ts = append(ts, c.DeadLetterTopic)
@@ -325,11 +325,6 @@ func (c *Config) BrokerList() []string {
 	}
 	return out
 }
-
-// maxExpectedKeys is the most keys per partition rotation.Options accepts
-// (a test holds the two equal): checking it here reports the variable by
-// name before anything starts, without allocating the filters to find out.
-const maxExpectedKeys = 1 << 36
 
 // validate checks every variable and returns every problem found.
 func (c *Config) validate() []Problem {
@@ -447,14 +442,14 @@ func (c *Config) validate() []Problem {
 	positive("FETCH_MAX_WAIT", c.FetchMaxWait)
 
 	switch c.CheckpointStore {
-	case storeKafka:
+	case StoreKafka:
 		if err := checkTopicName(c.CheckpointTopic); err != nil {
 			bad("CHECKPOINT_TOPIC", "%v", err)
 		}
 		if c.CheckpointTopic == c.InputTopic || c.CheckpointTopic == c.OutputTopic {
 			bad("CHECKPOINT_TOPIC", "must differ from INPUT_TOPIC and OUTPUT_TOPIC, got %q", c.CheckpointTopic)
 		}
-	case storeFile:
+	case StoreFile:
 		dirOrAbsent("CHECKPOINT_DIR", c.CheckpointDir)
 	default:
 		bad("CHECKPOINT_STORE", "must be kafka or file, got %q", c.CheckpointStore)
@@ -503,8 +498,10 @@ func (c *Config) validateFilter(bad func(v, format string, args ...any)) {
 	const okRate, okWindow = 0.01, time.Hour
 	probe("DEDUP_WINDOW", rotation.Options{ExpectedKeys: 1, FPRate: okRate, Window: c.Window, Mode: mode})
 	probe("DEDUP_FP_RATE", rotation.Options{ExpectedKeys: 1, FPRate: c.FPRate, Window: okWindow, Mode: mode})
-	if c.ExpectedKeys == 0 || c.ExpectedKeys > maxExpectedKeys {
-		bad("DEDUP_EXPECTED_KEYS", "%d: want 1..%d", c.ExpectedKeys, uint64(maxExpectedKeys))
+	// Checked here to name the variable before anything starts, without
+	// allocating the filters to find out.
+	if c.ExpectedKeys == 0 || c.ExpectedKeys > rotation.MaxExpectedKeys {
+		bad("DEDUP_EXPECTED_KEYS", "%d: want 1..%d", c.ExpectedKeys, uint64(rotation.MaxExpectedKeys))
 	}
 }
 
@@ -622,7 +619,7 @@ func checkTopicName(name string) error {
 }
 
 // filterOptions is the rotation configuration of DEDUP_*.
-func (c *Config) filterOptions() rotation.Options {
+func (c *Config) FilterOptions() rotation.Options {
 	mode, _ := rotation.ParseMode(c.Mode)
 	return rotation.Options{ExpectedKeys: c.ExpectedKeys, FPRate: c.FPRate, Window: c.Window, Mode: mode}
 }
@@ -638,4 +635,4 @@ var compressions = map[string]kafka.Compression{
 }
 
 // compression is the output writer's codec; validated with the configuration.
-func (c *Config) compression() kafka.Compression { return compressions[c.ProduceCompression] }
+func (c *Config) Compression() kafka.Compression { return compressions[c.ProduceCompression] }

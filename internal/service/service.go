@@ -1,4 +1,4 @@
-package main
+package service
 
 import (
 	"context"
@@ -9,38 +9,40 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/segmentio/kafka-go"
 
 	"dedup/checkpoint"
+	"dedup/internal/buildinfo"
+	"dedup/internal/config"
+	"dedup/internal/embedded"
 	"dedup/key"
 	"dedup/processor"
 	"dedup/processor/partition"
 )
 
-// Cluster is the Kafka the binary talks to: the configured brokers, or the
+// cluster is the Kafka the binary talks to: the configured brokers, or the
 // embedded broker it started itself.
-type Cluster struct {
-	Conn     *Connection
-	Embedded *EmbeddedBroker // nil with KAFKA_BROKERS set
+type cluster struct {
+	Conn     *config.Connection
+	Embedded *embedded.Broker // nil with KAFKA_BROKERS set
 }
 
 // openCluster starts the embedded broker when KAFKA_BROKERS is empty and
 // prints how to reach it; otherwise it only builds the connection settings.
-func openCluster(ctx context.Context, cfg *Config, log *slog.Logger, stdout io.Writer) (*Cluster, error) {
+func openCluster(ctx context.Context, cfg *config.Config, log *slog.Logger, stdout io.Writer) (*cluster, error) {
 	if !cfg.Embedded() {
-		conn, err := newConnection(cfg, cfg.BrokerList())
+		conn, err := config.NewConnection(cfg, cfg.BrokerList())
 		if err != nil {
 			return nil, err
 		}
-		return &Cluster{Conn: conn}, nil
+		return &cluster{Conn: conn}, nil
 	}
 	log.Warn("KAFKA_BROKERS is empty: starting the embedded single-node broker, which is for trying dedup out, not for production; set KAFKA_BROKERS to use a real cluster",
 		"addr", cfg.EmbeddedBrokerAddr)
-	b, err := StartEmbeddedBroker(ctx, EmbeddedOptions{
+	b, err := embedded.Start(ctx, embedded.Options{
 		Addr:       cfg.EmbeddedBrokerAddr,
 		DataDir:    cfg.DataDir,
-		Topics:     cfg.embeddedTopics(),
+		Topics:     cfg.EmbeddedTopics(),
 		Partitions: cfg.EmbeddedPartitions,
 		SASL:       cfg,
 		Logger:     log,
@@ -49,16 +51,16 @@ func openCluster(ctx context.Context, cfg *Config, log *slog.Logger, stdout io.W
 		return nil, err
 	}
 	log.Info("embedded broker started", "addr", b.Addr(), "dir", b.Dir(), "partitions", cfg.EmbeddedPartitions)
-	printKcatHelp(stdout, b.Addr(), cfg)
-	conn, err := newConnection(cfg, []string{b.Addr()})
+	embedded.PrintKcatHelp(stdout, b.Addr(), cfg)
+	conn, err := config.NewConnection(cfg, []string{b.Addr()})
 	if err != nil {
 		return nil, errors.Join(err, b.Close())
 	}
-	return &Cluster{Conn: conn, Embedded: b}, nil
+	return &cluster{Conn: conn, Embedded: b}, nil
 }
 
 // Close stops the embedded broker, if any, after the clients are done.
-func (c *Cluster) Close() error {
+func (c *cluster) Close() error {
 	c.Conn.Transport.CloseIdleConnections()
 	if c.Embedded == nil {
 		return nil
@@ -69,10 +71,10 @@ func (c *Cluster) Close() error {
 	return nil
 }
 
-// Stage is one running deduplication stage with its checkpoint store. Run
+// stage is one running deduplication stage with its checkpoint store. Run
 // it once.
-type Stage struct {
-	cfg   *Config
+type stage struct {
+	cfg   *config.Config
 	log   *slog.Logger
 	proc  *processor.Processor
 	store checkpoint.Store
@@ -80,8 +82,8 @@ type Stage struct {
 
 // newStage builds everything that can fail fast (store, processor options)
 // before any record is read; the brokers have been reached.
-func newStage(ctx context.Context, cfg *Config, cluster *Cluster, reg *prometheus.Registry, log *slog.Logger) (*Stage, error) {
-	store, err := openStore(ctx, cfg, cluster.Conn, log)
+func newStage(ctx context.Context, cfg *config.Config, cl *cluster, reg *prometheus.Registry, log *slog.Logger) (*stage, error) {
+	store, err := OpenStore(ctx, cfg, cl.Conn, log)
 	if err != nil {
 		return nil, fmt.Errorf("open checkpoint store: %w", err)
 	}
@@ -91,9 +93,9 @@ func newStage(ctx context.Context, cfg *Config, cluster *Cluster, reg *prometheu
 		start = kafka.LastOffset
 	}
 	proc, err := processor.New(processor.Options{
-		Brokers:            cluster.Conn.Brokers,
-		Dialer:             cluster.Conn.Dialer,
-		Transport:          cluster.Conn.Transport,
+		Brokers:            cl.Conn.Brokers,
+		Dialer:             cl.Conn.Dialer,
+		Transport:          cl.Conn.Transport,
 		GroupID:            cfg.GroupID,
 		InputTopic:         cfg.InputTopic,
 		OutputTopic:        cfg.OutputTopic,
@@ -103,13 +105,13 @@ func newStage(ctx context.Context, cfg *Config, cluster *Cluster, reg *prometheu
 		GroupBalancer:      cfg.GroupBalancer,
 		Key:                keys,
 		RetractHeader:      cfg.RetractHeader,
-		Filter:             cfg.filterOptions(),
+		Filter:             cfg.FilterOptions(),
 		MaxClockSkew:       cfg.MaxClockSkew,
 		RecoveryTimeout:    cfg.RecoveryTimeout,
 		BatchSize:          cfg.ProduceBatchSize,
 		BatchBytes:         cfg.ProduceBatchBytes,
 		BatchTimeout:       cfg.ProduceBatchTimeout,
-		Compression:        cfg.compression(),
+		Compression:        cfg.Compression(),
 		FetchMinBytes:      cfg.FetchMinBytes,
 		FetchMaxBytes:      cfg.FetchMaxBytes,
 		FetchBufferBytes:   cfg.FetchBufferBytes,
@@ -123,11 +125,8 @@ func newStage(ctx context.Context, cfg *Config, cluster *Cluster, reg *prometheu
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("create processor: %w", err), store.Close())
 	}
-	return &Stage{cfg: cfg, log: log, proc: proc, store: store}, nil
+	return &stage{cfg: cfg, log: log, proc: proc, store: store}, nil
 }
-
-// Progress reads the processor's cumulative counters.
-func (s *Stage) Progress() processor.Progress { return s.proc.Progress() }
 
 // Run consumes until ctx ends, then gives the processor SHUTDOWN_TIMEOUT to
 // flush, checkpoint, commit and leave the group, and closes the store. The
@@ -138,7 +137,7 @@ func (s *Stage) Progress() processor.Progress { return s.proc.Progress() }
 // still stopping at the deadline is left to the process's exit, and so is
 // its store: closing the store under a save in flight is not safe, and
 // Close would wait for that save.
-func (s *Stage) Run(ctx context.Context) error {
+func (s *stage) Run(ctx context.Context) error {
 	done := make(chan error, 1)
 	go func() { done <- s.proc.Run(ctx) }()
 
@@ -185,47 +184,81 @@ func (s *Stage) Run(ctx context.Context) error {
 	return runErr
 }
 
+// Options configure the service.
+type Options struct {
+	Config *config.Config // loaded and validated
+	Logger *slog.Logger
+	Stdout io.Writer      // the embedded broker's kcat hints go here
+	Build  buildinfo.Info // labels of dedup_build_info
+}
+
+// Run starts the stage and runs it until ctx ends, then stops it. A stop
+// before the stage ran is ErrStoppedDuringStartup.
+func Run(ctx context.Context, o Options) (err error) {
+	svc, err := Start(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, svc.Close()) }()
+	cfg := o.Config
+	o.Logger.Info("dedup running", "input", cfg.InputTopic, "output", cfg.OutputTopic, "group", cfg.GroupID,
+		"key", cfg.Key, "window", cfg.Window, "mode", cfg.Mode, "checkpoint_store", cfg.CheckpointStore)
+	return svc.Run(ctx)
+}
+
 // closeGrace bounds the wait for HTTP requests in flight.
 const closeGrace = 2 * time.Second
 
-// errStoppedDuringStartup is a signal that arrived before the stage ran:
+// ErrStoppedDuringStartup is a signal that arrived before the stage ran:
 // nothing was consumed, so there is nothing to flush and the stop is clean.
-var errStoppedDuringStartup = errors.New("stopped during start-up")
+var ErrStoppedDuringStartup = errors.New("stopped during start-up")
 
-// service is the stage with what surrounds it: the status server, which
+// Service is the stage with what surrounds it: the status server, which
 // answers from the first moment (unhealthy until the stage runs), and the
 // cluster (the brokers, or the embedded one).
-type service struct {
-	Cluster *Cluster
-	Stage   *Stage
-	status  *StatusServer
+type Service struct {
+	cluster *cluster
+	stage   *stage
+	status  *statusServer
 }
 
-// startService runs start-up: the status server, the embedded broker when
+// Run runs the stage until ctx ends and stops it (stage.Run); Close
+// afterwards.
+func (s *Service) Run(ctx context.Context) error { return s.stage.Run(ctx) }
+
+// Progress reads the processor's cumulative counters.
+func (s *Service) Progress() processor.Progress { return s.stage.proc.Progress() }
+
+// Conn is how the service reaches its brokers (the embedded one's
+// address when it started one).
+func (s *Service) Conn() *config.Connection { return s.cluster.Conn }
+
+// Start runs start-up: the status server, the embedded broker when
 // KAFKA_BROKERS is empty, reaching the brokers within KAFKA_STARTUP_TIMEOUT,
 // then the store and processor. A signal during any of it returns
-// errStoppedDuringStartup.
-func startService(ctx context.Context, cfg *Config, log *slog.Logger, stdout io.Writer) (_ *service, err error) {
-	s := &service{}
+// ErrStoppedDuringStartup.
+func Start(ctx context.Context, o Options) (_ *Service, err error) {
+	cfg, log := o.Config, o.Logger
+	s := &Service{}
 	defer func() {
 		if err != nil {
 			if ctx.Err() != nil {
 				log.Debug("start-up interrupted", "err", err)
-				err = errStoppedDuringStartup
+				err = ErrStoppedDuringStartup
 			}
 			err = errors.Join(err, s.Close())
 		}
 	}()
-	reg := newRegistry(cfg)
+	reg := newRegistry(cfg, o.Build)
 	status := newStartupStatus()
 	if cfg.MetricsAddr != "" {
-		if s.status, err = ListenStatus(cfg.MetricsAddr, reg, status, log); err != nil {
+		if s.status, err = listenStatus(cfg.MetricsAddr, reg, status, log); err != nil {
 			return nil, err
 		}
 		go s.status.Serve()
 		log.Info("serving /metrics, /healthz, /readyz", "addr", s.status.Addr())
 	}
-	if s.Cluster, err = openCluster(ctx, cfg, log, stdout); err != nil {
+	if s.cluster, err = openCluster(ctx, cfg, log, o.Stdout); err != nil {
 		return nil, err
 	}
 	failures := prometheus.NewCounter(prometheus.CounterOpts{
@@ -233,19 +266,19 @@ func startService(ctx context.Context, cfg *Config, log *slog.Logger, stdout io.
 		Help: "Start-up attempts to reach the brokers that failed; rises until a broker answers or KAFKA_STARTUP_TIMEOUT ends the process.",
 	})
 	reg.MustRegister(failures)
-	if err = reachBrokers(ctx, reachOptions{Conn: s.Cluster.Conn, Timeout: cfg.StartupTimeout, Log: log, Status: status, Failures: failures}); err != nil {
+	if err = reachBrokers(ctx, reachOptions{Conn: s.cluster.Conn, Timeout: cfg.StartupTimeout, Log: log, Status: status, Failures: failures}); err != nil {
 		return nil, err
 	}
 	status.set("opening the checkpoint store")
-	if s.Stage, err = newStage(ctx, cfg, s.Cluster, reg, log); err != nil {
+	if s.stage, err = newStage(ctx, cfg, s.cluster, reg, log); err != nil {
 		return nil, err
 	}
-	status.running(s.Stage.proc)
+	status.running(s.stage.proc)
 	return s, nil
 }
 
 // Close stops the status server and the embedded broker, if any.
-func (s *service) Close() error {
+func (s *Service) Close() error {
 	var errs []error
 	if s.status != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
@@ -253,9 +286,9 @@ func (s *service) Close() error {
 		errs = append(errs, s.status.Shutdown(ctx))
 		s.status = nil
 	}
-	if s.Cluster != nil {
-		errs = append(errs, s.Cluster.Close())
-		s.Cluster = nil
+	if s.cluster != nil {
+		errs = append(errs, s.cluster.Close())
+		s.cluster = nil
 	}
 	return errors.Join(errs...)
 }

@@ -1,0 +1,5 @@
+// Package check is `dedup check`: everything the stage needs from its
+// surroundings, checked with the stage's own environment before it is
+// deployed (check.go: configuration, brokers, topics, committed offsets;
+// store.go: the checkpoint store and the sizing).
+package check

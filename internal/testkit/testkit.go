@@ -1,0 +1,230 @@
+package testkit
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"dedup/offsets"
+)
+
+// FreeAddr returns a 127.0.0.1 address with a port nothing listens on
+// right now.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("find a free port: %v", err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		t.Fatalf("close probe listener: %v", err)
+	}
+	return addr
+}
+
+// PollEvery is the period of every wait on an observable condition.
+const PollEvery = 20 * time.Millisecond
+
+// WaitFor polls cond every PollEvery until it holds, and fails the test
+// with cond's last error when timeout passes first.
+func WaitFor(t testing.TB, what string, timeout time.Duration, cond func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(PollEvery)
+	defer tick.Stop()
+	for {
+		ok, err := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s (last error: %v)", timeout, what, err)
+		}
+		<-tick.C
+	}
+}
+
+// SyncBuffer is a bytes.Buffer safe to write from a process's output
+// copier while the test reads it.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// ClusterOpts are the options of every test cluster: one broker, the
+// topics "events" and "events-deduped" with partitions partitions each, a
+// session-timeout floor low enough for short KAFKA_SESSION_TIMEOUTs, then
+// extra (which may override any of these).
+func ClusterOpts(partitions int, extra ...kfake.Opt) []kfake.Opt {
+	return append([]kfake.Opt{
+		kfake.NumBrokers(1),
+		kfake.SeedTopics(int32(partitions), "events", "events-deduped"),
+		kfake.GroupMinSessionTimeout(100 * time.Millisecond),
+	}, extra...)
+}
+
+// Cluster starts a kfake cluster with ClusterOpts for the test; Cleanup
+// closes it.
+func Cluster(t testing.TB, partitions int, extra ...kfake.Opt) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(ClusterOpts(partitions, extra...)...)
+	if err != nil {
+		t.Fatalf("start kfake: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// Produce writes records with a franz-go client (not the project's own).
+func Produce(t testing.TB, opts []kgo.Opt, recs ...*kgo.Record) {
+	t.Helper()
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+}
+
+// ConsumeN reads topic from the start until n records arrived.
+func ConsumeN(t testing.TB, opts []kgo.Opt, topic string, n int) []*kgo.Record {
+	t.Helper()
+	opts = append(opts, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out []*kgo.Record
+	for len(out) < n {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of %d records from %s before the deadline", len(out), n, topic)
+		}
+		fs.EachError(func(topic string, p int32, err error) { t.Logf("fetch %s/%d: %v", topic, p, err) })
+		out = append(out, fs.Records()...)
+	}
+	return out
+}
+
+// HeaderValue returns the value of header name, and whether r has it.
+func HeaderValue(r *kgo.Record, name string) (string, bool) {
+	for _, h := range r.Headers {
+		if h.Key == name {
+			return string(h.Value), true
+		}
+	}
+	return "", false
+}
+
+// EndOffsets sums the end offsets of every partition of topic.
+func EndOffsets(t testing.TB, addr, topic string, partitions int) int64 {
+	t.Helper()
+	n, err := SumEndOffsets(addr, topic, partitions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// SumEndOffsets is EndOffsets for a poll condition: it returns the error.
+func SumEndOffsets(addr, topic string, partitions int) (int64, error) {
+	client := &kafka.Client{Addr: kafka.TCP(addr), Timeout: 10 * time.Second}
+	return offsets.EndSum(context.Background(), client, topic, partitions)
+}
+
+var httpClient = &http.Client{Timeout: 5 * time.Second}
+
+// HTTPStatus is the status code of GET url.
+func HTTPStatus(url string) (int, error) {
+	code, _, err := Get(url)
+	return code, err
+}
+
+// Get is the status code and body of GET url.
+func Get(url string) (int, string, error) {
+	resp, err := httpClient.Get(url)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), err
+}
+
+var sampleLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)`)
+
+// MetricSum scrapes addr/metrics and sums the samples of family whose
+// labels include every label="value" pair in match.
+func MetricSum(addr, family string, match ...string) (float64, error) {
+	resp, err := httpClient.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	var sum float64
+	found := false
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		m := sampleLine.FindStringSubmatch(sc.Text())
+		if m == nil || m[1] != family {
+			continue
+		}
+		ok := true
+		for _, lv := range match {
+			if !strings.Contains(m[2], lv) {
+				ok = false
+			}
+		}
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(m[3], 64)
+		if err != nil {
+			return 0, err
+		}
+		sum += v
+		found = true
+	}
+	if !found {
+		return 0, fmt.Errorf("no sample of %s%v", family, match)
+	}
+	return sum, sc.Err()
+}

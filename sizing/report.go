@@ -1,0 +1,322 @@
+package sizing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"dedup/checkpoint"
+	"dedup/rotation"
+)
+
+// SampleKeys bounds the keys inserted to estimate the false-positive rate
+// and the compressed snapshot size: a larger partition is estimated on a
+// pair sized for SampleKeys keys at the same rate, which has the same
+// geometry per key (counters or bits per key, k) and so the same rate and
+// compression, and takes a second rather than a minute.
+const SampleKeys = 1_000_000
+
+// MeasureProbes is how many absent keys Workload.Measure tests.
+const MeasureProbes = 1_000_000
+
+// Workload is what `dedup size` is asked.
+type Workload struct {
+	KeysPerWindow      uint64 // distinct keys per window, all partitions
+	Window             time.Duration
+	FPRate             float64
+	Partitions         int
+	Instances          int
+	Modes              []rotation.Mode // one report block each, in this order
+	CheckpointInterval time.Duration
+	FetchBufferBytes   int64
+	ProduceBatchBytes  int64
+	Measure            bool // probe the sample pair with absent keys
+}
+
+// KeysPerPartition is n: the distinct keys one partition sees in a window.
+func (w Workload) KeysPerPartition() uint64 {
+	return (w.KeysPerWindow + uint64(w.Partitions) - 1) / uint64(w.Partitions)
+}
+
+// Options are the rotation options of one partition's pair in mode m.
+func (w Workload) Options(m rotation.Mode) rotation.Options {
+	return rotation.Options{ExpectedKeys: max(w.KeysPerPartition(), 1), FPRate: w.FPRate, Window: w.Window, Mode: m}
+}
+
+// Validate reports what rotation would refuse about w's pairs, every
+// problem at once, without allocating them.
+func (w Workload) Validate() error {
+	var problems []error
+	if n := w.KeysPerPartition(); n > rotation.MaxExpectedKeys {
+		problems = append(problems, fmt.Errorf("%d keys per partition: want at most %d (DEDUP_EXPECTED_KEYS); add partitions", n, uint64(rotation.MaxExpectedKeys)))
+	}
+	for _, m := range w.Modes {
+		o := w.Options(m)
+		o.ExpectedKeys = 1 // validate the rest without allocating
+		if _, err := rotation.New(o); err != nil {
+			problems = append(problems, err)
+		}
+	}
+	return errors.Join(problems...)
+}
+
+// newKeysPerDay is the distinct keys one partition sees a day at the
+// workload's rate.
+func (w Workload) newKeysPerDay() float64 {
+	return float64(w.KeysPerWindow) / float64(w.Partitions) * float64(24*time.Hour) / float64(w.Window)
+}
+
+// Deployment is the memory model of w for one pair size.
+func (w Workload) Deployment(pairBytes int64) Deployment {
+	return Deployment{PairBytes: pairBytes, Partitions: w.Partitions, Replicas: w.Instances,
+		FetchBufferBytes: w.FetchBufferBytes, ProduceBatchBytes: w.ProduceBatchBytes}
+}
+
+// Filter is one mode's figures, every one from rotation or the checkpoint
+// store.
+type Filter struct {
+	Mode           rotation.Mode
+	M              uint64 // per generation: counters, bits or slots
+	K              uint32 // hash functions, or fingerprint bits
+	PartitionBytes int64  // both generations
+	Sampled        uint64 // keys the sample pair is sized for
+	// False-positive rates from rotation's model (rotation.PairRate,
+	// rotation.FalseDropsPerDay), the one model behind the sizing: one
+	// generation holding n keys, a record's rate averaged over a
+	// steady-state window (previous generation full, current filling), and
+	// both generations full.
+	OneGenFP, MeanFP, EndFP float64
+	DropsPerDay             float64 // new records dropped a day, all partitions
+	// The sample pair with both generations full, probed with keys never
+	// added, next to the model's rate for that pair.
+	MeasuredFP, SampleFP float64
+	Measured             bool
+	// Compressed snapshot size over raw, at the start of a window (previous
+	// generation full, current empty), and at its end (both full).
+	RatioStart, RatioEnd float64
+}
+
+// CheckpointBandwidth is the raw bytes a second the checkpoints of every
+// partition write; times RatioStart or RatioEnd, compressed.
+func (f Filter) CheckpointBandwidth(w Workload) float64 {
+	return float64(f.PartitionBytes) * float64(w.Partitions) / w.CheckpointInterval.Seconds()
+}
+
+// sampleKey is the id-th synthetic key: distinct ids give distinct keys.
+func sampleKey(buf *[16]byte, id uint64) []byte {
+	copy(buf[:8], "dedupkey")
+	for i := range 8 {
+		buf[8+i] = byte(id >> (8 * i))
+	}
+	return buf[:]
+}
+
+// Size computes one mode's figures: the pair's geometry and memory, the
+// model's rates, and the sample pair's compression (and measured rate).
+func Size(w Workload, mode rotation.Mode) (Filter, error) {
+	o := w.Options(mode)
+	p, err := rotation.New(o)
+	if err != nil {
+		return Filter{}, err
+	}
+	st := p.Stats()
+	r := Filter{Mode: mode, M: st.Current.M, K: st.Current.K, PartitionBytes: int64(p.SizeBytes())}
+	p = nil // the sample below stands for it; let the memory go
+
+	if r.EndFP, err = rotation.PairRate(o, float64(o.ExpectedKeys)); err != nil {
+		return Filter{}, err
+	}
+	r.OneGenFP = -math.Expm1(0.5 * math.Log1p(-r.EndFP)) // 1-(1-g)² = EndFP
+	perPartition, err := rotation.FalseDropsPerDay(o, w.newKeysPerDay())
+	if err != nil {
+		return Filter{}, err
+	}
+	r.DropsPerDay = perPartition * float64(w.Partitions)
+	if keys := w.newKeysPerDay(); keys > 0 {
+		r.MeanFP = perPartition / keys
+	}
+
+	so := o
+	so.ExpectedKeys = min(o.ExpectedKeys, SampleKeys)
+	r.Sampled = so.ExpectedKeys
+	sp, err := rotation.New(so)
+	if err != nil {
+		return Filter{}, err
+	}
+	if r.SampleFP, err = rotation.PairRate(so, float64(so.ExpectedKeys)); err != nil {
+		return Filter{}, err
+	}
+	dir, err := os.MkdirTemp("", "dedup-size-")
+	if err != nil {
+		return Filter{}, err
+	}
+	defer os.RemoveAll(dir)
+	store, err := checkpoint.NewFileStore(checkpoint.FileOptions{Dir: dir, Keep: 1, Group: "size"})
+	if err != nil {
+		return Filter{}, err
+	}
+	ratio := func() (float64, error) {
+		m, err := store.Save(context.Background(), checkpoint.Meta{Group: "size", Topic: "t", OutputTopic: "o"}, sp)
+		if err != nil {
+			return 0, fmt.Errorf("compress a sample snapshot: %w", err)
+		}
+		return float64(m.StoredBytes) / float64(m.RawBytes), nil
+	}
+
+	var buf [16]byte
+	n := so.ExpectedKeys
+	// The previous window: fill a generation with n keys, then rotate.
+	t0 := time.Unix(0, 0).Add(100 * o.Window)
+	for id := range n {
+		sp.TestAndAdd(sampleKey(&buf, id), t0)
+	}
+	t1 := t0.Add(o.Window)
+	sp.TestAndAdd(sampleKey(&buf, n), t1) // rotates; one key of the new window
+	if r.RatioStart, err = ratio(); err != nil {
+		return Filter{}, err
+	}
+	for id := n + 1; id < 2*n; id++ {
+		sp.TestAndAdd(sampleKey(&buf, id), t1)
+	}
+	if r.RatioEnd, err = ratio(); err != nil {
+		return Filter{}, err
+	}
+	if w.Measure {
+		var fp uint64
+		for id := range uint64(MeasureProbes) {
+			if sp.Test(sampleKey(&buf, 2*n+id)) {
+				fp++
+			}
+		}
+		r.MeasuredFP = float64(fp) / MeasureProbes
+		r.Measured = true
+	}
+	return r, nil
+}
+
+// Report is a workload with the figures of each of its modes.
+type Report struct {
+	Workload Workload
+	Filters  []Filter // one per Workload.Modes, in order
+}
+
+// NewReport sizes every mode of w.
+func NewReport(w Workload) (Report, error) {
+	r := Report{Workload: w}
+	for _, mode := range w.Modes {
+		f, err := Size(w, mode)
+		if err != nil {
+			return Report{}, err
+		}
+		r.Filters = append(r.Filters, f)
+	}
+	if len(r.Filters) == 0 {
+		return Report{}, errors.New("size workload: no filter mode")
+	}
+	return r, nil
+}
+
+// Write prints the report as `dedup size` shows it: what to deploy per
+// mode, then the filters' figures side by side.
+func (r Report) Write(w io.Writer) error {
+	in, rows := r.Workload, r.Filters
+	n := in.KeysPerPartition()
+	res := in.Deployment(rows[0].PartitionBytes).Resources()
+	fmt.Fprintf(w, "workload: %d distinct keys per %v window over %d partitions: n = %d keys per partition per window\n",
+		in.KeysPerWindow, in.Window, in.Partitions, n)
+	fmt.Fprintf(w, "target false-positive rate ε = %g; %d instance(s): %d partition(s) each, %d while one is down\n",
+		in.FPRate, in.Instances, res.PartitionsPerInstance, res.PartitionsPerInstanceOneDown)
+
+	for _, r := range rows {
+		res := in.Deployment(r.PartitionBytes).Resources()
+		fmt.Fprintf(w, "\nDeploy, mode %s (every instance):\n", r.Mode)
+		fmt.Fprintf(w, "  DEDUP_MODE=%s\n  DEDUP_EXPECTED_KEYS=%d\n  DEDUP_FP_RATE=%g\n  DEDUP_WINDOW=%v\n",
+			r.Mode, n, in.FPRate, in.Window)
+		fmt.Fprintf(w, "  GOMEMLIMIT=%s\n", GoMemLimit(res.GoMemLimit))
+		fmt.Fprintf(w, "  resources: requests memory %s, limits memory %s (replicas: %d)\n",
+			Quantity(res.Request), Quantity(res.Limit), in.Instances)
+		raw := r.CheckpointBandwidth(in)
+		fmt.Fprintf(w, "  checkpoint bandwidth, all partitions every %v: raw %s/s; compressed %s/s at a window's start to %s/s at its end\n",
+			in.CheckpointInterval, BytesIEC(raw), BytesIEC(raw*r.RatioStart), BytesIEC(raw*r.RatioEnd))
+		fmt.Fprintf(w, "  expected false drops: %.3g new records a day, all partitions (%.3g%% of first occurrences, mean over a window)\n",
+			r.DropsPerDay, 100*r.MeanFP)
+	}
+
+	fmt.Fprintln(w, "\nFilters:")
+	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
+	line := func(label string, cell func(r Filter) string) {
+		fmt.Fprint(tw, "  "+label)
+		for _, r := range rows {
+			fmt.Fprintf(tw, "\t%s", cell(r))
+		}
+		fmt.Fprintln(tw, "\t")
+	}
+	bits := math.Log2(1 / in.FPRate)
+	bound := float64(n) * bits / 8
+	line("", func(r Filter) string { return r.Mode.String() })
+	line("m per generation (counters, bits or slots)", func(r Filter) string { return fmt.Sprint(r.M) })
+	line("k (hash functions, or fingerprint bits)", func(r Filter) string { return fmt.Sprint(r.K) })
+	line("memory per partition (2 generations)", func(r Filter) string { return BytesIEC(float64(r.PartitionBytes)) })
+	line(fmt.Sprintf("filters per instance (%d partitions + 1 checkpoint spare)", res.PartitionsPerInstance), func(r Filter) string {
+		return BytesIEC(float64(r.PartitionBytes) * float64(res.PartitionsPerInstance+1))
+	})
+	line(fmt.Sprintf("memory, all %d partitions", in.Partitions), func(r Filter) string {
+		return BytesIEC(float64(r.PartitionBytes) * float64(in.Partitions))
+	})
+	line("bits per key (one generation)", func(r Filter) string {
+		return fmt.Sprintf("%.2f", float64(r.PartitionBytes)*8/2/float64(n))
+	})
+	line("bound n·log2(1/ε), one generation", func(Filter) string {
+		return fmt.Sprintf("%s (%.2f bits/key)", BytesIEC(bound), bits)
+	})
+	line("memory / bound", func(r Filter) string {
+		return fmt.Sprintf("%.2f×", float64(r.PartitionBytes)*8/2/float64(n)/bits)
+	})
+	line("FP rate, one generation holding n keys", func(r Filter) string { return fmt.Sprintf("%.3g%%", 100*r.OneGenFP) })
+	line("FP rate, mean over a window (steady state)", func(r Filter) string { return fmt.Sprintf("%.3g%%", 100*r.MeanFP) })
+	line("FP rate, end of a window (both generations full)", func(r Filter) string { return fmt.Sprintf("%.3g%%", 100*r.EndFP) })
+	if in.Measure {
+		line(fmt.Sprintf("  measured on the sample, %d absent keys (model)", MeasureProbes), func(r Filter) string {
+			return fmt.Sprintf("%.3g%% (%.3g%%)", 100*r.MeasuredFP, 100*r.SampleFP)
+		})
+	}
+	line("compressed snapshot / raw, window start .. end", func(r Filter) string {
+		return fmt.Sprintf("%.3f .. %.3f", r.RatioStart, r.RatioEnd)
+	})
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	if n > SampleKeys {
+		fmt.Fprintf(w, "The measured rate and the compression are read on a sample pair sized for %d keys at the same rate (same counters or bits per key, same k).\n", uint64(SampleKeys))
+	}
+	fmt.Fprintln(w, "A record is tested against both generations, sized so that with both full (n keys each) the pair's modelled rate is at most ε (each generation at about ε/2; fingerprint widths are even, so that mode lands at or below ε):")
+	fmt.Fprintln(w, "in steady state the previous generation holds a full window while the current one fills, so a record meets about half the end-of-window rate at a window's start and all of it at its end; false drops are rotation's model over the window.")
+	fmt.Fprintf(w, "Memory: request = filters of %d partitions + 1 spare + their share of FETCH_BUFFER_BYTES (%d to %d MiB each) + %d KiB each + a PRODUCE_BATCH_BYTES batch per output partition + %d MiB runtime;\n",
+		res.PartitionsPerInstance, MinPartitionShare>>20, MaxPartitionShare>>20, PartitionOverhead>>10, RuntimeBase>>20)
+	fmt.Fprintf(w, "limit = the same with one instance down (%d partitions) ×5/4 for the collector; GOMEMLIMIT = 90%% of the limit.\n", res.PartitionsPerInstanceOneDown)
+	fmt.Fprintln(w, "Under load the resident memory settles near GOMEMLIMIT (the collector holds it there); without GOMEMLIMIT it grows to about twice the live heap.")
+	fmt.Fprintln(w, "The bound n·log2(1/ε) is the least memory any structure answering membership at rate ε can use for n keys.")
+	fmt.Fprintln(w, "Changing DEDUP_MODE, DEDUP_EXPECTED_KEYS, DEDUP_FP_RATE or DEDUP_WINDOW: each partition keeps its old pair beside the new one until")
+	fmt.Fprintln(w, "the old window has passed twice; until the log says the old filters were released, memory must also cover the old settings' filters.")
+	return nil
+}
+
+// BytesIEC formats a byte count with a binary-prefix unit.
+func BytesIEC(b float64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	i := 0
+	for b >= 1024 && i < len(units)-1 {
+		b /= 1024
+		i++
+	}
+	if i == 0 {
+		return fmt.Sprintf("%.0f B", b)
+	}
+	return fmt.Sprintf("%.1f %s", b, units[i])
+}
