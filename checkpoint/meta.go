@@ -137,3 +137,9 @@ type Entry struct {
 	// manifest key can be in two after partitions were added.
 	part int
 }
+
+// DefaultChainRatio is CHECKPOINT_CHAIN_RATIO's default: a chain's
+// increments stay smaller than its base, so a restore reads at most twice
+// the base, and a base is written again once as much has changed as it
+// holds.
+const DefaultChainRatio = 1.0

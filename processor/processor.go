@@ -14,6 +14,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"golang.org/x/sync/errgroup"
 
+	"dedup/checkpoint"
 	"dedup/internal/leader"
 	"dedup/key"
 	"dedup/processor/assignment"
@@ -101,7 +102,7 @@ type Options struct {
 	CheckpointInterval time.Duration // checkpoint (or, without a Store, commit) period (default 10s)
 	// ChainRatio is how large a chain's increments grow, relative to its
 	// base, before a checkpoint writes a new base (CHECKPOINT_CHAIN_RATIO;
-	// 0: partition.DefaultChainRatio; negative: every checkpoint is a base).
+	// 0: checkpoint.DefaultChainRatio; negative: every checkpoint is a base).
 	ChainRatio float64
 	Store      Store // nil = no checkpoints: at-least-once output
 	// OnDamage is what a partition whose every snapshot is damaged does
@@ -397,7 +398,7 @@ func withDefaults(o Options) Options {
 		o.CheckpointInterval = 10 * time.Second
 	}
 	if o.ChainRatio == 0 {
-		o.ChainRatio = partition.DefaultChainRatio
+		o.ChainRatio = checkpoint.DefaultChainRatio
 	}
 	if o.RecoveryTimeout == 0 {
 		o.RecoveryTimeout = time.Minute

@@ -108,11 +108,6 @@ type chain struct {
 	bytes int64           // stored bytes of the base's increments
 }
 
-// DefaultChainRatio is CHECKPOINT_CHAIN_RATIO's default: a chain's
-// increments stay smaller than its base, so a restore reads at most twice
-// the base, and a base is rewritten once as much has changed as it holds.
-const DefaultChainRatio = 1.0
-
 // extend reports whether the next piece may be an increment: the chain
 // has a base, and its increments are still smaller than ratio times it.
 func (c chain) extend(ratio float64) bool {
