@@ -486,7 +486,7 @@ func checkChain(dir string, m Meta) (int64, error) {
 		err = checkPiece(bm, 0)
 	}
 	if err != nil {
-		return 0, chainError(m, m.Prev, fmt.Sprintf("base unreadable: %v", err))
+		return 0, chainError(m, 0, fmt.Sprintf("base unreadable: %v", err))
 	}
 	if compareFence(bm, m) != 0 {
 		return 0, chainError(m, m.Prev, fmt.Sprintf("base is of generation %d (epoch %d), the increment of %d (epoch %d): a new generation starts a new base",
