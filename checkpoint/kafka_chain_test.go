@@ -1,9 +1,11 @@
 package checkpoint
 
 import (
+	"sync/atomic"
 	"testing"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func kafkaHooks(brokers []string, s *KafkaStore, keep int) chainHooks {
@@ -123,5 +125,30 @@ func TestKafkaChainCrash(t *testing.T) {
 	}
 	if orphans == 0 {
 		t.Error("the failed increment wrote no chunks")
+	}
+}
+
+// A chain's increments are read in one pass, not one fetch each.
+func TestKafkaChainReadInOnePass(t *testing.T) {
+	c, brokers := newControlledCluster(t)
+	s := newKafkaStore(t, brokers, KafkaOptions{ChunkBytes: 4 << 10})
+	metas, _ := saveChain(t, s, 0, 100, 30)
+	r := newKafkaStore(t, brokers, KafkaOptions{})
+	if _, err := r.List(testContext(t)); err != nil { // the index read: not counted
+		t.Fatal(err)
+	}
+	var fetches atomic.Int64
+	c.ControlKey(int16(kmsg.Fetch), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		fetches.Add(1)
+		return nil, nil, false
+	})
+	var a applied
+	head, _, err := r.Load(testContext(t), "in", 0, a.decode)
+	if err != nil || head.Seq != metas[len(metas)-1].Seq || len(a.metas) != len(metas) {
+		t.Fatalf("load: head %d %v, applied %d pieces", head.Seq, err, len(a.metas))
+	}
+	if n := fetches.Load(); n > 4 {
+		t.Errorf("%d fetches to restore a base and 30 increments, want at most 4", n)
 	}
 }

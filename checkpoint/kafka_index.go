@@ -219,29 +219,49 @@ func (s *KafkaStore) plan(pi *partIndex, loc *manifestLoc) (chunkPlan, error) {
 // fetchChunks reads the chunks of a plan and verifies every checksum, so the
 // returned bytes are exactly what Save stored.
 func (s *KafkaStore) fetchChunks(ctx context.Context, cp int, p chunkPlan) ([][]byte, error) {
+	got, err := s.readChunks(ctx, cp, p.offsets)
+	if err != nil {
+		return nil, err
+	}
+	return p.verify(got)
+}
+
+// readChunks reads the records at offsets of checkpoint partition cp in
+// one pass, by offset (a missing offset: compacted away meanwhile).
+func (s *KafkaStore) readChunks(ctx context.Context, cp int, offsets []int64) (map[int64][]byte, error) {
+	got := make(map[int64][]byte, len(offsets))
+	if len(offsets) == 0 {
+		return got, nil
+	}
+	want := make(map[int64]bool, len(offsets))
+	for _, off := range offsets {
+		want[off] = true
+	}
+	from, to := slices.Min(offsets), slices.Max(offsets)+1
+	err := readRange(ctx, s.client, s.topic, cp, from, to, s.wait, func(rec *kafka.Record) error {
+		if !want[rec.Offset] {
+			return nil
+		}
+		b, err := kafka.ReadAll(rec.Value)
+		if err != nil {
+			return fmt.Errorf("read chunk at %d: %w", rec.Offset, err)
+		}
+		got[rec.Offset] = b
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return got, nil
+}
+
+// verify returns the chunks of the plan out of got (readChunks) once every
+// checksum holds, so the returned bytes are exactly what Save stored.
+func (p chunkPlan) verify(got map[int64][]byte) ([][]byte, error) {
 	m := p.loc.m
 	chunks := make([][]byte, len(p.keys))
-	if len(p.keys) > 0 {
-		want := make(map[int64]int, len(p.offsets))
-		for n, off := range p.offsets {
-			want[off] = n
-		}
-		from, to := slices.Min(p.offsets), slices.Max(p.offsets)+1
-		err := readRange(ctx, s.client, s.topic, cp, from, to, s.wait, func(rec *kafka.Record) error {
-			n, ok := want[rec.Offset]
-			if !ok {
-				return nil
-			}
-			b, err := kafka.ReadAll(rec.Value)
-			if err != nil {
-				return fmt.Errorf("read chunk %d: %w", n, err)
-			}
-			chunks[n] = b
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
+	for n, off := range p.offsets {
+		chunks[n] = got[off]
 	}
 	total := newCRC()
 	for n, b := range chunks {
