@@ -2,10 +2,12 @@ package checkpoint
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -368,5 +370,23 @@ func checkChainCrash(t *testing.T, s Store, h chainHooks) {
 	a = applied{}
 	if head, _, err := h.fresh(t).Load(ctx, "in", 5, a.decode); err != nil || head.Seq != next.Seq || len(a.metas) != 4 {
 		t.Errorf("load after the next increment: head %d %v, applied %v", head.Seq, err, a.seqs())
+	}
+}
+
+// A base's Meta encodes as before chains existed: a binary that predates
+// them reads new bases, and this one reads old snapshots as bases.
+func TestBaseMetaUnchanged(t *testing.T) {
+	b, err := json.Marshal(testMeta("in", 0, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{`"base"`, `"prev"`, `"chain_bytes"`} {
+		if strings.Contains(string(b), k) {
+			t.Errorf("a base's meta %s holds %s", b, k)
+		}
+	}
+	var m Meta
+	if err := json.Unmarshal([]byte(`{"group":"g","topic":"in","partition":0,"offset":5,"seq":3}`), &m); err != nil || m.Increment() || checkPiece(m, 0) != nil {
+		t.Errorf("an old snapshot's meta %+v (%v) is not a base", m, err)
 	}
 }

@@ -63,6 +63,13 @@ func TestKafkaChainPruning(t *testing.T) {
 	if _, err := fresh.List(testContext(t)); err != nil {
 		t.Fatal(err)
 	}
+	// What the writer learned of its own records is what a reader finds.
+	if _, err := s.List(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := describeIndex(s), describeIndex(fresh); got != want {
+		t.Errorf("learned index:\n%s\nread index:\n%s", got, want)
+	}
 	pi := fresh.index(0)
 	defer pi.mu.Unlock()
 	live := map[uint64]bool{}
