@@ -571,15 +571,15 @@ func (s *KafkaStore) loadChain(ctx context.Context, id snapID, base candidate, c
 	for _, i := range plan.forks {
 		s.log.Info("checkpoint increment ignored: another took its place in the chain", "key", incs[i].loc.key, "prev", links[i].prev)
 	}
-	// The increments' chunks in one pass over the partition, not a fetch
-	// each: they are small and many.
-	var offs []int64
+	// The increments' chunks read together (readChunks), not a fetch each:
+	// they are small and many.
+	var plans []chunkPlan
 	for _, i := range plan.path {
 		if incs[i].err == nil {
-			offs = append(offs, incs[i].plan.offsets...)
+			plans = append(plans, incs[i].plan)
 		}
 	}
-	got, err := s.readChunks(ctx, base.cp, offs)
+	got, err := s.readChunks(ctx, base.cp, plans)
 	if err != nil {
 		return Meta{}, false, fmt.Errorf("read increments of base %d: %w", bm.Seq, err)
 	}
