@@ -203,7 +203,8 @@ func checkChainCut(t *testing.T, s Store, h chainHooks, gone bool) {
 	var reports []Damage
 	ctx := WithDamageReport(context.Background(), func(d Damage) { reports = append(reports, d) })
 	var a applied
-	head, src, err := h.fresh(t).Load(ctx, "in", 2, a.decode)
+	r := h.fresh(t)
+	head, src, err := r.Load(ctx, "in", 2, a.decode)
 	if err != nil || src != SourceFallback || head.Seq != metas[2].Seq || head.Offset != metas[2].Offset || head.ChainBytes != metas[2].ChainBytes {
 		t.Fatalf("load: head %+v %q %v, want seq %d as fallback", head, src, err, metas[2].Seq)
 	}
@@ -230,10 +231,12 @@ func checkChainCut(t *testing.T, s Store, h chainHooks, gone bool) {
 	if !gone && !errors.Is(reports[0].Err, ErrChecksum) {
 		t.Errorf("damaged increment reported as %v, want a checksum mismatch", reports[0].Err)
 	}
-	// Still restorable to the same head after that, and nothing was deleted.
+	// Still restorable to the same head after that, each piece reported
+	// once, and nothing was deleted.
+	reports = nil
 	a = applied{}
-	if head, _, err := h.fresh(t).Load(context.Background(), "in", 2, a.decode); err != nil || head.Seq != metas[2].Seq {
-		t.Errorf("second load: head %d %v, want %d", head.Seq, err, metas[2].Seq)
+	if head, src, err := r.Load(ctx, "in", 2, a.decode); err != nil || head.Seq != metas[2].Seq || src != SourceFallback || len(reports) != 0 {
+		t.Errorf("second load: head %d %q %v, %d reports; want %d as fallback, nothing reported again", head.Seq, src, err, len(reports), metas[2].Seq)
 	}
 	entries, err := h.fresh(t).List(context.Background())
 	if err != nil {
