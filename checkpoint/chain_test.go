@@ -2,10 +2,12 @@ package checkpoint
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -201,7 +203,8 @@ func checkChainCut(t *testing.T, s Store, h chainHooks, gone bool) {
 	var reports []Damage
 	ctx := WithDamageReport(context.Background(), func(d Damage) { reports = append(reports, d) })
 	var a applied
-	head, src, err := h.fresh(t).Load(ctx, "in", 2, a.decode)
+	r := h.fresh(t)
+	head, src, err := r.Load(ctx, "in", 2, a.decode)
 	if err != nil || src != SourceFallback || head.Seq != metas[2].Seq || head.Offset != metas[2].Offset || head.ChainBytes != metas[2].ChainBytes {
 		t.Fatalf("load: head %+v %q %v, want seq %d as fallback", head, src, err, metas[2].Seq)
 	}
@@ -228,10 +231,12 @@ func checkChainCut(t *testing.T, s Store, h chainHooks, gone bool) {
 	if !gone && !errors.Is(reports[0].Err, ErrChecksum) {
 		t.Errorf("damaged increment reported as %v, want a checksum mismatch", reports[0].Err)
 	}
-	// Still restorable to the same head after that, and nothing was deleted.
+	// Still restorable to the same head after that, each piece reported
+	// once, and nothing was deleted.
+	reports = nil
 	a = applied{}
-	if head, _, err := h.fresh(t).Load(context.Background(), "in", 2, a.decode); err != nil || head.Seq != metas[2].Seq {
-		t.Errorf("second load: head %d %v, want %d", head.Seq, err, metas[2].Seq)
+	if head, src, err := r.Load(ctx, "in", 2, a.decode); err != nil || head.Seq != metas[2].Seq || src != SourceFallback || len(reports) != 0 {
+		t.Errorf("second load: head %d %q %v, %d reports; want %d as fallback, nothing reported again", head.Seq, src, err, len(reports), metas[2].Seq)
 	}
 	entries, err := h.fresh(t).List(context.Background())
 	if err != nil {
@@ -368,5 +373,23 @@ func checkChainCrash(t *testing.T, s Store, h chainHooks) {
 	a = applied{}
 	if head, _, err := h.fresh(t).Load(ctx, "in", 5, a.decode); err != nil || head.Seq != next.Seq || len(a.metas) != 4 {
 		t.Errorf("load after the next increment: head %d %v, applied %v", head.Seq, err, a.seqs())
+	}
+}
+
+// A base's Meta encodes as before chains existed: a binary that predates
+// them reads new bases, and this one reads old snapshots as bases.
+func TestBaseMetaUnchanged(t *testing.T) {
+	b, err := json.Marshal(testMeta("in", 0, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{`"base"`, `"prev"`, `"chain_bytes"`} {
+		if strings.Contains(string(b), k) {
+			t.Errorf("a base's meta %s holds %s", b, k)
+		}
+	}
+	var m Meta
+	if err := json.Unmarshal([]byte(`{"group":"g","topic":"in","partition":0,"offset":5,"seq":3}`), &m); err != nil || m.Increment() || checkPiece(m, 0) != nil {
+		t.Errorf("an old snapshot's meta %+v (%v) is not a base", m, err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -79,6 +80,12 @@ type FileStore struct {
 	keep  int
 	group string
 	log   *slog.Logger
+
+	mu sync.Mutex
+	// unreachable holds the increments reported unreachable (their chain
+	// broken before them), by path: each is reported once per store, as
+	// the Kafka store does. They stay in place and go with their base.
+	unreachable map[string]bool
 }
 
 var _ Store = (*FileStore)(nil)
@@ -92,7 +99,7 @@ func NewFileStore(opts FileOptions) (*FileStore, error) {
 	if opts.Keep < 0 {
 		return nil, fmt.Errorf("create file store: keep %d < 0", opts.Keep)
 	}
-	s := &FileStore{root: opts.Dir, keep: opts.Keep, group: opts.Group, log: opts.Logger}
+	s := &FileStore{root: opts.Dir, keep: opts.Keep, group: opts.Group, log: opts.Logger, unreachable: map[string]bool{}}
 	if s.keep == 0 {
 		s.keep = defaultKeep
 	}
@@ -486,7 +493,7 @@ func checkChain(dir string, m Meta) (int64, error) {
 		err = checkPiece(bm, 0)
 	}
 	if err != nil {
-		return 0, chainError(m, m.Prev, fmt.Sprintf("base unreadable: %v", err))
+		return 0, chainError(m, 0, fmt.Sprintf("base unreadable: %v", err))
 	}
 	if compareFence(bm, m) != 0 {
 		return 0, chainError(m, m.Prev, fmt.Sprintf("base is of generation %d (epoch %d), the increment of %d (epoch %d): a new generation starts a new base",
@@ -746,10 +753,7 @@ func (s *FileStore) loadChain(ctx context.Context, dir string, base Meta, decode
 			s.keepAside(ctx, dir, d(i, links[i].err))
 			continue
 		}
-		dm := d(i, gapError(d(i, nil).Where, "", links[i], head.Seq))
-		s.log.Warn("checkpoint increment unreachable: its chain is broken before it; left in place, removed with its base",
-			append(damageAttrs(dm), "path", dm.Where)...)
-		reportDamage(ctx, dm)
+		s.unreachableFound(ctx, d(i, gapError(d(i, nil).Where, "", links[i], head.Seq)))
 	}
 	whole := len(cut) == 0 && !failed
 	if !whole {
@@ -757,6 +761,21 @@ func (s *FileStore) loadChain(ctx context.Context, dir string, base Meta, decode
 			"topic", base.Topic, "partition", base.Partition, "base", base.Seq, "head", head.Seq, "ignored", len(cut))
 	}
 	return head, whole, nil
+}
+
+// unreachableFound reports, once per store, an increment Load could not
+// reach from its base: a warn line naming it, and the context's report.
+func (s *FileStore) unreachableFound(ctx context.Context, d Damage) {
+	s.mu.Lock()
+	seen := s.unreachable[d.Where]
+	s.unreachable[d.Where] = true
+	s.mu.Unlock()
+	if seen {
+		return
+	}
+	s.log.Warn("checkpoint increment unreachable: its chain is broken before it; left in place, removed with its base",
+		append(damageAttrs(d), "path", d.Where)...)
+	reportDamage(ctx, d)
 }
 
 func loadFile(path string, seq, base uint64, decode func(Meta, io.Reader) error) (Meta, error) {

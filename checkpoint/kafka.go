@@ -571,6 +571,18 @@ func (s *KafkaStore) loadChain(ctx context.Context, id snapID, base candidate, c
 	for _, i := range plan.forks {
 		s.log.Info("checkpoint increment ignored: another took its place in the chain", "key", incs[i].loc.key, "prev", links[i].prev)
 	}
+	// The increments' chunks read together (readChunks), not a fetch each:
+	// they are small and many.
+	var plans []chunkPlan
+	for _, i := range plan.path {
+		if incs[i].err == nil {
+			plans = append(plans, incs[i].plan)
+		}
+	}
+	got, err := s.readChunks(ctx, base.cp, plans)
+	if err != nil {
+		return Meta{}, false, fmt.Errorf("read increments of base %d: %w", bm.Seq, err)
+	}
 	head := bm
 	cut := plan.rest
 	failed := false // an increment on the path was damaged or refused
@@ -578,7 +590,7 @@ func (s *KafkaStore) loadChain(ctx context.Context, id snapID, base candidate, c
 		c := incs[i]
 		err := c.err
 		if err == nil {
-			err = s.loadPlan(ctx, c.cp, c.plan, decode)
+			err = decodeChunks(c.plan, got, decode)
 		}
 		if err == nil {
 			head = c.loc.m.Meta
@@ -616,7 +628,25 @@ func (s *KafkaStore) loadPlan(ctx context.Context, cp int, p chunkPlan, decode f
 	if err != nil {
 		return err
 	}
-	err = decode(p.loc.m.Meta, rc)
+	return decodeFrom(p, rc, decode)
+}
+
+// decodeChunks verifies the chunks of p out of got (readChunks) and hands
+// the state to decode.
+func decodeChunks(p chunkPlan, got map[int64][]byte, decode func(Meta, io.Reader) error) error {
+	chunks, err := p.verify(got)
+	if err != nil {
+		return err
+	}
+	rc, err := newDecompressed(chunkReader(chunks), nil)
+	if err != nil {
+		return err
+	}
+	return decodeFrom(p, rc, decode)
+}
+
+func decodeFrom(p chunkPlan, rc io.ReadCloser, decode func(Meta, io.Reader) error) error {
+	err := decode(p.loc.m.Meta, rc)
 	if cerr := rc.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
