@@ -21,6 +21,12 @@ const (
 	Fingerprint
 )
 
+// Incremental reports whether the mode's pairs track the words they write,
+// so that a delta (TakeDelta) carries only what changed. A plain pair's bit
+// filters place their bits inside bits-and-blooms, so its deltas carry
+// every word: as large as a snapshot.
+func (m Mode) Incremental() bool { return m == Counting || m == Fingerprint }
+
 // ParseMode parses "fingerprint", "counting" or "plain" (case-insensitive).
 func ParseMode(s string) (Mode, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {

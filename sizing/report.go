@@ -33,6 +33,9 @@ type Workload struct {
 	Instances          int
 	Modes              []rotation.Mode // one report block each, in this order
 	CheckpointInterval time.Duration
+	// ChainRatio is CHECKPOINT_CHAIN_RATIO (0: checkpoint.DefaultChainRatio;
+	// negative: every checkpoint a full snapshot).
+	ChainRatio       float64
 	FetchBufferBytes   int64
 	ProduceBatchBytes  int64
 	Measure            bool // probe the sample pair with absent keys
@@ -99,6 +102,48 @@ type Filter struct {
 	// Compressed snapshot size over raw, at the start of a window (previous
 	// generation full, current empty), and at its end (both full).
 	RatioStart, RatioEnd float64
+	// IncrementBytes is what one checkpoint interval's increment stores for
+	// one partition, measured on the sample pair in mid-window (previous
+	// generation full, current half full) with the partition's new keys of
+	// an interval; zero for a mode without increments (plain). BaseBytes
+	// is the stored size of that mid-window base, scaled from the sample
+	// to the partition's pair.
+	IncrementBytes, BaseBytes float64
+}
+
+// chainRatio is w's chain ratio, its default applied; 0: no increments.
+func (w Workload) chainRatio(m rotation.Mode) float64 {
+	switch {
+	case !m.Incremental() || w.ChainRatio < 0:
+		return 0
+	case w.ChainRatio == 0:
+		return checkpoint.DefaultChainRatio
+	}
+	return w.ChainRatio
+}
+
+// keysPerInterval is the new keys one partition sees in a checkpoint
+// interval.
+func (w Workload) keysPerInterval() float64 {
+	return float64(w.KeysPerWindow) / float64(w.Partitions) * w.CheckpointInterval.Seconds() / w.Window.Seconds()
+}
+
+// IncrementalBandwidth is the stored bytes a second the checkpoints of
+// every partition write with chains: each interval's increment, and a new
+// base each time the increments reach ChainRatio times it, so a base's
+// share is 1/ChainRatio of the increments. Zero when the mode has none.
+func (f Filter) IncrementalBandwidth(w Workload) float64 {
+	ratio := w.chainRatio(f.Mode)
+	if ratio == 0 || f.IncrementBytes == 0 {
+		return 0
+	}
+	return f.IncrementBytes * (1 + 1/ratio) * float64(w.Partitions) / w.CheckpointInterval.Seconds()
+}
+
+// RestoreBytes is the most a restore of one partition reads: its base and
+// ChainRatio times it in increments (the base alone without increments).
+func (f Filter) RestoreBytes(w Workload) float64 {
+	return f.BaseBytes * (1 + w.chainRatio(f.Mode))
 }
 
 // CheckpointBandwidth is the raw bytes a second the checkpoints of every
@@ -180,7 +225,14 @@ func Size(w Workload, mode rotation.Mode) (Filter, error) {
 	if r.RatioStart, err = ratio(); err != nil {
 		return Filter{}, err
 	}
-	for id := n + 1; id < 2*n; id++ {
+	half := n + n/2
+	for id := n + 1; id < half; id++ {
+		sp.TestAndAdd(sampleKey(&buf, id), t1)
+	}
+	if r.IncrementBytes, r.BaseBytes, err = incrementBytes(w, mode, sp, store, half, float64(o.ExpectedKeys)/float64(n)); err != nil {
+		return Filter{}, err
+	}
+	for id := half + uint64(math.Ceil(w.keysPerInterval())); id < 2*n; id++ {
 		sp.TestAndAdd(sampleKey(&buf, id), t1)
 	}
 	if r.RatioEnd, err = ratio(); err != nil {
@@ -197,6 +249,41 @@ func Size(w Workload, mode rotation.Mode) (Filter, error) {
 		r.Measured = true
 	}
 	return r, nil
+}
+
+// incrementBytes measures one interval's increment on the sample pair sp
+// in mid-window, its keys from id first on: a base saved as is, then the
+// interval's new keys (at most a quarter of the sample's), saved as its
+// increment. The increment is scaled back up to a whole interval's keys;
+// the base by scale, the partition's pair over the sample's.
+func incrementBytes(w Workload, mode rotation.Mode, sp *rotation.Pair, store *checkpoint.FileStore, first uint64, scale float64) (inc, base float64, err error) {
+	ctx := context.Background()
+	meta := checkpoint.Meta{Group: "size", Topic: "t", OutputTopic: "o"}
+	sp.ResetDelta()
+	b, err := store.Save(ctx, meta, sp)
+	if err != nil {
+		return 0, 0, fmt.Errorf("save a sample base: %w", err)
+	}
+	base = float64(b.StoredBytes) * scale
+	if !mode.Incremental() {
+		return 0, base, nil
+	}
+	want := w.keysPerInterval()
+	keys := uint64(min(math.Ceil(want), float64(sp.Options().ExpectedKeys/4)))
+	keys = max(keys, 1)
+	var buf [16]byte
+	t := sp.Stats().WindowStart
+	for id := first; id < first+keys; id++ {
+		sp.TestAndAdd(sampleKey(&buf, id), t)
+	}
+	var d rotation.Delta
+	sp.TakeDelta(&d)
+	meta.Base, meta.Prev = b.Seq, b.Seq
+	m, err := store.Save(ctx, meta, &d)
+	if err != nil {
+		return 0, 0, fmt.Errorf("save a sample increment: %w", err)
+	}
+	return float64(m.StoredBytes) * max(want, 1) / float64(keys), base, nil
 }
 
 // Report is a workload with the figures of each of its modes.
@@ -241,8 +328,16 @@ func (r Report) Write(w io.Writer) error {
 		fmt.Fprintf(w, "  resources: requests memory %s, limits memory %s (replicas: %d)\n",
 			Quantity(res.Request), Quantity(res.Limit), in.Instances)
 		raw := r.CheckpointBandwidth(in)
-		fmt.Fprintf(w, "  checkpoint bandwidth, all partitions every %v: raw %s/s; compressed %s/s at a window's start to %s/s at its end\n",
-			in.CheckpointInterval, BytesIEC(raw), BytesIEC(raw*r.RatioStart), BytesIEC(raw*r.RatioEnd))
+		if inc := r.IncrementalBandwidth(in); inc > 0 {
+			fmt.Fprintf(w, "  checkpoint bandwidth, all partitions every %v: %s/s in increments and their bases (CHECKPOINT_CHAIN_RATIO=%g; %.3g bytes per new key)\n",
+				in.CheckpointInterval, BytesIEC(inc), in.chainRatio(r.Mode), inc*in.CheckpointInterval.Seconds()/float64(in.Partitions)/max(in.keysPerInterval(), 1))
+			fmt.Fprintf(w, "    (full snapshots every %v instead: raw %s/s; compressed %s/s at a window's start to %s/s at its end)\n",
+				in.CheckpointInterval, BytesIEC(raw), BytesIEC(raw*r.RatioStart), BytesIEC(raw*r.RatioEnd))
+		} else {
+			fmt.Fprintf(w, "  checkpoint bandwidth, all partitions every %v, full snapshots (%s mode has no increments): raw %s/s; compressed %s/s at a window's start to %s/s at its end\n",
+				in.CheckpointInterval, r.Mode, BytesIEC(raw), BytesIEC(raw*r.RatioStart), BytesIEC(raw*r.RatioEnd))
+		}
+		fmt.Fprintf(w, "  restore reads at most %s per partition (its base and the increments on it)\n", BytesIEC(r.RestoreBytes(in)))
 		fmt.Fprintf(w, "  expected false drops: %.3g new records a day, all partitions (%.3g%% of first occurrences, mean over a window)\n",
 			r.DropsPerDay, 100*r.MeanFP)
 	}

@@ -68,3 +68,31 @@ func TestSizeFiguresFromRotation(t *testing.T) {
 		}
 	}
 }
+
+// TestIncrementalBandwidthAtScale: a billion new keys a day, a 24 h window
+// and 48 partitions. Full snapshots every interval would write hundreds of
+// MiB/s; with increments (the default chain ratio) the checkpoints write
+// at most 1 MiB/s, and a restore reads at most twice the base.
+func TestIncrementalBandwidthAtScale(t *testing.T) {
+	in := Workload{KeysPerWindow: 1_000_000_000, Window: 24 * time.Hour, FPRate: 1e-6, Partitions: 48, Instances: 1,
+		Modes: []rotation.Mode{rotation.Fingerprint}, CheckpointInterval: 10 * time.Second}
+	r, err := Size(in, rotation.Fingerprint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inc, full := r.IncrementalBandwidth(in), r.CheckpointBandwidth(in)*r.RatioStart
+	t.Logf("incremental %.0f B/s, full snapshots %.0f B/s compressed at a window's start", inc, full)
+	if inc <= 0 || inc > 1<<20 {
+		t.Errorf("incremental checkpoint bandwidth %.0f B/s, want at most 1 MiB/s", inc)
+	}
+	if inc*100 > full {
+		t.Errorf("incremental %.0f B/s is not a hundredth of full snapshots' %.0f B/s", inc, full)
+	}
+	if got, want := r.RestoreBytes(in), 2*r.BaseBytes; got != want {
+		t.Errorf("restore reads %.0f bytes, want twice the base: %.0f", got, want)
+	}
+	in.ChainRatio = -1
+	if got := r.IncrementalBandwidth(in); got != 0 {
+		t.Errorf("full snapshots only: incremental bandwidth %.0f, want 0", got)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -77,6 +78,12 @@ func configDuration(name string) time.Duration {
 	return d
 }
 
+// configFloat reads the envDefault of a number variable.
+func configFloat(name string) float64 {
+	f, _ := strconv.ParseFloat(config.Default(name), 64) // a test checks every default parses
+	return f
+}
+
 // configCount reads the envDefault of a count variable.
 func configCount(name string) int64 {
 	n, _ := count.Parse(config.Default(name)) // a test checks every default parses
@@ -89,6 +96,7 @@ type sizeFlags struct {
 	window, interval                                            *time.Duration
 	partitions, instances                                       *int
 	measure                                                     *bool
+	chainRatio                                                  *float64
 }
 
 // newSizeFlagSet defines `dedup size`'s flags, for parsing and for its usage.
@@ -107,6 +115,7 @@ func newSizeFlagSet() (*flag.FlagSet, sizeFlags) {
 		instances:   fs.Int("instances", 1, "instances (replicas) the partitions are spread over"),
 		mode:        fs.String("mode", "all", strings.Join(modeNames, ", ")+" or all (DEDUP_MODE)"),
 		interval:    fs.Duration("checkpoint-interval", configDuration("CHECKPOINT_INTERVAL"), "checkpoint interval (CHECKPOINT_INTERVAL)"),
+		chainRatio:  fs.Float64("checkpoint-chain-ratio", configFloat("CHECKPOINT_CHAIN_RATIO"), "increments per base, as a multiple of its size; 0 = full snapshots (CHECKPOINT_CHAIN_RATIO)"),
 		fetchBuffer: fs.String("fetch-buffer-bytes", config.Default("FETCH_BUFFER_BYTES"), "FETCH_BUFFER_BYTES, for the memory per instance"),
 		batchBytes:  fs.String("produce-batch-bytes", config.Default("PRODUCE_BATCH_BYTES"), "PRODUCE_BATCH_BYTES, for the memory per instance"),
 		measure:     fs.Bool("measure", true, "also probe the sample pair with absent keys: the measured false-positive rate"),
@@ -125,8 +134,14 @@ func parseSize(args []string, stderr io.Writer) (sizing.Workload, int) {
 		return sizing.Workload{}, exitConfig
 	}
 	in := sizing.Workload{Window: *f.window, Partitions: *f.partitions, Instances: *f.instances,
-		CheckpointInterval: *f.interval, Measure: *f.measure}
+		CheckpointInterval: *f.interval, Measure: *f.measure, ChainRatio: *f.chainRatio}
 	var problems []error
+	switch {
+	case *f.chainRatio < 0 || math.IsNaN(*f.chainRatio) || math.IsInf(*f.chainRatio, 0):
+		problems = append(problems, fmt.Errorf("--checkpoint-chain-ratio: %v is not a number >= 0", *f.chainRatio))
+	case *f.chainRatio == 0:
+		in.ChainRatio = -1 // full snapshots: the workload's zero is the default
+	}
 	if fs.NArg() > 0 {
 		problems = append(problems, fmt.Errorf("unexpected arguments %q", fs.Args()))
 	}

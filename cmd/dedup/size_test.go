@@ -59,10 +59,17 @@ func TestSizePrintsWhatToDeploy(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"checkpoint bandwidth, all partitions every 10s: raw ", "expected false drops: "} {
+	for _, want := range []string{"checkpoint bandwidth, all partitions every 10s", "restore reads at most ", "expected false drops: "} {
 		if strings.Count(out.String(), want) != len(in.Modes) {
 			t.Errorf("output lacks %q once per mode:\n%s", want, out.String())
 		}
+	}
+	// Plain mode alone writes full snapshots.
+	if n := strings.Count(out.String(), "in increments and their bases (CHECKPOINT_CHAIN_RATIO=1;"); n != len(in.Modes)-1 {
+		t.Errorf("%d modes with incremental checkpoints, want %d:\n%s", n, len(in.Modes)-1, out.String())
+	}
+	if !strings.Contains(out.String(), "full snapshots (plain mode has no increments)") {
+		t.Errorf("plain mode's full snapshots not said:\n%s", out.String())
 	}
 }
 

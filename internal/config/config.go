@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -77,6 +78,7 @@ type Config struct {
 	CheckpointTopic    string        `env:"CHECKPOINT_TOPIC" helpDefault:"'<GROUP_ID>-dedup-state'" help:"topic for the kafka store (created compacted when missing)"`
 	CheckpointDir      string        `env:"CHECKPOINT_DIR" helpDefault:"'<DATA_DIR>/checkpoints'" help:"directory for the file store"`
 	CheckpointInterval time.Duration `env:"CHECKPOINT_INTERVAL" envDefault:"10s" help:"Go duration between checkpoints"`
+	CheckpointChain    float64       `env:"CHECKPOINT_CHAIN_RATIO" envDefault:"1" help:"checkpoints write what changed (increments) until they reach this multiple of the last full snapshot (base), then a new base; a restore reads at most the base plus this much; 0 = full snapshots only: see docs/checkpoints.md"`
 	CheckpointKeep     int           `env:"CHECKPOINT_KEEP" envDefault:"3" help:"snapshots kept per partition (older ones are the fallback when the newest is corrupt)"`
 	CheckpointOnDamage string        `env:"CHECKPOINT_ON_DAMAGE" envDefault:"empty" help:"when every snapshot of a partition is damaged: empty = start it with empty filters, loudly (keys seen before may be forwarded again); refuse = do not start it (readiness 503 names it) until the damaged snapshots are repaired or removed: see docs/checkpoints.md"`
 
@@ -456,6 +458,9 @@ func (c *Config) validate() []Problem {
 	}
 	positive("CHECKPOINT_INTERVAL", c.CheckpointInterval)
 	positive("DEDUP_MAX_CLOCK_SKEW", c.MaxClockSkew)
+	if c.CheckpointChain < 0 || math.IsNaN(c.CheckpointChain) || math.IsInf(c.CheckpointChain, 0) {
+		bad("CHECKPOINT_CHAIN_RATIO", "must be a number >= 0, got %v", c.CheckpointChain)
+	}
 	if c.CheckpointKeep < 1 {
 		bad("CHECKPOINT_KEEP", "must be >= 1, got %d", c.CheckpointKeep)
 	}
@@ -636,3 +641,13 @@ var compressions = map[string]kafka.Compression{
 
 // compression is the output writer's codec; validated with the configuration.
 func (c *Config) Compression() kafka.Compression { return compressions[c.ProduceCompression] }
+
+// ChainRatio is CHECKPOINT_CHAIN_RATIO as the processor takes it: 0 (a full
+// snapshot every time) becomes negative, since the processor's zero is its
+// default.
+func (c *Config) ChainRatio() float64 {
+	if c.CheckpointChain == 0 {
+		return -1
+	}
+	return c.CheckpointChain
+}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"dedup/checkpoint"
 	"dedup/internal/testkit"
 	"dedup/rotation"
 )
@@ -42,6 +43,7 @@ func TestConfigDefaults(t *testing.T) {
 		{"CHECKPOINT_TOPIC", cfg.CheckpointTopic, "dedup-dedup-state"},
 		{"CHECKPOINT_DIR", cfg.CheckpointDir, filepath.Join("data", "checkpoints")},
 		{"CHECKPOINT_INTERVAL", cfg.CheckpointInterval, 10 * time.Second},
+		{"CHECKPOINT_CHAIN_RATIO", cfg.CheckpointChain, checkpoint.DefaultChainRatio},
 		{"KAFKA_SESSION_TIMEOUT", cfg.SessionTimeout, 30 * time.Second},
 		{"KAFKA_GROUP_BALANCER", cfg.GroupBalancer, "sticky"},
 		{"METRICS_ADDR", cfg.MetricsAddr, ":9464"},
@@ -140,6 +142,7 @@ func badValues(t *testing.T) []badValue {
 		{name: "CHECKPOINT_TOPIC", value: "bad topic", env: testkit.Env{"CHECKPOINT_STORE": "kafka"}},
 		{name: "CHECKPOINT_DIR", value: file},
 		{name: "CHECKPOINT_INTERVAL", value: "10"}, // a bare number is not a Go duration
+		{name: "CHECKPOINT_CHAIN_RATIO", value: "-1"},
 		{name: "CHECKPOINT_KEEP", value: "0"},
 		{name: "CHECKPOINT_ON_DAMAGE", value: "skip"},
 		{name: "METRICS_ADDR", value: "9464"},

@@ -117,6 +117,7 @@ func newStage(ctx context.Context, cfg *config.Config, cl *cluster, reg *prometh
 		FetchBufferBytes:   cfg.FetchBufferBytes,
 		FetchMaxWait:       cfg.FetchMaxWait,
 		CheckpointInterval: cfg.CheckpointInterval,
+		ChainRatio:         cfg.ChainRatio(),
 		Store:              store,
 		OnDamage:           partition.OnDamage(cfg.CheckpointOnDamage),
 		Metrics:            processor.NewMetrics(reg),

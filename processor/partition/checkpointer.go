@@ -114,6 +114,15 @@ func (c chain) extend(ratio float64) bool {
 	return c.base.Seq != 0 && ratio > 0 && float64(c.bytes) < ratio*float64(c.base.StoredBytes)
 }
 
+// chainRatio is the partition's chain ratio: none for a mode whose deltas
+// are as large as its snapshots.
+func chainRatio(d Deps) float64 {
+	if !d.Filter.Mode.Incremental() {
+		return 0
+	}
+	return d.ChainRatio
+}
+
 // maxKeptDelta is how large an increment's buffer may stay between
 // checkpoints: a burst of changes does not hold its memory for good.
 const maxKeptDelta = 1 << 20
@@ -178,7 +187,7 @@ func (c *checkpointer) startSaver() {
 // checkpoint is steps 2-6 on the saver side; stopped reports that the
 // worker stopped before handing off its copy.
 func (c *checkpointer) checkpoint() (r cpResult, stopped bool) {
-	c.incremental = c.store != nil && !c.legacyHeld.Load() && c.chain.extend(c.d.ChainRatio)
+	c.incremental = c.store != nil && !c.legacyHeld.Load() && c.chain.extend(chainRatio(c.d))
 	if c.spares != nil && !c.incremental {
 		select {
 		case c.held = <-c.spares:
@@ -299,7 +308,7 @@ func (c *checkpointer) outputMark(ctx context.Context) (outputMark, error) {
 func (w *Worker) finishCheckpoint(ctx context.Context, pos int64, ends outputMark, began time.Time) error {
 	pc := piece{state: partitionState{pair: w.pair, legacy: w.legacy}}
 	if w.cp.store != nil {
-		if w.legacy == nil && w.cp.chain.extend(w.d.ChainRatio) {
+		if w.legacy == nil && w.cp.chain.extend(chainRatio(w.d)) {
 			w.pair.TakeDelta(&w.cp.delta)
 			pc.delta = &w.cp.delta
 		} else {
