@@ -96,12 +96,79 @@ func inspect(ctx context.Context, cfg *config.Config, log *slog.Logger, w io.Wri
 		printNothingFound(w, cfg, where, "holds no snapshot")
 		return nil
 	}
-	fmt.Fprintf(w, "checkpoint store: %s (%s), group %s: %d snapshot(s)\n", cfg.CheckpointStore, where, cfg.GroupID, len(entries))
-	now := time.Now()
+	increments := 0
 	for _, e := range entries {
-		printEntry(ctx, w, reader, e, now)
+		if e.Meta.Increment() {
+			increments++
+		}
 	}
+	fmt.Fprintf(w, "checkpoint store: %s (%s), group %s: %d snapshot(s): %d base(s), %d increment(s)\n",
+		cfg.CheckpointStore, where, cfg.GroupID, len(entries), len(entries)-increments, increments)
+	now := time.Now()
+	var c chainView
+	for _, e := range entries {
+		if !e.Meta.Increment() {
+			c.end(w)
+			c = chainView{base: e.Meta, pair: printEntry(ctx, w, reader, e, now), head: e.Meta}
+			continue
+		}
+		c.add(ctx, w, reader, e)
+	}
+	c.end(w)
 	return nil
+}
+
+// chainView follows one chain as List lists it, base first: each increment
+// is printed on a line and applied to the base's pair, and the state of the
+// chain's head is printed after its last one.
+type chainView struct {
+	base, head checkpoint.Meta
+	pair       *rotation.Pair // nil: the base could not be decoded, or an increment failed
+	applied    int
+	stored     int64
+}
+
+func (c *chainView) add(ctx context.Context, w io.Writer, r snapshotReader, e checkpoint.Entry) {
+	m := e.Meta
+	verdict := "ok"
+	switch {
+	case e.Damaged:
+		verdict = "DAMAGED, kept aside: " + cmp.Or(errString(e.Err), "found damaged")
+	case e.Err != nil:
+		verdict = "BAD: " + e.Err.Error()
+	case m.Base != c.base.Seq || m.Topic != c.base.Topic || m.Partition != c.base.Partition:
+		verdict = fmt.Sprintf("its base %d is not held", m.Base)
+	case c.pair != nil && m.Prev != c.head.Seq:
+		verdict = fmt.Sprintf("follows %d, not the chain's piece %d: not applied", m.Prev, c.head.Seq)
+	case c.pair != nil:
+		if err := applyEntry(ctx, r, e, c.pair); err != nil {
+			verdict = "cannot apply: " + err.Error()
+			c.pair = nil
+		} else {
+			c.head = m
+			c.applied++
+			c.stored += m.StoredBytes
+		}
+	}
+	fmt.Fprintf(w, "  + increment seq %d (after %d): offset %d, raw %s, stored %s, chain %s  %s\n",
+		m.Seq, m.Prev, m.Offset, byteSize(m.RawBytes), byteSize(m.StoredBytes), byteSize(m.ChainBytes), verdict)
+}
+
+// end prints the chain's head once increments were applied.
+func (c *chainView) end(w io.Writer) {
+	if c.applied == 0 || c.pair == nil {
+		return
+	}
+	fmt.Fprintf(w, "  chain head: seq %d, offset %d: %d increment(s), %s stored on a base of %s (%.2f of it)\n",
+		c.head.Seq, c.head.Offset, c.applied, byteSize(c.stored), byteSize(c.base.StoredBytes), ratioOf(c.stored, c.base.StoredBytes))
+	printFilter(w, c.pair.Stats())
+}
+
+func ratioOf(part, whole int64) float64 {
+	if whole <= 0 {
+		return 0
+	}
+	return float64(part) / float64(whole)
 }
 
 // printNothingFound says where inspect looked and which variables choose
@@ -137,9 +204,11 @@ func storeExists(ctx context.Context, cfg *config.Config, conn *config.Connectio
 	return false, err
 }
 
-// printEntry prints one snapshot; a snapshot that fails its checks is
-// reported as such, never skipped.
-func printEntry(ctx context.Context, w io.Writer, r snapshotReader, e checkpoint.Entry, now time.Time) {
+// printEntry prints one snapshot (a base); a snapshot that fails its
+// checks is reported as such, never skipped. It returns the decoded pair
+// (nil when it cannot be decoded, or holds a legacy pair: no increment
+// follows such a base).
+func printEntry(ctx context.Context, w io.Writer, r snapshotReader, e checkpoint.Entry, now time.Time) *rotation.Pair {
 	m := e.Meta
 	verdict := "ok"
 	if e.Err != nil {
@@ -160,15 +229,31 @@ func printEntry(ctx context.Context, w io.Writer, r snapshotReader, e checkpoint
 			ratio(m.RawBytes, m.StoredBytes), m.Checksum, verdict)
 	}
 	fmt.Fprintf(w, "  where: %s\n", e.Where)
-	if e.Err != nil {
-		return
+	if e.Err != nil || e.Damaged {
+		return nil
 	}
 	snap, err := decodeEntry(ctx, r, e)
 	if err != nil {
 		fmt.Fprintf(w, "  state: cannot decode: %v\n", err)
-		return
+		return nil
 	}
-	st := snap.Pair.Stats()
+	printFilter(w, snap.Pair.Stats())
+	if snap.Legacy == nil {
+		return snap.Pair
+	}
+	ls := snap.Legacy.Stats()
+	until := "its first record"
+	if !ls.WindowStart.IsZero() {
+		until = ls.WindowStart.Add(2 * ls.Window).Format(time.RFC3339)
+	}
+	fmt.Fprintf(w, "  kept from before the filter options changed: mode %s, window %s starting %s, %s in memory, "+
+		"%d key(s) retracted since; released when event time reaches %s\n",
+		ls.Mode, ls.Window, windowStart(ls), byteSize(int64(ls.Bytes)), snap.Retracted, until)
+	return nil
+}
+
+// printFilter prints a pair's figures.
+func printFilter(w io.Writer, st rotation.Stats) {
 	fmt.Fprintf(w, "  filter: mode %s, window %s starting %s, %d rotation(s), %s in memory\n",
 		st.Mode, st.Window, windowStart(st), st.Rotations, byteSize(int64(st.Bytes)))
 	for _, g := range []struct {
@@ -177,16 +262,6 @@ func printEntry(ctx context.Context, w io.Writer, r snapshotReader, e checkpoint
 	}{{"current", st.Current}, {"previous", st.Previous}} {
 		fmt.Fprintf(w, "  %-8s fill %.3g%%  est. keys %-10.0f est. FP rate %.3g  saturated %d  (m=%d, k=%d)\n",
 			g.name+":", 100*g.f.Fill, g.f.EstimatedKeys, g.f.FPRate, g.f.Saturated, g.f.M, g.f.K)
-	}
-	if snap.Legacy != nil {
-		ls := snap.Legacy.Stats()
-		until := "its first record"
-		if !ls.WindowStart.IsZero() {
-			until = ls.WindowStart.Add(2 * ls.Window).Format(time.RFC3339)
-		}
-		fmt.Fprintf(w, "  kept from before the filter options changed: mode %s, window %s starting %s, %s in memory, "+
-			"%d key(s) retracted since; released when event time reaches %s\n",
-			ls.Mode, ls.Window, windowStart(ls), byteSize(int64(ls.Bytes)), snap.Retracted, until)
 	}
 }
 
@@ -209,6 +284,19 @@ func decodeEntry(ctx context.Context, r snapshotReader, e checkpoint.Entry) (par
 		return partition.Snapshot{}, fmt.Errorf("decode filter state: %w", err)
 	}
 	return s, nil
+}
+
+// applyEntry applies increment e to pair.
+func applyEntry(ctx context.Context, r snapshotReader, e checkpoint.Entry, pair *rotation.Pair) error {
+	rc, err := r.Open(ctx, e)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	if _, err := pair.ApplyDelta(rc); err != nil {
+		return fmt.Errorf("apply increment: %w", err)
+	}
+	return nil
 }
 
 func ratio(raw, stored int64) float64 {

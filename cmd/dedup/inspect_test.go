@@ -244,3 +244,86 @@ func TestInspectShowsKeptFilters(t *testing.T) {
 		t.Errorf("events/1, which no record reached, keeps old filters:\n%s", stdout.String())
 	}
 }
+
+// TestInspectShowsChain: a base and the increments on it, in either store,
+// are shown as one chain: the base in full, a line per increment, and the
+// state of the chain's head with every increment applied (its estimated
+// keys count the keys the increments added).
+func TestInspectShowsChain(t *testing.T) {
+	for _, kind := range []string{"file", "kafka"} {
+		t.Run(kind, func(t *testing.T) {
+			ctx := context.Background()
+			dataDir := t.TempDir()
+			env := testkit.Env{"DATA_DIR": dataDir}
+			var store checkpoint.Store
+			var err error
+			if kind == "file" {
+				store, err = checkpoint.NewFileStore(checkpoint.FileOptions{Dir: filepath.Join(dataDir, "checkpoints"), Keep: 3, Group: "dedup"})
+			} else {
+				addr := testkit.Cluster(t, 1).ListenAddrs()[0]
+				env["KAFKA_BROKERS"] = addr
+				store, err = checkpoint.NewKafkaStore(ctx, checkpoint.KafkaOptions{Brokers: []string{addr}, Topic: "dedup-dedup-state", Group: "dedup", Keep: 3})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			pair, err := rotation.New(rotation.Options{ExpectedKeys: 20000, FPRate: 0.001, Window: time.Hour, Mode: rotation.Fingerprint})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ts := time.Date(2030, 1, 1, 10, 15, 0, 0, time.UTC)
+			add := func(from, n int) {
+				for i := from; i < from+n; i++ {
+					pair.TestAndAdd(fmt.Appendf(nil, "key-%d", i), ts)
+				}
+			}
+			meta := checkpoint.Meta{Group: "dedup", Topic: "events", Partition: 2, OutputTopic: "events-deduped"}
+			add(0, 1000)
+			meta.Offset = 1000
+			base, err := store.Save(ctx, meta, pair)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pair.ResetDelta()
+			prev := base.Seq
+			var d rotation.Delta
+			for i := range 3 {
+				add(1000+1000*i, 1000)
+				pair.TakeDelta(&d)
+				m := meta
+				m.Offset, m.Base, m.Prev = int64(2000+1000*i), base.Seq, prev
+				saved, err := store.Save(ctx, m, &d)
+				if err != nil {
+					t.Fatal(err)
+				}
+				prev = saved.Seq
+			}
+			if err := store.Close(); err != nil {
+				t.Fatal(err)
+			}
+
+			var stdout, stderr bytes.Buffer
+			if code := run(ctx, []string{"inspect"}, env.Lookup, &stdout, &stderr); code != exitOK {
+				t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
+			}
+			out := stdout.String()
+			for _, want := range []string{"4 snapshot(s): 1 base(s), 3 increment(s)", "offset 1000", "mode fingerprint",
+				fmt.Sprintf("chain head: seq %d, offset 4000: 3 increment(s)", prev)} {
+				if !strings.Contains(out, want) {
+					t.Errorf("inspect output lacks %q:\n%s", want, out)
+				}
+			}
+			if n := len(regexp.MustCompile(`(?m)^  \+ increment seq \d+ \(after \d+\): offset \d+, .*  ok$`).FindAllString(out, -1)); n != 3 {
+				t.Errorf("%d increments shown as applied, want 3:\n%s", n, out)
+			}
+			head := out[strings.Index(out, "chain head:"):]
+			m := regexp.MustCompile(`current: +fill +[0-9.e+-]+%  est\. keys (\d+)`).FindStringSubmatch(head)
+			if m == nil {
+				t.Fatalf("no estimated keys for the chain head's current generation:\n%s", out)
+			}
+			if est, _ := strconv.Atoi(m[1]); est < 3600 || est > 4400 {
+				t.Errorf("chain head holds about %d keys, want about 4000 (the base's and every increment's)", est)
+			}
+		})
+	}
+}
