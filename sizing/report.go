@@ -232,7 +232,7 @@ func Size(w Workload, mode rotation.Mode) (Filter, error) {
 	if r.IncrementBytes, r.BaseBytes, err = incrementBytes(w, mode, sp, store, half, float64(o.ExpectedKeys)/float64(n)); err != nil {
 		return Filter{}, err
 	}
-	for id := half + uint64(math.Ceil(w.keysPerInterval())); id < 2*n; id++ {
+	for id := half + n/4 + 1; id < 2*n; id++ { // past the increment's keys
 		sp.TestAndAdd(sampleKey(&buf, id), t1)
 	}
 	if r.RatioEnd, err = ratio(); err != nil {
@@ -252,10 +252,14 @@ func Size(w Workload, mode rotation.Mode) (Filter, error) {
 }
 
 // incrementBytes measures one interval's increment on the sample pair sp
-// in mid-window, its keys from id first on: a base saved as is, then the
-// interval's new keys (at most a quarter of the sample's), saved as its
-// increment. The increment is scaled back up to a whole interval's keys;
-// the base by scale, the partition's pair over the sample's.
+// in mid-window, its keys from id first on: a base saved as is, an empty
+// increment (what every increment costs: header, small state, the store's
+// framing), then the interval's new keys as the next. The sample holds a
+// fraction of the partition's keys (1/scale), so it gets that fraction of
+// an interval's new keys: they touch the same share of its words, at the
+// same gaps, as the whole interval does in the partition's pair. The
+// increment is that beyond the empty one times scale, plus the empty one;
+// the base is scaled by scale.
 func incrementBytes(w Workload, mode rotation.Mode, sp *rotation.Pair, store *checkpoint.FileStore, first uint64, scale float64) (inc, base float64, err error) {
 	ctx := context.Background()
 	meta := checkpoint.Meta{Group: "size", Topic: "t", OutputTopic: "o"}
@@ -268,22 +272,35 @@ func incrementBytes(w Workload, mode rotation.Mode, sp *rotation.Pair, store *ch
 	if !mode.Incremental() {
 		return 0, base, nil
 	}
-	want := w.keysPerInterval()
-	keys := uint64(min(math.Ceil(want), float64(sp.Options().ExpectedKeys/4)))
-	keys = max(keys, 1)
+	var d rotation.Delta
+	save := func(prev uint64) (checkpoint.Meta, error) {
+		sp.TakeDelta(&d)
+		m := meta
+		m.Base, m.Prev = b.Seq, prev
+		saved, err := store.Save(ctx, m, &d)
+		if err != nil {
+			return checkpoint.Meta{}, fmt.Errorf("save a sample increment: %w", err)
+		}
+		return saved, nil
+	}
+	empty, err := save(b.Seq)
+	if err != nil {
+		return 0, 0, err
+	}
+	want := w.keysPerInterval() / scale
+	keys := max(uint64(min(math.Round(want), float64(sp.Options().ExpectedKeys/4))), 1)
 	var buf [16]byte
 	t := sp.Stats().WindowStart
 	for id := first; id < first+keys; id++ {
 		sp.TestAndAdd(sampleKey(&buf, id), t)
 	}
-	var d rotation.Delta
-	sp.TakeDelta(&d)
-	meta.Base, meta.Prev = b.Seq, b.Seq
-	m, err := store.Save(ctx, meta, &d)
+	m, err := save(empty.Seq)
 	if err != nil {
-		return 0, 0, fmt.Errorf("save a sample increment: %w", err)
+		return 0, 0, err
 	}
-	return float64(m.StoredBytes) * max(want, 1) / float64(keys), base, nil
+	fixed := float64(empty.StoredBytes)
+	perKey := max(float64(m.StoredBytes)-fixed, 0) / float64(keys)
+	return fixed + perKey*w.keysPerInterval(), base, nil
 }
 
 // Report is a workload with the figures of each of its modes.
@@ -337,7 +354,11 @@ func (r Report) Write(w io.Writer) error {
 			fmt.Fprintf(w, "  checkpoint bandwidth, all partitions every %v, full snapshots (%s mode has no increments): raw %s/s; compressed %s/s at a window's start to %s/s at its end\n",
 				in.CheckpointInterval, r.Mode, BytesIEC(raw), BytesIEC(raw*r.RatioStart), BytesIEC(raw*r.RatioEnd))
 		}
-		fmt.Fprintf(w, "  restore reads at most %s per partition (its base and the increments on it)\n", BytesIEC(r.RestoreBytes(in)))
+		what := "its base and the increments on it"
+		if in.chainRatio(r.Mode) == 0 {
+			what = "its newest snapshot"
+		}
+		fmt.Fprintf(w, "  restore reads at most %s per partition (%s)\n", BytesIEC(r.RestoreBytes(in)), what)
 		fmt.Fprintf(w, "  expected false drops: %.3g new records a day, all partitions (%.3g%% of first occurrences, mean over a window)\n",
 			r.DropsPerDay, 100*r.MeanFP)
 	}
