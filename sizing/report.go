@@ -35,10 +35,10 @@ type Workload struct {
 	CheckpointInterval time.Duration
 	// ChainRatio is CHECKPOINT_CHAIN_RATIO (0: checkpoint.DefaultChainRatio;
 	// negative: every checkpoint a full snapshot).
-	ChainRatio       float64
-	FetchBufferBytes   int64
-	ProduceBatchBytes  int64
-	Measure            bool // probe the sample pair with absent keys
+	ChainRatio        float64
+	FetchBufferBytes  int64
+	ProduceBatchBytes int64
+	Measure           bool // probe the sample pair with absent keys
 }
 
 // KeysPerPartition is n: the distinct keys one partition sees in a window.
@@ -229,10 +229,11 @@ func Size(w Workload, mode rotation.Mode) (Filter, error) {
 	for id := n + 1; id < half; id++ {
 		sp.TestAndAdd(sampleKey(&buf, id), t1)
 	}
-	if r.IncrementBytes, r.BaseBytes, err = incrementBytes(w, mode, sp, store, half, float64(o.ExpectedKeys)/float64(n)); err != nil {
+	var added uint64
+	if r.IncrementBytes, r.BaseBytes, added, err = incrementBytes(w, mode, sp, store, half, float64(o.ExpectedKeys)/float64(n)); err != nil {
 		return Filter{}, err
 	}
-	for id := half + n/4 + 1; id < 2*n; id++ { // past the increment's keys
+	for id := half + added; id < 2*n; id++ {
 		sp.TestAndAdd(sampleKey(&buf, id), t1)
 	}
 	if r.RatioEnd, err = ratio(); err != nil {
@@ -260,17 +261,17 @@ func Size(w Workload, mode rotation.Mode) (Filter, error) {
 // same gaps, as the whole interval does in the partition's pair. The
 // increment is that beyond the empty one times scale, plus the empty one;
 // the base is scaled by scale.
-func incrementBytes(w Workload, mode rotation.Mode, sp *rotation.Pair, store *checkpoint.FileStore, first uint64, scale float64) (inc, base float64, err error) {
+func incrementBytes(w Workload, mode rotation.Mode, sp *rotation.Pair, store *checkpoint.FileStore, first uint64, scale float64) (inc, base float64, added uint64, err error) {
 	ctx := context.Background()
 	meta := checkpoint.Meta{Group: "size", Topic: "t", OutputTopic: "o"}
 	sp.ResetDelta()
 	b, err := store.Save(ctx, meta, sp)
 	if err != nil {
-		return 0, 0, fmt.Errorf("save a sample base: %w", err)
+		return 0, 0, 0, fmt.Errorf("save a sample base: %w", err)
 	}
 	base = float64(b.StoredBytes) * scale
 	if !mode.Incremental() {
-		return 0, base, nil
+		return 0, base, 0, nil
 	}
 	var d rotation.Delta
 	save := func(prev uint64) (checkpoint.Meta, error) {
@@ -285,7 +286,7 @@ func incrementBytes(w Workload, mode rotation.Mode, sp *rotation.Pair, store *ch
 	}
 	empty, err := save(b.Seq)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	want := w.keysPerInterval() / scale
 	keys := max(uint64(min(math.Round(want), float64(sp.Options().ExpectedKeys/4))), 1)
@@ -296,11 +297,11 @@ func incrementBytes(w Workload, mode rotation.Mode, sp *rotation.Pair, store *ch
 	}
 	m, err := save(empty.Seq)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	fixed := float64(empty.StoredBytes)
 	perKey := max(float64(m.StoredBytes)-fixed, 0) / float64(keys)
-	return fixed + perKey*w.keysPerInterval(), base, nil
+	return fixed + perKey*w.keysPerInterval(), base, keys, nil
 }
 
 // Report is a workload with the figures of each of its modes.
