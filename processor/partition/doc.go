@@ -47,9 +47,12 @@
 //     Deps.Owner (Owner.Keep).
 //   - The hot path waits for nothing but the reader: the writer is
 //     asynchronous, and a periodic checkpoint costs the worker a flush and
-//     an in-memory copy of its pair into the instance's spare (the saver
-//     does the rest in the background). At revocation the stopped worker's
-//     own pair is saved, within Deps.StopTimeout.
+//     an in-memory copy: of the words its pair wrote since the previous
+//     checkpoint (an increment), or of the whole pair into the instance's
+//     spare (a base: the first of an assignment, after a failure, and once
+//     the increments reach Deps.ChainRatio times the base). The saver does
+//     the rest in the background. At revocation the stopped worker's own
+//     pair (or its increment) is saved, within Deps.StopTimeout.
 //
 // Memory per partition: its filter pair (and a legacy pair while one is
 // kept), an ack ring (48 bytes per output in
