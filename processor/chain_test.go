@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -200,5 +202,115 @@ func chainCrash(t *testing.T, e *testEnv, inner Store, pt chainPoint) {
 	}
 	if increments == 0 {
 		t.Errorf("the store holds no increment of %d pieces: the chain was never used", len(entries))
+	}
+}
+
+// TestDamagedIncrement: the newest increment of every partition is
+// damaged while the stage is down (a flipped byte in the file store, a
+// garbage manifest in Kafka). The successor reports each by name and counts
+// it, keeps it, restores the chain up to the piece before it
+// (source="fallback"), replays the input from there and forwards every
+// first occurrence exactly once.
+func TestDamagedIncrement(t *testing.T) {
+	type lister interface {
+		Store
+		List(context.Context) ([]checkpoint.Entry, error)
+	}
+	for _, kind := range []string{"file", "kafka"} {
+		t.Run(kind, func(t *testing.T) {
+			const parts = 2
+			e := newTestEnv(t, parts, parts)
+			var st lister
+			var damage func(en checkpoint.Entry)
+			if kind == "file" {
+				st = fileStore(t, "inc")
+				damage = func(en checkpoint.Entry) {
+					raw, err := os.ReadFile(en.Where)
+					if err != nil {
+						t.Fatal(err)
+					}
+					raw[len(raw)/2] ^= 0xff
+					if err := os.WriteFile(en.Where, raw, 0o600); err != nil {
+						t.Fatal(err)
+					}
+				}
+			} else {
+				st = kafkaStore(t, e, "inc")
+				damage = func(en checkpoint.Entry) {
+					e.produce(&kgo.Record{Topic: "inc-state", Partition: 0, Key: []byte(en.Where), Value: []byte("not a manifest")})
+				}
+			}
+			o := e.options("inc")
+			o.Store = st
+			o.CheckpointInterval = 20 * time.Millisecond
+			o.ChainRatio = 100 // no new base: the newest piece is an increment
+			out := e.collect()
+			first := newWorkload(parts, 400, 2, 21)
+			a := start(t, o)
+			a.waitReady(t)
+			for i := 0; i < len(first.recs); i += 100 {
+				e.produce(first.recs[i:min(i+100, len(first.recs))]...)
+				want := uint64(min(i+100, len(first.recs)))
+				eventually(t, 20*time.Second, "the step read", func() bool { return a.p.Progress().In == want })
+			}
+			forwarded := a.p.Progress().Forwarded
+			out.until("first member's outputs", func(rs []outRec) bool { return uint64(len(rs)) >= forwarded })
+			if err := a.stop(t); err != nil { // the final checkpoints are increments
+				t.Fatal(err)
+			}
+			entries, err := st.List(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			newest := map[int]checkpoint.Entry{}
+			for _, en := range entries {
+				if en.Meta.Seq > newest[en.Meta.Partition].Meta.Seq {
+					newest[en.Meta.Partition] = en
+				}
+			}
+			for p, en := range newest {
+				if !en.Meta.Increment() {
+					t.Fatalf("partition %d: the newest piece is a base, want an increment", p)
+				}
+			}
+			if len(newest) != parts {
+				t.Fatalf("partitions with pieces: %d, want %d", len(newest), parts)
+			}
+			for _, en := range newest {
+				damage(en)
+			}
+
+			second := newWorkload(parts, 600, 2, 21) // the first's keys on the same partitions, and new ones
+			e.produce(second.recs...)
+			e.produce(sentinels(parts, t0.Add(time.Hour/2))...)
+			o.Metrics = NewMetrics(newRegistry())
+			b := start(t, o)
+			got := out.untilSentinels(parts)
+			checkExactlyOnce(t, union(parts, first, second), got)
+			for p := range parts {
+				if n := metricValue(b.p.metrics.checkpointDamaged.WithLabelValues(inTopic, strconv.Itoa(p))); n != 1 {
+					t.Errorf("dedup_checkpoint_damaged_total{partition=%d} = %v, want 1", p, n)
+				}
+			}
+			if n := metricValue(b.p.metrics.restores.WithLabelValues("fallback")); n != parts {
+				t.Errorf("dedup_restores_total{source=fallback} = %v, want %d", n, parts)
+			}
+			if err := b.stop(t); err != nil {
+				t.Fatal(err)
+			}
+			after, err := st.List(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			kept := 0
+			for _, en := range after {
+				if en.Damaged && en.Meta.Increment() {
+					kept++
+				}
+			}
+			if kept != parts {
+				t.Errorf("%d damaged increments kept, want %d", kept, parts)
+			}
+		})
 	}
 }

@@ -210,9 +210,15 @@ func (c *checkpointer) checkpoint() (r cpResult, stopped bool) {
 	case h = <-c.snap:
 	case <-c.stop:
 		c.wanted.Store(false)
-		// The worker may have taken its changes for a piece that is not
-		// saved now: the chain cannot go on without them.
-		c.chain = chain{}
+		// The worker stops the saver from its own goroutine, so a hand-off
+		// is either complete (in snap) or never happens. A complete one
+		// took changes that are not saved now: the chain cannot go on
+		// without them.
+		select {
+		case <-c.snap:
+			c.chain = chain{}
+		default:
+		}
 		return cpResult{}, true
 	}
 	pos := h.pos
