@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -228,5 +229,35 @@ func TestKafkaChainInterleaved(t *testing.T) {
 	// Sized to the chain: far below one fetch of the partition's records.
 	if asked >= fetchMaxBytes {
 		t.Errorf("%d fetches asked for %d bytes to restore a %d-byte chain", len(starts), asked, head.ChainBytes+base.StoredBytes)
+	}
+}
+
+// TestKafkaChainTopicRecreated: the checkpoint topic is deleted and
+// created again under a running store. Its new records sit below where the
+// store's index stopped reading; the store notices that the partition ends
+// before its index and reads it anew, so a new base and its increments are
+// saved and restored as on a fresh topic.
+func TestKafkaChainTopicRecreated(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	s := newKafkaStore(t, c.ListenAddrs(), KafkaOptions{ChunkBytes: 4 << 10, Partitions: 1})
+	saveChain(t, s, 0, 10, 3)
+	if err := c.DeleteTopic("g-dedup-state"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CreateTopic("g-dedup-state", 1, map[string]string{"cleanup.policy": "compact"}); err != nil {
+		t.Fatal(err)
+	}
+	metas, _ := saveChain(t, s, 0, 100, 2)
+	var a applied
+	head, _, err := s.Load(testContext(t), "in", 0, a.decode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if head.Seq != metas[len(metas)-1].Seq || head.Offset != 102 || !slices.Equal(a.seqs(), seqsOf(metas)) {
+		t.Errorf("restored head %d at %d, pieces %v; want %d at 102, pieces %v", head.Seq, head.Offset, a.seqs(), metas[len(metas)-1].Seq, seqsOf(metas))
 	}
 }

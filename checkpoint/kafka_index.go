@@ -75,6 +75,12 @@ func (s *KafkaStore) refresh(ctx context.Context, pi *partIndex, cp int) error {
 		return err
 	}
 	r := offs[cp]
+	if r.End < pi.next {
+		// The partition ends before where the index stopped: the topic was
+		// deleted and created again. What the index holds is gone with it,
+		// and the new records sit below pi.next: read the partition anew.
+		pi.manifests, pi.chunks, pi.next = map[snapID]map[uint64]*manifestLoc{}, map[string]*chunkLoc{}, r.First
+	}
 	if pi.next < r.First {
 		pi.next = r.First
 	}

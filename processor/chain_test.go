@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -312,5 +313,65 @@ func TestDamagedIncrement(t *testing.T) {
 				t.Errorf("%d damaged increments kept, want %d", kept, parts)
 			}
 		})
+	}
+}
+
+// refuseIncrements refuses every increment with a *checkpoint.ChainError
+// once armed, as a store whose chain was cut under the stage would.
+type refuseIncrements struct {
+	Store
+	armed atomic.Bool
+}
+
+func (s *refuseIncrements) Save(ctx context.Context, m checkpoint.Meta, state io.WriterTo) (checkpoint.Meta, error) {
+	if s.armed.Load() && m.Increment() {
+		return checkpoint.Meta{}, &checkpoint.ChainError{Topic: m.Topic, Partition: m.Partition, Base: m.Base, Prev: m.Prev, Reason: "test"}
+	}
+	return s.Store.Save(ctx, m, state)
+}
+
+// TestStopChainRefused: the store refuses the stop's increment (its chain
+// cut under the stage). The stop saves the pair as a base instead: it
+// succeeds, commits, and the successor restores that base exactly at the
+// stop's position.
+func TestStopChainRefused(t *testing.T) {
+	const parts = 2
+	e := newTestEnv(t, parts, parts)
+	inner := fileStore(t, "refinc")
+	st := &refuseIncrements{Store: inner}
+	o := e.options("refinc")
+	o.Store = st
+	o.CheckpointInterval = time.Hour // the anchor base, then the stop's increment
+	out := e.collect()
+	first := newWorkload(parts, 300, 2, 31)
+	e.produce(first.recs...)
+	a := start(t, o)
+	eventually(t, 20*time.Second, "first batch read", func() bool { return a.p.Progress().In == uint64(len(first.recs)) })
+	st.armed.Store(true)
+	if err := a.stop(t); err != nil {
+		t.Fatalf("stop: %v, want the increment replaced by a base", err)
+	}
+	entries, err := inner.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, en := range entries {
+		if en.Meta.Increment() {
+			t.Errorf("increment %d saved, want none", en.Meta.Seq)
+		}
+	}
+
+	second := newWorkload(parts, 500, 2, 31)
+	e.produce(second.recs...)
+	e.produce(sentinels(parts, t0.Add(time.Hour/2))...)
+	o.Store, o.Metrics = inner, NewMetrics(newRegistry())
+	b := start(t, o)
+	got := out.untilSentinels(parts)
+	checkExactlyOnce(t, union(parts, first, second), got)
+	if n := metricValue(b.p.metrics.restores.WithLabelValues("latest")); n != parts {
+		t.Errorf("dedup_restores_total{source=latest} = %v, want %d", n, parts)
+	}
+	if s := b.p.Progress().Suppressed; s != 0 {
+		t.Errorf("successor suppressed %d records, want 0: the base is at the stop's position", s)
 	}
 }

@@ -181,9 +181,13 @@ const cpRounds = 3
 type cpContender struct {
 	name     string
 	interval time.Duration // 0: none while timed
+	ratio    float64       // Options.ChainRatio: 0 the default (increments), negative full snapshots
 }
 
-var cpContenders = []cpContender{{"off", 0}, {"10s", 10 * time.Second}, {"1s", time.Second}}
+// cpContenders: checkpoints off, with increments every 10 s and every 1 s
+// (the default chain ratio), and full snapshots every 1 s: what increments
+// save.
+var cpContenders = []cpContender{{"off", 0, 0}, {"10s", 10 * time.Second, 0}, {"1s", time.Second, 0}, {"1s-full", time.Second, -1}}
 
 // cpRun is one timed run of one contender.
 type cpRun struct {
@@ -318,6 +322,7 @@ func runCheckpointed(b *testing.B, e *testEnv, parts, n int, tmpl snapshotTempla
 	o.Filter = cpFilter()
 	o.Store = store
 	o.CheckpointInterval = c.interval
+	o.ChainRatio = c.ratio
 	if c.interval == 0 {
 		o.CheckpointInterval = 24 * time.Hour
 	}

@@ -80,9 +80,9 @@ func varintLen(v int64) int {
 	return n
 }
 
-// manifestKey matches the key of a snapshot's manifest, the record that
-// makes the snapshot durable once its chunks are written.
-var manifestKey = regexp.MustCompile(`/m/\d{20}$`)
+// manifestKey matches the key of a base's or an increment's manifest, the
+// record that makes the piece durable once its chunks are written.
+var manifestKey = regexp.MustCompile(`/(m/\d{20}|i/\d{20}/\d{20})$`)
 
 // refuseCheckpointProduces installs a fault on the Kafka store's topic:
 // while armed, its Produce requests that carry a record whose key matches

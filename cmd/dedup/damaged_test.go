@@ -14,13 +14,26 @@ import (
 )
 
 // TestDamagedNewestSnapshotBinary: the real binary with the file store
-// runs, stops, and the newest snapshot of partition 0 is damaged on disk
-// before it runs again. The second run names the file in a warning, counts
-// it, keeps it under the partition's damaged/ directory, restores the older
-// snapshot, and the output still holds every first occurrence exactly once.
+// runs, stops, and the newest piece of partition 0 is damaged on disk
+// before it runs again: a base (full snapshots only,
+// CHECKPOINT_CHAIN_RATIO=0) or an increment (the default: the stop's
+// checkpoint). The second run names the file in a warning, counts it, keeps
+// it under the partition's damaged/ directory, restores what is before it,
+// and the output still holds every first occurrence exactly once.
 func TestDamagedNewestSnapshotBinary(t *testing.T) {
+	for _, tc := range []struct {
+		piece, ratio, ext string
+	}{{"base", "0", ".ckpt"}, {"increment", "", ".inc"}} {
+		t.Run(tc.piece, func(t *testing.T) { damagedNewest(t, tc.ratio, tc.ext) })
+	}
+}
+
+func damagedNewest(t *testing.T, ratio, ext string) {
 	cluster := testkit.Cluster(t, 2)
 	env := clusterEnv(t, cluster, testkit.Env{"CHECKPOINT_STORE": "file", "LOG_LEVEL": "info"})
+	if ratio != "" {
+		env["CHECKPOINT_CHAIN_RATIO"] = ratio
+	}
 	metrics := env["METRICS_ADDR"]
 	client := []kgo.Opt{kgo.SeedBrokers(cluster.ListenAddrs()[0])}
 
@@ -30,12 +43,15 @@ func TestDamagedNewestSnapshotBinary(t *testing.T) {
 	runOnce(t, cluster, env, before, len(before))
 
 	dir := partitionDirs(env["DATA_DIR"])[0]
-	names, err := filepath.Glob(filepath.Join(dir, "*.ckpt"))
+	names, err := filepath.Glob(filepath.Join(dir, "*.*"))
 	if err != nil || len(names) < 2 {
-		t.Fatalf("partition 0 holds %d snapshots (%v), want at least 2: the test needs an older one to fall back to", len(names), err)
+		t.Fatalf("partition 0 holds %d pieces (%v), want at least 2: the test needs an older one to fall back to", len(names), err)
 	}
-	slices.Sort(names) // names are zero-padded sequence numbers
+	slices.Sort(names) // names start with zero-padded sequence numbers
 	newest := names[len(names)-1]
+	if filepath.Ext(newest) != ext {
+		t.Fatalf("the newest piece is %s, want a %s file", filepath.Base(newest), ext)
+	}
 	raw, err := os.ReadFile(newest)
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +70,7 @@ func TestDamagedNewestSnapshotBinary(t *testing.T) {
 	if _, err := os.Stat(newest); !os.IsNotExist(err) {
 		t.Errorf("damaged snapshot still at %s (%v), want it moved aside", newest, err)
 	}
-	kept, err := filepath.Glob(filepath.Join(dir, "damaged", "*.ckpt"))
+	kept, err := filepath.Glob(filepath.Join(dir, "damaged", "*"+ext))
 	if err != nil || len(kept) != 1 || !strings.HasSuffix(kept[0], "-"+filepath.Base(newest)) {
 		t.Errorf("kept aside %v (%v), want the damaged %s", kept, err, filepath.Base(newest))
 	} else if got, err := os.ReadFile(kept[0]); err != nil || string(got) != string(raw) {

@@ -321,7 +321,17 @@ func (w *Worker) finishCheckpoint(ctx context.Context, pos int64, ends outputMar
 			w.pair.ResetDelta()
 		}
 	}
-	if err := w.cp.saveCheckpoint(ctx, pos, ends, pc, began); err != nil {
+	err := w.cp.saveCheckpoint(ctx, pos, ends, pc, began)
+	if chainErr := (*checkpoint.ChainError)(nil); pc.delta != nil && errors.As(err, &chainErr) {
+		// The store does not continue the chain (its base pruned by
+		// another writer, or the checkpoint topic created anew): the pair
+		// itself, as a base, holds everything the increment did.
+		w.log.Info("checkpoint chain refused by the store: saving a base instead", "err", err)
+		w.pair.ResetDelta()
+		pc.delta = nil
+		err = w.cp.saveCheckpoint(ctx, pos, ends, pc, began)
+	}
+	if err != nil {
 		return err
 	}
 	if err := w.cp.commitCheckpoint(ctx, pos, w.cp.replay.scanStart(pos, ends).ends); err != nil {
