@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"dedup/processor/cluster"
 	"dedup/processor/partition"
 )
 
@@ -41,7 +42,7 @@ func (p *Processor) startPartition(ctx context.Context, d partition.Deps) (*part
 		d.RefusedBefore = true
 		p.log.Warn("partition not started: every checkpoint damaged; retrying", "topic", d.Topic, "partition", d.Partition,
 			"retry_in", backoff)
-		sleep(ctx, backoff)
+		cluster.Sleep(ctx, backoff)
 		if ctx.Err() != nil {
 			return nil, err
 		}

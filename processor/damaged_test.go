@@ -129,7 +129,7 @@ func checkRefused(t *testing.T, e *testEnv, st interface {
 		t.Errorf("refused partitions consumed %d records", n)
 	}
 	for p := range parts {
-		if n := metricValue(b.p.metrics.checkpointDamaged.WithLabelValues(inTopic, strconv.Itoa(p))); n != float64(perPart[p]) {
+		if n := metricValue(b.p.metrics.CheckpointDamaged.WithLabelValues(inTopic, strconv.Itoa(p))); n != float64(perPart[p]) {
 			t.Errorf("dedup_checkpoint_damaged_total{partition=%d} = %v, want %d", p, n, perPart[p])
 		}
 	}
@@ -143,7 +143,7 @@ func checkRefused(t *testing.T, e *testEnv, st interface {
 	checkNothingLost(t, union(parts, first, second), got)
 	// Counted once each, however often the start was retried.
 	for p := range parts {
-		if n := metricValue(b.p.metrics.checkpointDamaged.WithLabelValues(inTopic, strconv.Itoa(p))); n != float64(perPart[p]) {
+		if n := metricValue(b.p.metrics.CheckpointDamaged.WithLabelValues(inTopic, strconv.Itoa(p))); n != float64(perPart[p]) {
 			t.Errorf("after the repair: dedup_checkpoint_damaged_total{partition=%d} = %v, want %d", p, n, perPart[p])
 		}
 	}

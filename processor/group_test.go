@@ -133,7 +133,7 @@ func produceInBackground(t *testing.T, e *testEnv, recs []*kgo.Record, chunk int
 	return done
 }
 
-func assignedTo(r *running) float64 { return metricValue(r.p.metrics.assigned) }
+func assignedTo(r *running) float64 { return metricValue(r.p.metrics.Assigned) }
 
 // TestTwoMembersSplitPartitions: two members of one group share the
 // partitions, and together forward every key exactly once.
@@ -286,7 +286,7 @@ func TestCrashReplaySuppressed(t *testing.T) {
 	suppressed := func() float64 {
 		var n float64
 		for p := range parts {
-			n += metricValue(c.p.metrics.replaySuppressed.WithLabelValues(inTopic, fmt.Sprint(p)))
+			n += metricValue(c.p.metrics.ReplaySuppressed.WithLabelValues(inTopic, fmt.Sprint(p)))
 		}
 		return n
 	}
@@ -302,7 +302,7 @@ func TestCrashReplaySuppressed(t *testing.T) {
 	if s := c.p.Progress().Suppressed; s != forwardedByB {
 		t.Errorf("successor suppressed %d replayed records, want %d (what the crashed member forwarded)", s, forwardedByB)
 	}
-	if n := metricValue(c.p.metrics.restores.WithLabelValues("latest")); n != parts {
+	if n := metricValue(c.p.metrics.Restores.WithLabelValues("latest")); n != parts {
 		t.Errorf("dedup_restores_total{source=latest} = %v, want %d", n, parts)
 	}
 }
@@ -368,7 +368,7 @@ func TestRestoreOptionsBackAndForth(t *testing.T) {
 			if !slices.Equal(got, want) {
 				t.Fatalf("got %q, want %q", got, want)
 			}
-			if n := metricValue(c.p.metrics.restores.WithLabelValues("empty")); n != 0 {
+			if n := metricValue(c.p.metrics.Restores.WithLabelValues("empty")); n != 0 {
 				t.Errorf("dedup_restores_total{source=empty} = %v, want 0: the member resumed with its options' pair", n)
 			}
 		})
@@ -459,7 +459,7 @@ func TestRejectedSnapshotKeepsNoLegacy(t *testing.T) {
 	member(newOptions, store, rec(0, "x", "x-1", t0.Add(time.Second)), rec(0, "mark-b", "mark-b", t0.Add(time.Second)))
 	c := member(newOptions, rejectingStore{store}, rec(0, "k0", "k0-2", t0.Add(2*time.Second)),
 		rec(0, "mark-c", "mark-c", t0.Add(2*time.Second)))
-	if n := metricValue(c.p.metrics.restores.WithLabelValues("empty")); n != 1 {
+	if n := metricValue(c.p.metrics.Restores.WithLabelValues("empty")); n != 1 {
 		t.Fatalf("dedup_restores_total{source=empty} = %v, want 1: every snapshot rejected", n)
 	}
 	got := values(out.untilValue("mark-c"))
@@ -486,7 +486,7 @@ func restoreOptionsChanged(t *testing.T, store, change string) {
 	out := e.collect()
 	del := kgo.RecordHeader{Key: retract}
 	filterBytes := func(r *running) float64 {
-		return metricValue(r.p.metrics.filterBytes.WithLabelValues(inTopic, "0"))
+		return metricValue(r.p.metrics.FilterBytes.WithLabelValues(inTopic, "0"))
 	}
 	sizeOf := func(fo rotation.Options) float64 {
 		p, err := rotation.New(fo)
@@ -519,7 +519,7 @@ func restoreOptionsChanged(t *testing.T, store, change string) {
 		rec(0, "new", "new-1", t0.Add(12*time.Second)), rec(0, "new", "new-dup", t0.Add(12*time.Second)),
 		rec(0, "mark-b", "mark-b", t0.Add(13*time.Second)))
 	out.untilValue("mark-b")
-	if n := metricValue(b.p.metrics.restores.WithLabelValues("empty")); n != 1 {
+	if n := metricValue(b.p.metrics.Restores.WithLabelValues("empty")); n != 1 {
 		t.Errorf("dedup_restores_total{source=empty} = %v, want 1", n)
 	}
 	both := sizeOf(before) + sizeOf(o.Filter)

@@ -37,7 +37,7 @@ func TestGroupBalancerOption(t *testing.T) {
 
 // restoresFrom reads dedup_restores_total{source}.
 func restoresFrom(r *running, source string) float64 {
-	return metricValue(r.p.metrics.restores.WithLabelValues(source))
+	return metricValue(r.p.metrics.Restores.WithLabelValues(source))
 }
 
 // TestRestoreScanBounded: after a crash, a restore scans each output
@@ -76,7 +76,7 @@ func TestRestoreScanBounded(t *testing.T) {
 	}
 	out.until("crashed member's outputs", func(rs []outRec) bool { return uint64(len(rs)) == uint64(len(history.keys))+forwardedByB })
 	// A graceful stop leaves snapshots with exact end offsets.
-	if n := metricValue(b.p.metrics.restoreScanned); n != 0 {
+	if n := metricValue(b.p.metrics.RestoreScanned); n != 0 {
 		t.Errorf("restore after a graceful stop scanned %v records, want 0", n)
 	}
 	b.p.crashed.Store(true)
@@ -90,7 +90,7 @@ func TestRestoreScanBounded(t *testing.T) {
 	e.produce(sentinels(parts, t0.Add(time.Hour/2))...)
 	all := &workload{parts: parts, keys: recent.keys}
 	checkExactlyOnce(t, all, out.untilSentinels(parts))
-	if n := metricValue(c.p.metrics.restoreScanned); n != float64(forwardedByB) {
+	if n := metricValue(c.p.metrics.RestoreScanned); n != float64(forwardedByB) {
 		t.Errorf("dedup_restore_scanned_records_total = %v, want %d (the outputs written after the snapshots)", n, forwardedByB)
 	}
 	if err := c.stop(t); err != nil {
@@ -192,7 +192,7 @@ func TestWarmKeep(t *testing.T) {
 	}
 	e.produce(sentinels(parts, t0.Add(time.Hour/2))...)
 	checkExactlyOnce(t, w, out.untilSentinels(parts))
-	if n := metricValue(a.p.metrics.restoreScanned); n != 0 {
+	if n := metricValue(a.p.metrics.RestoreScanned); n != 0 {
 		t.Errorf("restores after clean hand-overs scanned %v output records, want 0", n)
 	}
 }
@@ -292,7 +292,7 @@ func TestNewInputPartition(t *testing.T) {
 	all := union(3, before, after)
 	got := out.untilSentinels(3)
 	checkExactlyOnce(t, all, got)
-	if n := metricValue(c.p.metrics.restoreScanned); n == 0 {
+	if n := metricValue(c.p.metrics.RestoreScanned); n == 0 {
 		t.Errorf("the restore after the crash scanned nothing; the test needs outputs to find")
 	}
 }

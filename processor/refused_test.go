@@ -203,7 +203,7 @@ func (c *refusedCase) check(t *testing.T, a *running) {
 }
 
 func (c *refusedCase) outcome(a *running, outcome string) float64 {
-	return metricValue(a.p.metrics.messages.WithLabelValues(inTopic, "0", outcome))
+	return metricValue(a.p.metrics.Messages.WithLabelValues(inTopic, "0", outcome))
 }
 
 // TestRefusedRecordSkipped: without DEAD_LETTER_TOPIC a record larger than
@@ -220,7 +220,7 @@ func TestRefusedRecordSkipped(t *testing.T) {
 	if n := c.outcome(a, OutcomeRefused); n != 1 {
 		t.Errorf("dedup_messages_total{outcome=refused} = %v, want 1", n)
 	}
-	if n := metricValue(a.p.metrics.outputErrors.WithLabelValues(OutputRefused)); n != 1 {
+	if n := metricValue(a.p.metrics.OutputErrors.WithLabelValues(OutputRefused)); n != 1 {
 		t.Errorf("dedup_output_errors_total{kind=refused} = %v, want 1", n)
 	}
 	if a.p.Progress().Refused != 1 {
@@ -332,10 +332,10 @@ func TestRefusedLimitLoweredAtRuntime(t *testing.T) {
 	if dl := readTopic(t, c.e, dlqTopic, 1); len(dl) != 1 || string(dl[0].Key) != "big" {
 		t.Fatalf("dead-letter topic holds %d records, want the big one", len(dl))
 	}
-	if n := metricValue(a.p.metrics.stalled); n != 0 {
+	if n := metricValue(a.p.metrics.Stalled); n != 0 {
 		t.Errorf("dedup_partitions_stalled = %v, want 0", n)
 	}
-	if n := metricValue(a.p.metrics.outputErrors.WithLabelValues(OutputRefused)); n < 2 {
+	if n := metricValue(a.p.metrics.OutputErrors.WithLabelValues(OutputRefused)); n < 2 {
 		t.Errorf("dedup_output_errors_total{kind=refused} = %v, want the broker's refusal and the check's", n)
 	}
 	eventually(t, 10*time.Second, "recovered", func() bool { return a.p.Healthy() == nil })
@@ -378,14 +378,14 @@ func TestDeadLetterTopicMissing(t *testing.T) {
 		err := a.p.Readiness()
 		return errors.Is(err, ErrTopicMissing) && strings.Contains(err.Error(), dlqTopic)
 	})
-	if n := metricValue(a.p.metrics.cluster.missing.WithLabelValues(dlqTopic)); n != 1 {
+	if n := metricValue(a.p.metrics.Missing.WithLabelValues(dlqTopic)); n != 1 {
 		t.Errorf("dedup_topic_missing{topic=%s} = %v, want 1", dlqTopic, n)
 	}
 	if _, err := kgoAdminCreate(e, dlqTopic); err != nil {
 		t.Fatal(err)
 	}
 	a.waitReady(t)
-	if n := metricValue(a.p.metrics.cluster.missing.WithLabelValues(dlqTopic)); n != 0 {
+	if n := metricValue(a.p.metrics.Missing.WithLabelValues(dlqTopic)); n != 0 {
 		t.Errorf("dedup_topic_missing{topic=%s} = %v after creation, want 0", dlqTopic, n)
 	}
 }
@@ -478,7 +478,7 @@ func TestRecordRefusedInvalid(t *testing.T) {
 	if n := c.outcome(a, OutcomeDeadLettered); n != 1 {
 		t.Errorf("dedup_messages_total{outcome=dead_lettered} = %v, want 1", n)
 	}
-	if n := metricValue(a.p.metrics.stalled); n != 0 {
+	if n := metricValue(a.p.metrics.Stalled); n != 0 {
 		t.Errorf("dedup_partitions_stalled = %v, want 0", n)
 	}
 	got := withoutSentinels(c.out.recs)

@@ -85,7 +85,7 @@ func checkAllRejected(t *testing.T, e *testEnv, st interface {
 	checkNothingLost(t, all, got)
 	// Each damaged snapshot counted once, on its partition's series.
 	for p := range int(parts) {
-		if n := metricValue(b.p.metrics.checkpointDamaged.WithLabelValues(inTopic, strconv.Itoa(p))); n != float64(perPart[p]) {
+		if n := metricValue(b.p.metrics.CheckpointDamaged.WithLabelValues(inTopic, strconv.Itoa(p))); n != float64(perPart[p]) {
 			t.Errorf("dedup_checkpoint_damaged_total{partition=%d} = %v, want %d", p, n, perPart[p])
 		}
 	}
@@ -95,7 +95,7 @@ func checkAllRejected(t *testing.T, e *testEnv, st interface {
 	if s := b.p.Progress().Suppressed; s != forwarded {
 		t.Errorf("successor suppressed %d replayed records, want %d (what the crashed member forwarded)", s, forwarded)
 	}
-	if n := metricValue(b.p.metrics.restores.WithLabelValues("empty")); n != parts {
+	if n := metricValue(b.p.metrics.Restores.WithLabelValues("empty")); n != parts {
 		t.Errorf("dedup_restores_total{source=empty} = %v, want %d", n, parts)
 	}
 }
