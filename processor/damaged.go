@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -70,11 +71,7 @@ func (p *Processor) damagedErr() error {
 	if len(p.damaged) == 0 {
 		return nil
 	}
-	parts := make([]int, 0, len(p.damaged))
-	for part := range p.damaged {
-		parts = append(parts, part)
-	}
-	slices.Sort(parts)
+	parts := slices.Sorted(maps.Keys(p.damaged))
 	return fmt.Errorf("%s partitions %v not started: %w; repair or remove their damaged snapshots (dedup inspect)",
 		p.o.InputTopic, parts, ErrCheckpointDamaged)
 }

@@ -168,48 +168,20 @@ func validate(o Options) (Options, *rotation.Pair, error) {
 }
 
 func withDefaults(o Options) Options {
-	if o.SessionTimeout == 0 {
-		o.SessionTimeout = 30 * time.Second
-	}
-	if o.RebalanceTimeout == 0 {
-		o.RebalanceTimeout = o.SessionTimeout
-	}
-	if o.HeartbeatInterval == 0 {
-		o.HeartbeatInterval = min(3*time.Second, max(10*time.Millisecond, o.SessionTimeout/10))
-	}
-	if o.PartitionWatchInterval == 0 {
-		o.PartitionWatchInterval = 5 * time.Second
-	}
-	if o.BatchSize == 0 {
-		o.BatchSize = 1000
-	}
-	if o.BatchBytes == 0 {
-		o.BatchBytes = 1 << 20
-	}
-	if o.BatchTimeout == 0 {
-		o.BatchTimeout = 5 * time.Millisecond
-	}
-	if o.FetchMinBytes == 0 {
-		o.FetchMinBytes = 1
-	}
-	if o.FetchMaxBytes == 0 {
-		o.FetchMaxBytes = 10 << 20
-	}
-	if o.FetchMaxWait == 0 {
-		o.FetchMaxWait = 250 * time.Millisecond
-	}
-	if o.FetchBufferBytes == 0 {
-		o.FetchBufferBytes = sizing.DefaultFetchBufferBytes
-	}
-	if o.CheckpointInterval == 0 {
-		o.CheckpointInterval = 10 * time.Second
-	}
-	if o.RecoveryTimeout == 0 {
-		o.RecoveryTimeout = time.Minute
-	}
-	if o.MaxClockSkew == 0 {
-		o.MaxClockSkew = DefaultMaxClockSkew
-	}
+	orDefault(&o.SessionTimeout, 30*time.Second)
+	orDefault(&o.RebalanceTimeout, o.SessionTimeout)
+	orDefault(&o.HeartbeatInterval, min(3*time.Second, max(10*time.Millisecond, o.SessionTimeout/10)))
+	orDefault(&o.PartitionWatchInterval, 5*time.Second)
+	orDefault(&o.BatchSize, 1000)
+	orDefault(&o.BatchBytes, 1<<20)
+	orDefault(&o.BatchTimeout, 5*time.Millisecond)
+	orDefault(&o.FetchMinBytes, 1)
+	orDefault(&o.FetchMaxBytes, 10<<20)
+	orDefault(&o.FetchMaxWait, 250*time.Millisecond)
+	orDefault(&o.FetchBufferBytes, sizing.DefaultFetchBufferBytes)
+	orDefault(&o.CheckpointInterval, 10*time.Second)
+	orDefault(&o.RecoveryTimeout, time.Minute)
+	orDefault(&o.MaxClockSkew, DefaultMaxClockSkew)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -220,6 +192,14 @@ func withDefaults(o Options) Options {
 		o.Metrics = NewMetrics(prometheus.NewRegistry())
 	}
 	return o
+}
+
+// orDefault sets *v to def when it is the zero value.
+func orDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
 }
 
 // storeKind names a store for the {store} label: the kind it reports.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -91,12 +92,7 @@ func (s *Watch) errLocked() error {
 	case !s.down.IsZero():
 		return fmt.Errorf("%w since %s: %w", ErrBrokersUnreachable, s.down.Format(time.RFC3339), s.downErr)
 	case len(s.missing) > 0:
-		topics := make([]string, 0, len(s.missing))
-		for t := range s.missing {
-			topics = append(topics, t)
-		}
-		slices.Sort(topics)
-		return fmt.Errorf("%w: %v", ErrTopicMissing, topics)
+		return fmt.Errorf("%w: %v", ErrTopicMissing, slices.Sorted(maps.Keys(s.missing)))
 	}
 	return nil
 }

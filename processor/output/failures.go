@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
@@ -250,10 +250,6 @@ func (f *Failures) Err() error {
 	if len(f.stalled) == 0 {
 		return nil
 	}
-	parts := make([]int, 0, len(f.stalled))
-	for part := range f.stalled {
-		parts = append(parts, part)
-	}
-	sort.Ints(parts)
+	parts := slices.Sorted(maps.Keys(f.stalled))
 	return fmt.Errorf("%w (input partitions %v): %w", ErrOutputRefused, parts, f.stalled[parts[0]])
 }
