@@ -105,7 +105,7 @@ func (p *Processor) consume(ctx context.Context, balancers []kafka.GroupBalancer
 				sticky.Record(gen)
 			}
 			p.runGeneration(gen)
-			if p.out.Writer().Broken() {
+			if p.failures.Broken(p.out.Writer()) {
 				p.replaceOutput(egCtx)
 			}
 		}
@@ -168,6 +168,7 @@ func (p *Processor) outputConfig() output.Config {
 		ProduceErrors: p.metrics.ProduceErrors.WithLabelValues(p.o.OutputTopic),
 		Latency:       p.metrics.Latency,
 		Log:           p.log,
+		Failures:      p.failures,
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 func (out *Writer) completion(msgs []kafka.Message, err error) {
 	failed := out.c.settle.Settle(msgs, err)
 	if failed > 0 {
-		out.broken.Store(true)
+		out.c.Failures.broke(out)
 		out.c.ProduceErrors.Add(float64(failed))
 		out.c.Log.Error("produce failed", "topic", out.c.Topic, "records", failed, "err", err)
 	}

@@ -26,9 +26,7 @@
 // outputs alone, a Probe, to name a refused record) and stalled (refused
 // for good: it stops consuming). Each ends when the partition's output up
 // to the offset is delivered or the partition moves to another member.
-// The writer's own broken flag stays with the writer: it says which writer
-// to replace, and a replaced writer's late acknowledgements must not break
-// its successor.
+// It also names the writer a record failed in, the one to replace.
 //
 // Files: output.go (Config, Output: the writers' owner), writer.go (the
 // shared writer and its metadata cache), completion.go (the writer's

@@ -41,7 +41,12 @@ type Failures struct {
 	failedAt      map[int]int64 // input partition -> input offset whose output failed, until delivered
 	attempts      int           // writer replacements in this streak
 	isolateAt     map[int]int64 // input partition -> offset from which its outputs are written alone
-	stalled       map[int]*ProduceError
+	// broken is the last writer a record failed in: to be replaced before
+	// the next generation if it is still the current one. A writer is
+	// closed, which waits for its last acknowledgements, before its
+	// successor opens, so no failure of an earlier writer comes later.
+	broken  *Writer
+	stalled map[int]*ProduceError
 }
 
 // NewFailures returns an empty state.
@@ -78,9 +83,9 @@ func (f *Failures) Failed(w *Writer, perr *ProduceError) (stalled bool) {
 // recover starts (or continues) a recovery: the worker that got perr
 // returns next, which ends the generation.
 func (f *Failures) recover(w *Writer, perr *ProduceError) {
-	w.broken.Store(true)
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.broken = w
 	if f.since.IsZero() {
 		f.since = time.Now()
 	}
@@ -126,6 +131,21 @@ func (f *Failures) stall(perr *ProduceError) {
 	f.log.Error("output refused a record for good: partition stopped, nothing at or after the offset is committed; fix the cause (ACLs, the topic) and restart the member",
 		"output_topic", f.output, "output_partition", outPart,
 		"topic", f.input, "partition", perr.Partition, "offset", perr.Offset, "err", perr.Err)
+}
+
+// broke notes that a record failed in w.
+func (f *Failures) broke(w *Writer) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.broken = w
+}
+
+// Broken reports whether a record failed in w: it is to be replaced
+// before the next generation.
+func (f *Failures) Broken(w *Writer) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.broken == w
 }
 
 // Replacing counts a writer replacement of the streak and returns how

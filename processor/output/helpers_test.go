@@ -46,6 +46,7 @@ func (e *testEnv) config(transport *kafka.Transport, fence func() error) Config 
 		ProduceErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "produce_errors"}),
 		Latency:       prometheus.NewHistogram(prometheus.HistogramOpts{Name: "latency"}),
 		Log:           slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Failures:      NewFailures(slog.New(slog.NewTextHandler(io.Discard, nil)), inTopic, outTopic, prometheus.NewGauge(prometheus.GaugeOpts{Name: "stalled"})),
 	}
 }
 

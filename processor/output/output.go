@@ -39,6 +39,7 @@ type Config struct {
 	ProduceErrors prometheus.Counter     // dedup_produce_errors_total{topic}
 	Latency       prometheus.Observer    // dedup_end_to_end_latency_seconds
 	Log           *slog.Logger
+	Failures      *Failures // where the writer's failures are recorded
 
 	settle partition.Completion
 }

@@ -106,7 +106,6 @@ type Writer struct {
 	w         *kafka.Writer
 	rt        *metadataCache
 	transport *kafka.Transport
-	broken    atomic.Bool // a record failed: replace before the next generation
 	c         *Config
 }
 
@@ -152,10 +151,6 @@ func newWriter(c *Config, batchBytes int64) *Writer {
 
 // Kafka is the kafka.Writer the partitions write to (partition.Deps.Writer).
 func (out *Writer) Kafka() *kafka.Writer { return out.w }
-
-// Broken reports whether a record failed: the writer is to be replaced
-// before the next generation.
-func (out *Writer) Broken() bool { return out.broken.Load() }
 
 // abort makes every request not yet sent fail at once, so that close does
 // not wait for retries of batches queued behind a dead connection (each
