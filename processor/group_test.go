@@ -140,9 +140,7 @@ func assignedTo(r *running) float64 { return metricValue(r.p.metrics.Assigned) }
 func TestTwoMembersSplitPartitions(t *testing.T) {
 	const parts = 4
 	e := newTestEnv(t, parts, parts)
-	store := fileStore(t, "pair")
-	o := e.options("pair")
-	o.Store = store
+	o := e.storedOptions(t, "pair")
 	a := start(t, o)
 	o.Metrics = NewMetrics(newRegistry())
 	b := start(t, o)
@@ -171,9 +169,7 @@ func TestTwoMembersSplitPartitions(t *testing.T) {
 func TestRebalanceWhileFlowing(t *testing.T) {
 	const parts = 4
 	e := newTestEnv(t, parts, parts)
-	store := fileStore(t, "rebalance")
-	o := e.options("rebalance")
-	o.Store = store
+	o := e.storedOptions(t, "rebalance")
 	a := start(t, o)
 	out := e.collect()
 	a.waitReady(t)
@@ -245,9 +241,7 @@ func TestShutdownMidStream(t *testing.T) {
 func TestCrashReplaySuppressed(t *testing.T) {
 	const parts = 2
 	e := newTestEnv(t, parts, parts)
-	store := fileStore(t, "crash")
-	o := e.options("crash")
-	o.Store = store
+	o := e.storedOptions(t, "crash")
 	out := e.collect()
 
 	first := newWorkload(parts, 200, 2, 4)

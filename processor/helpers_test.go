@@ -335,3 +335,12 @@ func metricValue(m prometheus.Metric) float64 {
 }
 
 func newRegistry() *prometheus.Registry { return prometheus.NewRegistry() }
+
+// storedOptions are e.options(group) with a file checkpoint store of the
+// group's own.
+func (e *testEnv) storedOptions(t testing.TB, group string) Options {
+	t.Helper()
+	o := e.options(group)
+	o.Store = fileStore(t, group)
+	return o
+}

@@ -246,9 +246,7 @@ func (e *testEnv) addInputPartitions(n int) {
 // crash, restores under the new routing lose and repeat nothing.
 func TestNewInputPartition(t *testing.T) {
 	e := newTestEnv(t, 2, 2)
-	store := fileStore(t, "grow")
-	o := e.options("grow")
-	o.Store = store
+	o := e.storedOptions(t, "grow")
 	o.PartitionWatchInterval = 100 * time.Millisecond
 	out := e.collect()
 	a := start(t, o)
@@ -266,7 +264,7 @@ func TestNewInputPartition(t *testing.T) {
 	eventually(t, 20*time.Second, "first half read", func() bool {
 		return a.p.Progress().In == uint64(len(before.recs)+half)
 	})
-	_, _, err := store.Load(context.Background(), inTopic, 2, func(checkpoint.Meta, io.Reader) error { return nil })
+	_, _, err := o.Store.Load(context.Background(), inTopic, 2, func(checkpoint.Meta, io.Reader) error { return nil })
 	if err != nil {
 		t.Errorf("no checkpoint of the new partition: %v", err)
 	}
