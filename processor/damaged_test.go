@@ -100,10 +100,7 @@ func checkRefused(t *testing.T, e *testEnv, st interface {
 	eventually(t, 20*time.Second, "first batch read", func() bool { return a.p.Progress().In == uint64(len(first.recs)) })
 	forwarded := a.p.Progress().Forwarded
 	out.until("first member's outputs", func(rs []outRec) bool { return uint64(len(rs)) >= forwarded })
-	a.p.crashed.Store(true) // no final checkpoint, no final commit
-	if err := a.stop(t); err != nil {
-		t.Fatal(err)
-	}
+	a.crash(t) // no final checkpoint, no final commit
 	entries, err := st.List(context.Background())
 	if err != nil || len(entries) < parts {
 		t.Fatalf("list: %d entries, %v", len(entries), err)

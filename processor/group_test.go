@@ -264,10 +264,7 @@ func TestCrashReplaySuppressed(t *testing.T) {
 		t.Fatal("second member forwarded nothing; the test would prove nothing")
 	}
 	out.until("second member's outputs", func(rs []outRec) bool { return uint64(len(rs)) >= uint64(len(first.keys))+forwardedByB })
-	b.p.crashed.Store(true) // ...and none at the end, nor a commit
-	if err := b.stop(t); err != nil {
-		t.Fatal(err)
-	}
+	b.crash(t) // ...and none at the end, nor a commit
 
 	o.Metrics = NewMetrics(newRegistry())
 	c := start(t, o)

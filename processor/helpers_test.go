@@ -344,3 +344,13 @@ func (e *testEnv) storedOptions(t testing.TB, group string) Options {
 	o.Store = fileStore(t, group)
 	return o
 }
+
+// crash stops r like a killed process: no final checkpoint, no final
+// commit.
+func (r *running) crash(t testing.TB) {
+	t.Helper()
+	r.p.crashed.Store(true)
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -79,10 +79,7 @@ func TestRestoreScanBounded(t *testing.T) {
 	if n := metricValue(b.p.metrics.RestoreScanned); n != 0 {
 		t.Errorf("restore after a graceful stop scanned %v records, want 0", n)
 	}
-	b.p.crashed.Store(true)
-	if err := b.stop(t); err != nil {
-		t.Fatal(err)
-	}
+	b.crash(t)
 
 	o.Metrics = NewMetrics(newRegistry())
 	c := start(t, o)
@@ -271,18 +268,12 @@ func TestNewInputPartition(t *testing.T) {
 
 	// Crash after forwarding the second half, with no checkpoint after it.
 	o.CheckpointInterval = time.Hour
-	a.p.crashed.Store(true)
-	if err := a.stop(t); err != nil {
-		t.Fatal(err)
-	}
+	a.crash(t)
 	o.Metrics = NewMetrics(newRegistry())
 	b := start(t, o)
 	e.produce(after.recs[half:]...)
 	eventually(t, 20*time.Second, "second half read", func() bool { return b.p.Progress().In >= uint64(len(after.recs)-half) })
-	b.p.crashed.Store(true)
-	if err := b.stop(t); err != nil {
-		t.Fatal(err)
-	}
+	b.crash(t)
 	o.Metrics = NewMetrics(newRegistry())
 	c := start(t, o)
 	c.waitReady(t)
@@ -345,10 +336,7 @@ func TestWarmKeepMissedGeneration(t *testing.T) {
 		t.Fatal("B forwarded nothing; the test would prove nothing")
 	}
 	out.until("B's outputs", func(rs []outRec) bool { return uint64(len(rs)) == uint64(len(first.keys))+forwardedByB })
-	b.p.crashed.Store(true)
-	if err := b.stop(t); err != nil {
-		t.Fatal(err)
-	}
+	b.crash(t)
 
 	memory := restoresFrom(a, "memory")
 	refuse.Store(false)

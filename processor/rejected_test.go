@@ -59,10 +59,7 @@ func checkAllRejected(t *testing.T, e *testEnv, st interface {
 		t.Fatal("nothing forwarded: the test would prove nothing")
 	}
 	out.until("first member's outputs", func(rs []outRec) bool { return uint64(len(rs)) >= forwarded })
-	a.p.crashed.Store(true) // no final checkpoint, no final commit
-	if err := a.stop(t); err != nil {
-		t.Fatal(err)
-	}
+	a.crash(t) // no final checkpoint, no final commit
 	entries, err := st.List(context.Background())
 	if err != nil || len(entries) < parts {
 		t.Fatalf("list: %d entries, %v", len(entries), err)

@@ -62,10 +62,11 @@ func TestProduceStalledPastFenceNotSent(t *testing.T) {
 	for _, point := range []string{"idle", "dial", "mid-request"} {
 		t.Run(point, func(t *testing.T) {
 			e := newTestEnv(t, 1, 1)
-			clock := newSkewClock()
-			l := lease.New(nil, &kafka.Generation{GroupID: "stall", ID: 1}, time.Second, time.Second, clock.now, slog.New(slog.DiscardHandler))
+			var clock atomic.Int64 // the lease's clock: moving it stalls the member, as the lease sees it
+			now := func() time.Duration { return time.Duration(clock.Load()) }
+			l := lease.New(nil, &kafka.Generation{GroupID: "stall", ID: 1}, time.Second, time.Second, now, slog.New(slog.DiscardHandler))
 			l.ConfirmedNow()
-			stall := func() { clock.advance(l.Window()) }
+			stall := func() { clock.Add(int64(l.Window())) }
 
 			var (
 				mu        sync.Mutex

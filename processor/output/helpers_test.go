@@ -3,7 +3,6 @@ package output
 import (
 	"io"
 	"log/slog"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -49,18 +48,3 @@ func (e *testEnv) config(transport *kafka.Transport, fence func() error) Config 
 		Failures:      NewFailures(slog.New(slog.NewTextHandler(io.Discard, nil)), inTopic, outTopic, prometheus.NewGauge(prometheus.GaugeOpts{Name: "stalled"})),
 	}
 }
-
-// skewClock is the lease's monotonic clock with an offset a test moves:
-// advancing it is, for the lease, a stall of that length.
-type skewClock struct {
-	base time.Time
-	skew atomic.Int64
-}
-
-func newSkewClock() *skewClock { return &skewClock{base: time.Now()} }
-
-func (c *skewClock) now() time.Duration {
-	return time.Since(c.base) + time.Duration(c.skew.Load())
-}
-
-func (c *skewClock) advance(d time.Duration) { c.skew.Add(int64(d)) }
