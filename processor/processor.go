@@ -139,9 +139,9 @@ type Processor struct {
 	// produce failure (Run's loop) and when the output limit changes (each
 	// generation's supervisor).
 	out *output.Output
-	// failures are the outputs not yet delivered, by input partition:
-	// recoveries, isolated and stalled partitions (the one owner of
-	// produce-failure state).
+	// failures are the outputs not yet delivered, by input partition
+	// (recoveries, isolated and stalled partitions), and the broken
+	// writer: the one owner of produce-failure state.
 	failures *output.Failures
 	// The partition readers' dialer: Options.Dialer with connections that
 	// skip needless read-deadline updates (deadlineConn).

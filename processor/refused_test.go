@@ -182,16 +182,23 @@ func (c *refusedCase) check(t *testing.T, a *running) {
 	if n := a.p.Progress().Forwarded; n != uint64(len(c.keys)+refusedParts) {
 		t.Errorf("forwarded %d, want %d (the refused record is not forwarded)", n, len(c.keys)+refusedParts)
 	}
+	c.stopPassed(t, a)
+}
+
+func (c *refusedCase) outcome(a *running, outcome string) float64 {
+	return metricValue(a.p.metrics.Messages.WithLabelValues(inTopic, "0", outcome))
+}
+
+// stopPassed stops a and asserts that the commit of partition 0 passes
+// the big record.
+func (c *refusedCase) stopPassed(t *testing.T, a *running) {
+	t.Helper()
 	if err := a.stop(t); err != nil {
 		t.Fatalf("Run after cancel: %v", err)
 	}
 	if cm := committed(t, c.e, c.o.GroupID, 0); cm <= c.bigAt {
 		t.Errorf("committed offset %d of partition 0 does not pass the refused record at %d", cm, c.bigAt)
 	}
-}
-
-func (c *refusedCase) outcome(a *running, outcome string) float64 {
-	return metricValue(a.p.metrics.Messages.WithLabelValues(inTopic, "0", outcome))
 }
 
 // checkOnce asserts recs hold every key but the big one exactly once, and
@@ -353,12 +360,7 @@ func TestRefusedLimitLoweredAtRuntime(t *testing.T) {
 		last[r.Partition] = r.SrcOffset
 	}
 	c.checkOnce(t, c.out.recs)
-	if err := a.stop(t); err != nil {
-		t.Fatal(err)
-	}
-	if cm := committed(t, c.e, c.o.GroupID, 0); cm <= c.bigAt {
-		t.Errorf("committed offset %d of partition 0 does not pass the refused record at %d", cm, c.bigAt)
-	}
+	c.stopPassed(t, a)
 }
 
 // TestDeadLetterTopicMissing: a missing dead-letter topic is reported like
@@ -477,12 +479,7 @@ func TestRecordRefusedInvalid(t *testing.T) {
 		t.Errorf("dedup_partitions_stalled = %v, want 0", n)
 	}
 	c.checkOnce(t, c.out.recs)
-	if err := a.stop(t); err != nil {
-		t.Fatal(err)
-	}
-	if cm := committed(t, c.e, c.o.GroupID, 0); cm <= c.bigAt {
-		t.Errorf("committed offset %d of partition 0 does not pass the refused record at %d", cm, c.bigAt)
-	}
+	c.stopPassed(t, a)
 }
 
 // TestDeadLetterWaitedForBeforeCommit: the dead-letter write of a refused
