@@ -178,7 +178,7 @@ func chainCrash(t *testing.T, e *testEnv, inner Store, pt chainPoint) {
 	e.produce(sentinels(parts, t0.Add(2*time.Hour-time.Minute))...)
 	got := out.untilSentinels(parts)
 	checkExactlyOnce(t, union(parts, first, second, after), got)
-	restored := metricValue(b.p.metrics.restores.WithLabelValues("latest")) + metricValue(b.p.metrics.restores.WithLabelValues("fallback"))
+	restored := metricValue(b.p.metrics.Restores.WithLabelValues("latest")) + metricValue(b.p.metrics.Restores.WithLabelValues("fallback"))
 	if restored != parts {
 		t.Errorf("%v partitions restored from the store, want %d", restored, parts)
 	}
@@ -289,11 +289,11 @@ func TestDamagedIncrement(t *testing.T) {
 			got := out.untilSentinels(parts)
 			checkExactlyOnce(t, union(parts, first, second), got)
 			for p := range parts {
-				if n := metricValue(b.p.metrics.checkpointDamaged.WithLabelValues(inTopic, strconv.Itoa(p))); n != 1 {
+				if n := metricValue(b.p.metrics.CheckpointDamaged.WithLabelValues(inTopic, strconv.Itoa(p))); n != 1 {
 					t.Errorf("dedup_checkpoint_damaged_total{partition=%d} = %v, want 1", p, n)
 				}
 			}
-			if n := metricValue(b.p.metrics.restores.WithLabelValues("fallback")); n != parts {
+			if n := metricValue(b.p.metrics.Restores.WithLabelValues("fallback")); n != parts {
 				t.Errorf("dedup_restores_total{source=fallback} = %v, want %d", n, parts)
 			}
 			if err := b.stop(t); err != nil {
@@ -368,7 +368,7 @@ func TestStopChainRefused(t *testing.T) {
 	b := start(t, o)
 	got := out.untilSentinels(parts)
 	checkExactlyOnce(t, union(parts, first, second), got)
-	if n := metricValue(b.p.metrics.restores.WithLabelValues("latest")); n != parts {
+	if n := metricValue(b.p.metrics.Restores.WithLabelValues("latest")); n != parts {
 		t.Errorf("dedup_restores_total{source=latest} = %v, want %d", n, parts)
 	}
 	if s := b.p.Progress().Suppressed; s != 0 {
