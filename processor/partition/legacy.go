@@ -33,6 +33,34 @@ type legacy struct {
 	at        time.Time // zero: the pair's own frozen time
 }
 
+// legacyFilters are the partition's pair with a legacy pair asked behind
+// it: what the hot path asks while one is kept (Worker.filters).
+type legacyFilters struct {
+	pair   *rotation.Pair
+	legacy *legacy
+}
+
+// seen tests and adds r's key in the pair at event time ts and, when the
+// pair has not seen it, asks the legacy pair. The legacy pair is aged by
+// ts whenever the pair is, also when the pair answers alone: it must be
+// rotated along with the stream, not only by the records that reach it.
+func (f legacyFilters) seen(r *record, ts time.Time) bool {
+	dup := f.pair.TestAndAddAt(&r.probe, ts)
+	f.legacy.age(ts)
+	return dup || f.legacy.seen(r.key)
+}
+
+// retract removes key from the pair and, once the pair applied it, records
+// it retracted from the legacy pair.
+func (f legacyFilters) retract(key []byte, ts time.Time) error {
+	if _, err := f.pair.Remove(key, ts); err != nil {
+		return err
+	}
+	f.legacy.age(ts)
+	f.legacy.retract(key)
+	return nil
+}
+
 func newLegacy(pair *rotation.Pair) *legacy {
 	return &legacy{pair: pair, retracted: map[string]struct{}{}}
 }
@@ -95,6 +123,7 @@ func (w *Worker) releaseLegacy() {
 	w.log.Info("filters from before the options changed hold no key in the window any more: released",
 		"snapshot_options", fmt.Sprintf("%+v", w.legacy.pair.Options()))
 	w.legacy = nil
+	w.setFilters()
 	w.cp.legacyHeld.Store(false)
 }
 

@@ -50,7 +50,7 @@ func newLegacyWorker(t *testing.T) *legacyWorker {
 	}
 	o.TestAndAdd([]byte("old"), inWindow(0, time.Second))
 	o.TestAndAdd([]byte("other"), inWindow(1, time.Second))
-	return &legacyWorker{Worker: &Worker{
+	w := &legacyWorker{Worker: &Worker{
 		d: Deps{Keys: keyIsKey{}, RetractHeader: "retract", Writer: nopWriter{}, Route: NewRouter(1, 1),
 			FlushAt: 1 << 20, Filter: newOpts, Limit: Limit{Bytes: 1 << 20}},
 		log:         slog.New(slog.DiscardHandler),
@@ -60,6 +60,8 @@ func newLegacyWorker(t *testing.T) *legacyWorker {
 		futureAfter: inWindow(1000, 0),
 		srcTop:      []byte("in"), srcPart: []byte("0"),
 	}}
+	w.setFilters()
+	return w
 }
 
 // feed decides one record and reports whether it was forwarded.

@@ -111,6 +111,7 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 		// none yet, and the legacy pair's own time stands).
 		w.legacy.age(w.pair.Stats().WindowStart)
 	}
+	w.setFilters()
 	if start < 0 {
 		var err error
 		if start, err = d.Offsets.Resolve(ctx, start); err != nil {

@@ -24,10 +24,11 @@ type Worker struct {
 	d   Deps
 	log *slog.Logger
 
-	reader *kafka.Reader
-	pair   *rotation.Pair
-	legacy *legacy // the pair from before the filter options changed, while it holds keys
-	acks   *ackTracker
+	reader  *kafka.Reader
+	pair    *rotation.Pair
+	legacy  *legacy // the pair from before the filter options changed, while it holds keys
+	filters filters // what the hot path asks: the pair, and the legacy pair behind it while one is kept
+	acks    *ackTracker
 
 	position int64     // next input offset to read: everything below is decided
 	hwm      int64     // high-water mark seen with the last record
@@ -215,13 +216,10 @@ func (w *Worker) process(r *record) error {
 		outcome = &w.counts.unkeyed
 	case w.isRetraction(m):
 		outcome = &w.counts.retractions
-		if _, err := w.pair.Remove(key, ts); err != nil {
+		if err := w.filters.retract(key, ts); err != nil {
 			w.warnRemove(err)
-		} else if w.legacy != nil {
-			w.legacy.age(ts)
-			w.legacy.retract(key)
 		}
-	case w.seen(r, ts):
+	case w.filters.seen(r, ts):
 		w.counts.duplicates++
 		return w.flushIfCaughtUp()
 	}
@@ -288,17 +286,36 @@ func (w *Worker) process(r *record) error {
 	return w.flushIfCaughtUp()
 }
 
-// seen tests and adds r's key in the pair at event time ts and, when the
-// pair has not seen it, asks the legacy pair. The legacy pair is aged by
-// ts whenever the pair is, also when the pair answers alone: it must be
-// rotated along with the stream, not only by the records that reach it.
-func (w *Worker) seen(r *record, ts time.Time) bool {
-	dup := w.pair.TestAndAddAt(&r.probe, ts)
+// filters is what the hot path asks of the partition's filters, for a
+// record at event time ts: the pair alone (pairFilters), or, after the
+// filter options changed, the pair with the legacy pair asked behind it
+// (legacyFilters, legacy.go).
+type filters interface {
+	// seen tests r's key, located in the pair, and adds it; it reports
+	// whether the filters held it.
+	seen(r *record, ts time.Time) bool
+	// retract removes key from the filters that hold it.
+	retract(key []byte, ts time.Time) error
+}
+
+// pairFilters is the partition's pair alone.
+type pairFilters struct{ pair *rotation.Pair }
+
+func (f pairFilters) seen(r *record, ts time.Time) bool { return f.pair.TestAndAddAt(&r.probe, ts) }
+
+func (f pairFilters) retract(key []byte, ts time.Time) error {
+	_, err := f.pair.Remove(key, ts)
+	return err
+}
+
+// setFilters chooses the filters the hot path asks, from the pair and the
+// legacy pair held now.
+func (w *Worker) setFilters() {
 	if w.legacy == nil {
-		return dup
+		w.filters = pairFilters{w.pair}
+		return
 	}
-	w.legacy.age(ts)
-	return dup || w.legacy.seen(r.key)
+	w.filters = legacyFilters{pair: w.pair, legacy: w.legacy}
 }
 
 // flushIfCaughtUp hands buffered outputs to the writer when the record just
