@@ -99,6 +99,17 @@ type Result struct {
 	// PeakRSS is the contender process's peak resident set size in bytes
 	// (VmHWM), read when it is done.
 	PeakRSS int64 `json:"peak_rss"`
+	// CPU is the process's CPU time (user and system, every goroutine)
+	// within Elapsed.
+	CPU time.Duration `json:"cpu_ns"`
+}
+
+// RecordsPerCPUSecond is In divided by CPU.
+func (r Result) RecordsPerCPUSecond() float64 {
+	if r.CPU <= 0 {
+		return 0
+	}
+	return float64(r.In) / r.CPU.Seconds()
 }
 
 // RecordsPerSecond is In divided by Elapsed.

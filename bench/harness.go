@@ -57,8 +57,11 @@ type Options struct {
 type Outcome struct {
 	Result
 	Verify Verification
-	// Rates holds the records/s of every repeated run.
-	Rates []float64 `json:"rates,omitempty"`
+	// Rates and CPURates hold the records/s and records per CPU second of
+	// every repeated run, in run order: run i of every contender is one
+	// round.
+	Rates    []float64 `json:"rates,omitempty"`
+	CPURates []float64 `json:"cpu_rates,omitempty"`
 }
 
 // Verification is what the harness found in a contender's output.
@@ -180,7 +183,10 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	r := runner{o: o, admin: &kafka.Client{Addr: kafka.TCP(brokers...)}, brokers: brokers, in: in}
 	runs := make(map[string][]Outcome)
 	for i := range o.Repeat {
-		for _, name := range o.Contenders {
+		// Each round starts with the next contender: none always runs
+		// first (on a fresh broker) or last.
+		for j := range o.Contenders {
+			name := o.Contenders[(i+j)%len(o.Contenders)]
 			out, err := r.runOne(ctx, name, i)
 			if err != nil {
 				return rep, err
@@ -244,7 +250,7 @@ func (r runner) runOne(ctx context.Context, name string, run int) (Outcome, erro
 	if _, err := admin.DeleteTopics(ctx, &kafka.DeleteTopicsRequest{Topics: []string{spec.OutputTopic}}); err != nil {
 		return Outcome{}, fmt.Errorf("delete output of %s: %w", name, err)
 	}
-	out.Rates = []float64{out.RecordsPerSecond()}
+	out.Rates, out.CPURates = []float64{out.RecordsPerSecond()}, []float64{out.RecordsPerCPUSecond()}
 	return out, nil
 }
 
@@ -254,9 +260,10 @@ func median(runs []Outcome) Outcome {
 	sorted := slices.Clone(runs)
 	slices.SortFunc(sorted, func(a, b Outcome) int { return cmp.Compare(a.Elapsed, b.Elapsed) })
 	m := sorted[len(sorted)/2]
-	m.Rates = nil
+	m.Rates, m.CPURates = nil, nil
 	for _, r := range runs {
 		m.Rates = append(m.Rates, r.RecordsPerSecond())
+		m.CPURates = append(m.CPURates, r.RecordsPerCPUSecond())
 		m.PeakRSS = max(m.PeakRSS, r.PeakRSS)
 	}
 	return m

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -67,8 +68,8 @@ func TestHarnessRunsEveryContender(t *testing.T) {
 			if v.Foreign != 0 || v.Repeated != 0 {
 				t.Errorf("output has %d foreign and %d repeated records", v.Foreign, v.Repeated)
 			}
-			if o.PeakRSS <= 0 || o.Elapsed <= 0 {
-				t.Errorf("peak RSS %d, elapsed %v: want both positive", o.PeakRSS, o.Elapsed)
+			if o.PeakRSS <= 0 || o.Elapsed <= 0 || o.CPU <= 0 {
+				t.Errorf("peak RSS %d, elapsed %v, CPU %v: want all positive", o.PeakRSS, o.Elapsed, o.CPU)
 			}
 			switch o.Name {
 			case Copy:
@@ -105,8 +106,52 @@ func TestHarnessRunsEveryContender(t *testing.T) {
 			t.Errorf("table lacks a row for %s:\n%s", name, table.String())
 		}
 	}
+	// Every contender but the copy loop gets its ratios to it, wall and CPU.
+	if n := len(regexp.MustCompile(`\|\s+\d+\.\d{3}, \d+\.\d{3} +\|`).FindAllString(table.String(), -1)); n != len(AllContenders)-1 {
+		t.Errorf("%d rows with ratios to the copy loop, want %d:\n%s", n, len(AllContenders)-1, table.String())
+	}
 	files, err := Plot(t.TempDir(), []Report{rep})
 	if err != nil || len(files) != 2 {
 		t.Errorf("plot wrote %v: %v", files, err)
+	}
+}
+
+// TestRoundsRatio: the median of per-round ratios, not the ratio of
+// medians: a round where both ran slow counts as one ratio.
+func TestRoundsRatio(t *testing.T) {
+	for _, tc := range []struct {
+		of, copies []float64
+		want       string
+	}{
+		{[]float64{10}, []float64{20}, "0.500"},
+		{[]float64{10, 100, 30}, []float64{10, 50, 40}, "1.000 (median of 3)"}, // 1, 2, 0.75
+		{[]float64{3, 4}, []float64{2, 2}, "1.750 (median of 2)"},
+		{[]float64{1, 2}, []float64{0, 0}, "—"},
+	} {
+		if got := roundsRatio(tc.of, tc.copies); got != tc.want {
+			t.Errorf("roundsRatio(%v, %v) = %q, want %q", tc.of, tc.copies, got, tc.want)
+		}
+	}
+}
+
+// TestCPUSamplerBetween: the CPU time between two instants is interpolated
+// from the samples around them.
+func TestCPUSamplerBetween(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	s := &cpuSampler{samples: []cpuSample{{t0, 0}, {t0.Add(time.Second), time.Second}, {t0.Add(2 * time.Second), 3 * time.Second}}}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, tc := range []struct {
+		at   time.Time
+		want time.Duration
+	}{
+		{t0.Add(-time.Second), 0},
+		{t0.Add(500 * time.Millisecond), 500 * time.Millisecond},
+		{t0.Add(1500 * time.Millisecond), 2 * time.Second},
+		{t0.Add(3 * time.Second), 3 * time.Second},
+	} {
+		if got := s.at(tc.at); got != tc.want {
+			t.Errorf("at %v: %v, want %v", tc.at.Sub(t0), got, tc.want)
+		}
 	}
 }

@@ -55,6 +55,7 @@ func runLoop(ctx context.Context, s Spec, rep *reporter, newState func(Spec) sta
 	pctx, stopProgress := context.WithCancel(ctx)
 	defer stopProgress()
 	go rep.reportProgress(pctx, progressInterval, in.Load)
+	cpu := sampleCPU(pctx)
 
 	bufs := loopBuffers(len(s.Ends))
 	r, err := copyloop.Run(ctx, copyloop.Options{
@@ -85,6 +86,7 @@ func runLoop(ctx context.Context, s Spec, rep *reporter, newState func(Spec) sta
 	res := Result{In: r.In, Out: r.Out}
 	if r.LastAck.After(r.FirstRead) && !r.FirstRead.IsZero() {
 		res.Elapsed = r.LastAck.Sub(r.FirstRead)
+		res.CPU = cpu.between(r.FirstRead, r.LastAck)
 	}
 	res.StateBytes, res.StateHow = st.bytes()
 	return res, nil

@@ -49,6 +49,7 @@ func runStage(ctx context.Context, s Spec, rep *reporter) (Result, error) {
 	defer stopProgress()
 	go rep.reportProgress(pctx, progressInterval, func() uint64 { return p.Progress().In })
 	go heapProfileAt(pctx, s.Records()/2, func() uint64 { return p.Progress().In })
+	cpu := sampleCPU(pctx)
 
 	run, err := stagerun.Start(ctx, stagerun.Options{
 		Stage: p,
@@ -69,7 +70,7 @@ func runStage(ctx context.Context, s Spec, rep *reporter) (Result, error) {
 	}
 	// The harness fills in StateBytes (stageStateBytes): sizing a pair here
 	// would allocate one and add it to this process's peak memory.
-	return Result{In: res.In, Out: res.Written, Elapsed: res.Elapsed(), StateHow: "filter size"}, nil
+	return Result{In: res.In, Out: res.Written, Elapsed: res.Elapsed(), CPU: cpu.between(res.Began, res.Ended), StateHow: "filter size"}, nil
 }
 
 // heapProfileAt writes a heap profile to $DEDUP_BENCH_HEAPPROFILE, when

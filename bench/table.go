@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -12,14 +13,19 @@ func WriteTable(w io.Writer, r Report) error {
 	ref, hasRef := r.Outcome(StageCounting)
 	base, hasBase := r.Outcome(Copy)
 	rows := [][]string{{
-		"contender", "records/s", "vs stage-counting", "peak RSS", "vs stage-counting",
+		"contender", "records/s", "vs stage-counting", "vs copy: records/s, per CPU s", "peak RSS", "vs stage-counting",
 		"RSS over copy / key", "state / key", "dups dropped", "false drops", "dups forwarded",
 	}}
 	for _, o := range r.Outcomes {
+		vsCopy := "—"
+		if hasBase && o.Name != Copy {
+			vsCopy = fmt.Sprintf("%s, %s", roundsRatio(o.Rates, base.Rates), roundsRatio(o.CPURates, base.CPURates))
+		}
 		row := []string{
 			o.Name,
 			count(o.RecordsPerSecond()),
 			ratio(o.RecordsPerSecond(), ref.RecordsPerSecond(), hasRef),
+			vsCopy,
 			mib(o.PeakRSS),
 			ratio(float64(o.PeakRSS), float64(ref.PeakRSS), hasRef),
 			"—",
@@ -29,14 +35,39 @@ func WriteTable(w io.Writer, r Report) error {
 			fmt.Sprint(o.Verify.DupForwarded + o.Verify.Repeated),
 		}
 		if hasBase && o.Name != Copy {
-			row[5] = fmt.Sprintf("%.1f B", float64(o.PeakRSS-base.PeakRSS)/float64(r.Workload.Keys))
+			row[6] = fmt.Sprintf("%.1f B", float64(o.PeakRSS-base.PeakRSS)/float64(r.Workload.Keys))
 		}
 		if o.StateHow != "none" {
-			row[6] = fmt.Sprintf("%.1f B", float64(o.StateBytes)/float64(r.Workload.Keys))
+			row[7] = fmt.Sprintf("%.1f B", float64(o.StateBytes)/float64(r.Workload.Keys))
 		}
 		rows = append(rows, row)
 	}
 	return writeMarkdown(w, rows)
+}
+
+// roundsRatio is the median over the rounds of a contender's figure over
+// the copy loop's in the same round (one run of each per round, in turn),
+// and how many rounds: on a shared machine a round's ratio scatters less
+// than the figures themselves.
+func roundsRatio(of, copies []float64) string {
+	var rs []float64
+	for i := range min(len(of), len(copies)) {
+		if copies[i] > 0 && of[i] > 0 {
+			rs = append(rs, of[i]/copies[i])
+		}
+	}
+	if len(rs) == 0 {
+		return "—"
+	}
+	slices.Sort(rs)
+	m := rs[len(rs)/2]
+	if len(rs)%2 == 0 {
+		m = (rs[len(rs)/2-1] + rs[len(rs)/2]) / 2
+	}
+	if len(rs) == 1 {
+		return fmt.Sprintf("%.3f", m)
+	}
+	return fmt.Sprintf("%.3f (median of %d)", m, len(rs))
 }
 
 // WriteSweep writes the runs of a sweep as one Markdown table, one row per
