@@ -59,7 +59,9 @@ const benchUsage = `Usage: dedup-bench [flags]
 Runs every contender over the same generated input on an embedded broker, one
 process at a time, and prints records/s, peak resident memory, bytes per
 distinct key, duplicates dropped and false drops, each as a ratio to the stage
-in counting mode. Progress bars go to stderr, tables to stdout.
+in counting mode, and every contender's records/s and records per CPU second
+against the copy loop (the stage's settings and source headers), as the
+median of per-round ratios with --repeat. Progress bars go to stderr, tables to stdout.
 
   dedup-bench --quick                     under a minute (500k distinct keys, each contender 3 times)
   dedup-bench --full --plot docs/bench    the sweep: 1M,3M,10M,30M distinct keys (value 16 B, 30% duplicates)
