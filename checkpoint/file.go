@@ -980,11 +980,19 @@ func (s *FileStore) List(ctx context.Context) ([]Entry, error) {
 }
 
 func statFile(path string, seq, base uint64, topic string, partition int) Entry {
-	e := Entry{Where: path, Meta: Meta{Topic: topic, Partition: partition, Seq: seq, Base: base}}
+	m, err := verifyPiece(path, seq, base)
+	if err != nil {
+		return Entry{Where: path, Meta: Meta{Topic: topic, Partition: partition, Seq: seq, Base: base}, Err: err}
+	}
+	return Entry{Where: path, Meta: m}
+}
+
+// verifyPiece reads and checks the file of piece seq of base (0: a base):
+// its footer, checksums and its Meta's fit to its name.
+func verifyPiece(path string, seq, base uint64) (Meta, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		e.Err = err
-		return e
+		return Meta{}, err
 	}
 	defer f.Close()
 	m, err := verifyFile(f, path)
@@ -992,12 +1000,7 @@ func statFile(path string, seq, base uint64, topic string, partition int) Entry 
 		m.Seq = seq
 		err = pieceError(path, checkPiece(m, base))
 	}
-	if err != nil {
-		e.Err = err
-		return e
-	}
-	e.Meta = m
-	return e
+	return m, err
 }
 
 // Open returns the decompressed, checksum-verified state of an entry

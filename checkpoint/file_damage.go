@@ -126,16 +126,7 @@ func (s *FileStore) trimDamaged(aside string) {
 // asideVerdict is what is wrong with a file kept aside, piece seq of base
 // (0: a base).
 func asideVerdict(path string, seq, base uint64) (Meta, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return Meta{Seq: seq, Base: base}, err
-	}
-	defer f.Close()
-	m, err := verifyFile(f, path)
-	if err == nil {
-		m.Seq = seq
-		err = pieceError(path, checkPiece(m, base))
-	}
+	m, err := verifyPiece(path, seq, base)
 	if err != nil {
 		return Meta{Seq: seq, Base: base}, err
 	}

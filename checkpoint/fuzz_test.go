@@ -3,10 +3,43 @@ package checkpoint
 import (
 	"bytes"
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"testing"
 )
+
+// fuzzFiles seeds f with damage to valid (a byte flipped at, cut to size)
+// and runs check on a fresh store whose partition in/0 holds files: valid,
+// damaged, under name, and the others as they are.
+func fuzzFiles(f *testing.F, valid []byte, name string, others map[string][]byte, check func(t *testing.T, fs *FileStore, intact bool)) {
+	f.Add(uint32(0), byte(0), uint32(len(valid)))
+	f.Add(uint32(10), byte(1), uint32(len(valid)))
+	f.Add(uint32(len(valid)-30), byte(0x20), uint32(len(valid)))
+	f.Add(uint32(len(valid)-3), byte(0x80), uint32(len(valid)))
+	f.Add(uint32(0), byte(0), uint32(len(valid)-1))
+	f.Fuzz(func(t *testing.T, at uint32, xor byte, size uint32) {
+		b := bytes.Clone(valid)
+		b[int(at)%len(b)] ^= xor
+		b = b[:int(size)%(len(b)+1)]
+		fs, err := NewFileStore(FileOptions{Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := fs.partitionDir("in", 0)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		files := map[string][]byte{name: b}
+		maps.Copy(files, others)
+		for n, content := range files {
+			if err := os.WriteFile(filepath.Join(dir, n), content, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		check(t, fs, xor == 0 && int(size)%(len(valid)+1) == len(valid))
+	})
+}
 
 // FuzzFileLoad damages a valid snapshot file at random: Load must either
 // return exactly the saved state or reject the file, never panic and never
@@ -26,31 +59,12 @@ func FuzzFileLoad(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Add(uint32(0), byte(0), uint32(len(valid)))
-	f.Add(uint32(10), byte(1), uint32(len(valid)))
-	f.Add(uint32(len(valid)-3), byte(0x80), uint32(len(valid)))
-	f.Add(uint32(0), byte(0), uint32(len(valid)-1))
-	f.Fuzz(func(t *testing.T, at uint32, xor byte, size uint32) {
-		b := bytes.Clone(valid)
-		b[int(at)%len(b)] ^= xor
-		b = b[:int(size)%(len(b)+1)]
-		fs, err := NewFileStore(FileOptions{Dir: t.TempDir()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		dir := fs.partitionDir("in", 0)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, fileName(1)), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+	fuzzFiles(f, valid, fileName(1), nil, func(t *testing.T, fs *FileStore, intact bool) {
 		var got []byte
-		_, _, err = fs.Load(context.Background(), "in", 0, collect(&got, new(Meta)))
+		_, _, err := fs.Load(context.Background(), "in", 0, collect(&got, new(Meta)))
 		if err == nil && !bytes.Equal(got, st) {
 			t.Fatalf("damaged file loaded as %d different bytes", len(got))
 		}
-		intact := xor == 0 && int(size)%(len(valid)+1) == len(valid)
 		if intact && err != nil {
 			t.Fatalf("intact file rejected: %v", err)
 		}
@@ -87,29 +101,7 @@ func FuzzFileChainLoad(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Add(uint32(0), byte(0), uint32(len(valid)))
-	f.Add(uint32(10), byte(1), uint32(len(valid)))
-	f.Add(uint32(len(valid)-30), byte(0x20), uint32(len(valid)))
-	f.Add(uint32(len(valid)-3), byte(0x80), uint32(len(valid)))
-	f.Add(uint32(0), byte(0), uint32(len(valid)-1))
-	f.Fuzz(func(t *testing.T, at uint32, xor byte, size uint32) {
-		b := bytes.Clone(valid)
-		b[int(at)%len(b)] ^= xor
-		b = b[:int(size)%(len(b)+1)]
-		fs, err := NewFileStore(FileOptions{Dir: t.TempDir()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		dir := fs.partitionDir("in", 0)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, fileName(base.Seq)), baseFile, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, incName(inc.Seq, base.Seq)), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+	fuzzFiles(f, valid, incName(inc.Seq, base.Seq), map[string][]byte{fileName(base.Seq): baseFile}, func(t *testing.T, fs *FileStore, intact bool) {
 		var a applied
 		head, src, err := fs.Load(context.Background(), "in", 0, a.decode)
 		if err != nil {
@@ -121,7 +113,6 @@ func FuzzFileChainLoad(f *testing.F) {
 		if len(a.states) > 1 && (len(a.states) != 2 || a.states[1] != string(incState) || head.Seq != inc.Seq) {
 			t.Fatalf("damaged increment applied as %d different bytes", len(a.states[1]))
 		}
-		intact := xor == 0 && int(size)%(len(valid)+1) == len(valid)
 		if intact && (src != SourceLatest || len(a.states) != 2) {
 			t.Fatalf("intact increment not applied: %q, %d pieces", src, len(a.states))
 		}
