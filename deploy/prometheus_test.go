@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -661,15 +660,7 @@ func processEnv(vars map[string]configVar, set map[string]string) []string {
 			env = append(env, kv)
 		}
 	}
-	keys := make([]string, 0, len(set))
-	for k := range set {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		env = append(env, k+"="+set[k])
-	}
-	return env
+	return append(env, testkit.Vars(set)...)
 }
 
 func httpOK(u string) error {

@@ -3,11 +3,12 @@ package testkit
 import (
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"sort"
+	"slices"
 	"testing"
 )
 
@@ -21,13 +22,13 @@ type Process struct {
 // EnvList is env as an exec environment: exactly env's variables, sorted,
 // plus PATH and HOME from the test's own environment.
 func EnvList(env map[string]string) []string {
-	list := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
-	keys := make([]string, 0, len(env))
-	for k := range env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	return append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, Vars(env)...)
+}
+
+// Vars is env as "NAME=value" strings, sorted by name.
+func Vars(env map[string]string) []string {
+	var list []string
+	for _, k := range slices.Sorted(maps.Keys(env)) {
 		list = append(list, k+"="+env[k])
 	}
 	return list

@@ -228,3 +228,40 @@ func MetricSum(addr, family string, match ...string) (float64, error) {
 	}
 	return sum, sc.Err()
 }
+
+// Listen accepts connections on a loopback port until the test ends and
+// hands each to serve, in a goroutine of its own; Cleanup stops accepting
+// and closes every connection accepted. It returns the address.
+func Listen(t testing.TB, serve func(net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			go serve(c)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
