@@ -210,8 +210,7 @@ func checkShape(lines []string) []string {
 // embedded broker of a running stage, checks its topics and the file store,
 // and exits 0, with the checks the example in docs/operations.md shows.
 func TestCheckRunningEmbeddedStage(t *testing.T) {
-	env := testEnv(t)
-	env["EMBEDDED_BROKER_ADDR"] = testkit.FreeAddr(t)
+	env := embeddedEnv(t, nil)
 	stage := startBinary(t, env)
 	waitReady(t, stage, env["METRICS_ADDR"])
 
@@ -344,8 +343,7 @@ func TestCheckConfigError(t *testing.T) {
 // created fails the write check (exit 1). Its parent is a file, which
 // stops root as well as any other user.
 func TestCheckFileStoreUnwritable(t *testing.T) {
-	env := testEnv(t)
-	env["EMBEDDED_BROKER_ADDR"] = testkit.FreeAddr(t)
+	env := embeddedEnv(t, nil)
 	file := filepath.Join(t.TempDir(), "not-a-dir")
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)

@@ -52,10 +52,8 @@ func checkForwarded(t *testing.T, out []*kgo.Record, keys int) {
 // output, /metrics and /readyz show the stage at work; SIGTERM ends it with
 // exit 0 after a checkpoint that `dedup inspect` then shows.
 func TestEmbeddedDefault(t *testing.T) {
-	env := testEnv(t)
-	brokerAddr := testkit.FreeAddr(t)
-	env["EMBEDDED_BROKER_ADDR"] = brokerAddr
-	metrics := env["METRICS_ADDR"]
+	env := embeddedEnv(t, nil)
+	brokerAddr, metrics := env["EMBEDDED_BROKER_ADDR"], env["METRICS_ADDR"]
 	bin := startBinary(t, env)
 
 	waitReady(t, bin, metrics)

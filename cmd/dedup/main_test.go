@@ -51,6 +51,15 @@ func clusterEnv(t *testing.T, cluster *kfake.Cluster, extra testkit.Env) testkit
 	return env
 }
 
+// embeddedEnv is testEnv with an embedded broker on a free port of its
+// own (EMBEDDED_BROKER_ADDR), with extra on top.
+func embeddedEnv(t *testing.T, extra testkit.Env) testkit.Env {
+	env := testEnv(t)
+	env["EMBEDDED_BROKER_ADDR"] = testkit.FreeAddr(t)
+	maps.Copy(env, extra)
+	return env
+}
+
 // runOnce runs the binary with env until recs are written to the output
 // (forwarded of them) and committed, then stops it and wants exit 0.
 func runOnce(t *testing.T, cluster *kfake.Cluster, env testkit.Env, recs []*kgo.Record, forwarded int) *binary {

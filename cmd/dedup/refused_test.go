@@ -129,11 +129,8 @@ func TestRefusedRecordSkippedBinary(t *testing.T) {
 // DEAD_LETTER_TOPIC, so the stage (which is not ready while a topic it
 // needs is missing) becomes ready, and the topic's gauge is 0.
 func TestEmbeddedDeadLetterTopic(t *testing.T) {
-	env := testEnv(t)
-	brokerAddr := testkit.FreeAddr(t)
-	env["EMBEDDED_BROKER_ADDR"] = brokerAddr
-	env["DEAD_LETTER_TOPIC"] = "events-dlq"
-	metrics := env["METRICS_ADDR"]
+	env := embeddedEnv(t, testkit.Env{"DEAD_LETTER_TOPIC": "events-dlq"})
+	brokerAddr, metrics := env["EMBEDDED_BROKER_ADDR"], env["METRICS_ADDR"]
 	bin := startBinary(t, env)
 	waitReady(t, bin, metrics)
 	waitMetric(t, metrics, "dedup_topic_missing", 0, `topic="events-dlq"`)
