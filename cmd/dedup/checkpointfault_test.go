@@ -337,9 +337,7 @@ func checkpointOutage(t *testing.T, cluster *kfake.Cluster, env testkit.Env, f s
 		t.Errorf("last successful checkpoint time %v after the outage, want past %v (%v)", v, lastSuccess, err)
 	}
 	checkExactlyOnce(t, addr, client, keys)
-	if code := bin.stop(t, 30*time.Second); code != exitOK {
-		t.Errorf("exit %d after SIGTERM, want 0", code)
-	}
+	bin.stopOK(t, "")
 	if n := len(logLines(bin.stderr.String(), "level=ERROR")); n > 0 {
 		t.Errorf("%d errors logged, want none:\n%s", n, strings.Join(logLines(bin.stderr.String(), "level=ERROR"), "\n"))
 	}

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -67,9 +66,7 @@ func TestDamagedNewestSnapshotBinary(t *testing.T) {
 	testkit.Produce(t, client, after...)
 	waitCommitted(t, cluster, int64(len(all)))
 	checkExactlyOnce(t, cluster.ListenAddrs()[0], client, keys)
-	if code := second.stop(t, 30*time.Second); code != exitOK {
-		t.Errorf("second run: exit %d after SIGTERM, want 0", code)
-	}
+	second.stopOK(t, "second run")
 }
 
 // TestAllSnapshotsDamagedRefuseBinary: every snapshot of partition 0 is
@@ -120,7 +117,5 @@ func TestAllSnapshotsDamagedRefuseBinary(t *testing.T) {
 	testkit.Produce(t, client, after...)
 	waitCommitted(t, cluster, int64(len(all)))
 	checkExactlyOnce(t, cluster.ListenAddrs()[0], client, keys)
-	if code := second.stop(t, 30*time.Second); code != exitOK {
-		t.Errorf("second run: exit %d after SIGTERM, want 0", code)
-	}
+	second.stopOK(t, "second run")
 }

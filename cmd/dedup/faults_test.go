@@ -145,9 +145,7 @@ func TestTopicMissingAtStart(t *testing.T) {
 			if n := len(logLines(bin.stderr.String(), "topic missing")); n != 1 {
 				t.Errorf("%d lines say the topic is missing, want 1", n)
 			}
-			if code := bin.stop(t, 30*time.Second); code != exitOK {
-				t.Errorf("exit %d after SIGTERM, want 0", code)
-			}
+			bin.stopOK(t, "")
 		})
 	}
 }
@@ -320,9 +318,7 @@ func TestBrokerLossAtRuntime(t *testing.T) {
 	if len(afterBack) > 0 {
 		t.Errorf("errors after the brokers were back:\n%s", strings.Join(afterBack, "\n"))
 	}
-	if code := bin.stop(t, 30*time.Second); code != exitOK {
-		t.Errorf("exit %d after SIGTERM, want 0", code)
-	}
+	bin.stopOK(t, "")
 }
 
 // TestInputTopicDeletedAtRuntime: the input topic deleted under a running

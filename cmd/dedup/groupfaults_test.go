@@ -100,9 +100,7 @@ func TestGroupJoinFailures(t *testing.T) {
 				return code == http.StatusOK, err
 			})
 			checkExactlyOnce(t, addr, client, keys)
-			if code := bin.stop(t, 30*time.Second); code != exitOK {
-				t.Fatalf("exit %d, want 0", code)
-			}
+			bin.stopOK(t, "")
 		})
 	}
 }
@@ -151,7 +149,5 @@ func TestLeaderAndCoordinatorMoves(t *testing.T) {
 			t.Errorf("%s lines while leaders moved: %q", level, lines)
 		}
 	}
-	if code := bin.stop(t, 30*time.Second); code != exitOK {
-		t.Fatalf("exit %d, want 0", code)
-	}
+	bin.stopOK(t, "")
 }

@@ -70,9 +70,7 @@ func runOnce(t *testing.T, cluster *kfake.Cluster, env testkit.Env, recs []*kgo.
 	testkit.Produce(t, client, recs...)
 	testkit.ConsumeN(t, client, "events-deduped", forwarded)
 	waitCommitted(t, cluster, int64(len(recs)))
-	if code := bin.stop(t, 30*time.Second); code != exitOK {
-		t.Fatalf("run: exit %d after SIGTERM, want 0", code)
-	}
+	bin.stopOK(t, "run")
 	return bin
 }
 
@@ -121,6 +119,15 @@ func (b *binary) stop(t *testing.T, within time.Duration) int {
 		t.Fatalf("signal dedup: %v", err)
 	}
 	return b.waitExit(t, within)
+}
+
+// stopOK sends SIGTERM and wants exit 0 within 30s; what, when not
+// empty, names the run in the failure.
+func (b *binary) stopOK(t *testing.T, what string) {
+	t.Helper()
+	if code := b.stop(t, 30*time.Second); code != exitOK {
+		t.Fatalf("dedup %s: exit %d after SIGTERM, want 0", what, code)
+	}
 }
 
 // waitExit waits for the process to end and returns its exit code.

@@ -91,9 +91,7 @@ func TestRefusedRecordDeadLetteredBinary(t *testing.T) {
 		t.Errorf("dead-letter topic holds %d records, want 1", n)
 	}
 	checkHealthy(t, metrics)
-	if code := bin.stop(t, 30*time.Second); code != exitOK {
-		t.Errorf("exit %d after SIGTERM, want 0", code)
-	}
+	bin.stopOK(t, "")
 }
 
 // TestRefusedRecordSkippedBinary: without DEAD_LETTER_TOPIC, the record is
@@ -120,9 +118,7 @@ func TestRefusedRecordSkippedBinary(t *testing.T) {
 		t.Errorf("%d warnings name the refused record and PRODUCE_BATCH_BYTES, want 1; log:\n%s", len(lines), bin.stderr.String())
 	}
 	checkExactlyOnce(t, addr, client, keys)
-	if code := bin.stop(t, 30*time.Second); code != exitOK {
-		t.Errorf("exit %d after SIGTERM, want 0", code)
-	}
+	bin.stopOK(t, "")
 }
 
 // TestEmbeddedDeadLetterTopic: the embedded broker creates
@@ -137,7 +133,5 @@ func TestEmbeddedDeadLetterTopic(t *testing.T) {
 	if n := testkit.EndOffsets(t, brokerAddr, "events-dlq", 2); n != 0 {
 		t.Errorf("new dead-letter topic holds %d records", n)
 	}
-	if code := bin.stop(t, 30*time.Second); code != exitOK {
-		t.Errorf("exit %d after SIGTERM, want 0", code)
-	}
+	bin.stopOK(t, "")
 }

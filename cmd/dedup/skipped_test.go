@@ -67,9 +67,7 @@ func TestSkippedInputAtRestart(t *testing.T) {
 	bin, env := stageAgainst(t, cluster, nil)
 	testkit.Produce(t, client, skippedBefore()...)
 	waitCommitted(t, cluster, 10)
-	if code := bin.stop(t, 30*time.Second); code != exitOK {
-		t.Fatalf("exit %d after SIGTERM, want 0", code)
-	}
+	bin.stopOK(t, "")
 
 	testkit.Produce(t, client, skippedInput()...)
 	// Offsets 5-9 of partition 0 (n000-n004's first copies) go.
@@ -85,9 +83,7 @@ func TestSkippedInputAtRestart(t *testing.T) {
 
 	checkSkipLine(t, bin.stderr.String(), `at="start from checkpoint"`)
 	checkOutput(t, addr, skippedWant())
-	if code := bin.stop(t, 30*time.Second); code != exitOK {
-		t.Errorf("exit %d after SIGTERM, want 0", code)
-	}
+	bin.stopOK(t, "")
 }
 
 // skippedWant is the output of both skipped-input tests, key to value:
@@ -223,9 +219,7 @@ func TestSkippedInputAtRuntime(t *testing.T) {
 	waitMetric(t, metrics, "dedup_input_skipped_offsets_total", 0, `partition="1"`)
 	checkSkipLine(t, bin.stderr.String(), `at="reader: `)
 	checkOutput(t, addr, skippedWant())
-	if code := bin.stop(t, 30*time.Second); code != exitOK {
-		t.Errorf("exit %d after SIGTERM, want 0", code)
-	}
+	bin.stopOK(t, "")
 }
 
 // fetchesPartition reports whether req fetches partition p of topic
