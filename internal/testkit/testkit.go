@@ -18,6 +18,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"dedup/offsets"
 )
@@ -264,4 +265,24 @@ func Listen(t testing.TB, serve func(net.Conn)) string {
 		}
 	})
 	return ln.Addr().String()
+}
+
+// Request sends req to the cluster at brokers with a client of its own
+// and returns the answer, failing the test when none comes within 15s;
+// what names the request in the failure. The answer's error codes are the
+// caller's to check.
+func Request(t testing.TB, brokers, what string, req kmsg.Request) kmsg.Response {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers))
+	if err != nil {
+		t.Fatalf("%s: create client: %v", what, err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	resp, err := cl.Request(ctx, req)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return resp
 }
