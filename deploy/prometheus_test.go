@@ -48,11 +48,9 @@ func TestPrometheusAgainstBinary(t *testing.T) {
 	tmp := t.TempDir()
 	vars := configVarSet(t)
 
-	bin := filepath.Join(tmp, "dedup")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/dedup")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/dedup: %v\n%s", err, out)
+	bin, err := testkit.BuildBinary(tmp)
+	if err != nil {
+		t.Fatal(err)
 	}
 
 	brokerAddr, metricsAddr, promAddr := testkit.FreeAddr(t), testkit.FreeAddr(t), testkit.FreeAddr(t)
