@@ -206,21 +206,8 @@ func TestStopFinalCommitFails(t *testing.T) {
 		if !refuse.Load() {
 			return nil, nil, false
 		}
-		req := kreq.(*kmsg.OffsetCommitRequest)
-		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewOffsetCommitResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewOffsetCommitResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = kerr.GroupAuthorizationFailed.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
 		refused.Add(1)
-		return resp, nil, true
+		return kfaketest.CommitErrorResponse(kreq.(*kmsg.OffsetCommitRequest), kerr.GroupAuthorizationFailed.Code), nil, true
 	})
 	code := bin.stop(t, 40*time.Second)
 	if refused.Load() == 0 {
