@@ -58,6 +58,17 @@ func logLines(log string, parts ...string) []string {
 	return out
 }
 
+// recreateTopic creates topic again (2 partitions) and waits until the
+// stage is ready and has said the topic is present again.
+func recreateTopic(t *testing.T, cluster *kfake.Cluster, bin *binary, metrics, topic string) {
+	t.Helper()
+	if err := cluster.CreateTopic(topic, 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, bin, metrics)
+	waitLog(t, bin, "topic present again", "topic="+topic)
+}
+
 // waitLog waits until log holds a line with every one of parts.
 func waitLog(t *testing.T, b *binary, parts ...string) {
 	t.Helper()
@@ -177,22 +188,16 @@ func TestOutputTopicDeletedAtRuntime(t *testing.T) {
 	waitMetric(t, metrics, "dedup_topic_missing", 1, `topic="events-deduped"`)
 	checkHealthy(t, metrics)
 	// Several cluster checks and group heartbeats pass while it is missing.
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	testkit.Consistently(t, 5*time.Second, func() error {
 		if g, err := testkit.MetricSum(metrics, "dedup_group_generations_total"); err != nil || g != generations {
-			t.Fatalf("generations %v -> %v (%v) while the output topic is missing: want none", generations, g, err)
+			return fmt.Errorf("generations %v -> %v (%v) while the output topic is missing: want none", generations, g, err)
 		}
 		if e := cluster.GroupInfo("dedup").Epoch; e != epoch {
-			t.Fatalf("group generation %d -> %d while the output topic is missing: want none", epoch, e)
+			return fmt.Errorf("group generation %d -> %d while the output topic is missing: want none", epoch, e)
 		}
-		time.Sleep(200 * time.Millisecond) // polling interval
-	}
-
-	if err := cluster.CreateTopic("events-deduped", 2, nil); err != nil {
-		t.Fatal(err)
-	}
-	waitReady(t, bin, metrics)
-	waitLog(t, bin, "topic present again", "topic=events-deduped")
+		return nil
+	})
+	recreateTopic(t, cluster, bin, metrics, "events-deduped")
 	// New keys and repeats of the old ones: only the new keys reach the
 	// new output topic, once each.
 	var recs []*kgo.Record
@@ -345,19 +350,13 @@ func TestInputTopicDeletedAtRuntime(t *testing.T) {
 	checkHealthy(t, metrics)
 	// The generation in place ends (its partitions are gone); kafka-go
 	// prepares one more and waits: at most two generations while missing.
-	deadline := time.Now().Add(6 * time.Second)
-	for time.Now().Before(deadline) {
+	testkit.Consistently(t, 6*time.Second, func() error {
 		if e := cluster.GroupInfo("dedup").Epoch; e > epoch+2 {
-			t.Fatalf("group generation %d -> %d while the input topic is missing: a rebalance loop", epoch, e)
+			return fmt.Errorf("group generation %d -> %d while the input topic is missing: a rebalance loop", epoch, e)
 		}
-		time.Sleep(200 * time.Millisecond) // polling interval
-	}
-
-	if err := cluster.CreateTopic("events", 2, nil); err != nil {
-		t.Fatal(err)
-	}
-	waitReady(t, bin, metrics)
-	waitLog(t, bin, "topic present again", "topic=events")
+		return nil
+	})
+	recreateTopic(t, cluster, bin, metrics, "events")
 	waitMetric(t, metrics, "dedup_topic_missing", 0, `topic="events"`)
 	if e := cluster.GroupInfo("dedup").Epoch; e > epoch+5 {
 		t.Errorf("group generation %d -> %d over the whole episode, want a few", epoch, e)

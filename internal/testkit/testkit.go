@@ -286,3 +286,16 @@ func Request(t testing.TB, brokers, what string, req kmsg.Request) kmsg.Response
 	}
 	return resp
 }
+
+// Consistently checks cond every 200ms for d and fails the test at the
+// first error: what must hold for a while, not become true.
+func Consistently(t testing.TB, d time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if err := cond(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond) // polling interval, not synchronisation
+	}
+}
