@@ -35,14 +35,7 @@ func TestDamagedNewestSnapshotBinary(t *testing.T) {
 	}
 	slices.Sort(names) // names are zero-padded sequence numbers
 	newest := names[len(names)-1]
-	raw, err := os.ReadFile(newest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw[len(raw)/3] ^= 0xff
-	if err := os.WriteFile(newest, raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	raw := testkit.Corrupt(t, newest)
 
 	second := startBinary(t, env)
 	waitReady(t, second, metrics)

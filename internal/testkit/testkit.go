@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -298,4 +299,19 @@ func Consistently(t testing.TB, d time.Duration, cond func() error) {
 		}
 		time.Sleep(200 * time.Millisecond) // polling interval, not synchronisation
 	}
+}
+
+// Corrupt flips a byte a third into the file at path, as a bad disk or a
+// torn write would, and returns the damaged contents.
+func Corrupt(t testing.TB, path string) []byte {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw[len(raw)/3] ^= 0xff
+	if err := os.WriteFile(path, raw, 0o644); err != nil { // the file exists: its mode is kept
+		t.Fatal(err)
+	}
+	return raw
 }
