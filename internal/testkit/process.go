@@ -39,8 +39,14 @@ func Vars(env map[string]string) []string {
 // runs and, when the test failed, logs what output(), if given, returns.
 func StartProcess(t testing.TB, path string, args []string, env map[string]string, stdout, stderr io.Writer, output func() string) *Process {
 	t.Helper()
+	return StartProcessEnv(t, path, args, EnvList(env), stdout, stderr, output)
+}
+
+// StartProcessEnv is StartProcess with the environment as exec takes it.
+func StartProcessEnv(t testing.TB, path string, args, env []string, stdout, stderr io.Writer, output func() string) *Process {
+	t.Helper()
 	p := &Process{Cmd: exec.Command(path, args...), done: make(chan struct{})}
-	p.Cmd.Env = EnvList(env)
+	p.Cmd.Env = env
 	p.Cmd.Stdout, p.Cmd.Stderr = stdout, stderr
 	if err := p.Cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", path, err)
