@@ -114,3 +114,35 @@ func staleError(m, held Meta, where string) *StaleError {
 	return &StaleError{Topic: m.Topic, Partition: m.Partition, Epoch: m.Epoch, Generation: m.Generation,
 		HeldEpoch: held.Epoch, HeldGeneration: held.Generation, Where: where}
 }
+
+// ErrChainBroken is wrapped by *ChainError.
+var ErrChainBroken = errors.New("increment does not continue its chain")
+
+// ChainError is Save's refusal of an increment that does not continue the
+// chain it names: its base is not held (pruned, kept aside as damaged,
+// never written, or not a base), is of another (Epoch, Generation), or
+// m.Prev is not the newest piece of the chain. Nothing was published; the
+// caller writes a new base.
+type ChainError struct {
+	Topic     string
+	Partition int
+	Base      uint64 // of the refused increment
+	Prev      uint64
+	Newest    uint64 // newest piece of the chain the store holds (0: no such base)
+	Reason    string
+}
+
+func (e *ChainError) Error() string {
+	return fmt.Sprintf("save increment of %s/%d on base %d after %d: %s (newest piece held: %d): %v",
+		e.Topic, e.Partition, e.Base, e.Prev, e.Reason, e.Newest, ErrChainBroken)
+}
+
+func (e *ChainError) Unwrap() error { return ErrChainBroken }
+
+func chainError(m Meta, newest uint64, reason string) *ChainError {
+	return &ChainError{Topic: m.Topic, Partition: m.Partition, Base: m.Base, Prev: m.Prev, Newest: newest, Reason: reason}
+}
+
+// ErrChainGap is wrapped by the *CorruptError of an increment Load could
+// not reach from its base: a piece before it is missing or damaged.
+var ErrChainGap = errors.New("a piece before it in its chain is missing or damaged")

@@ -73,6 +73,13 @@ const defaultPatience = 30 * time.Second
 // default), readRange returns a *ReadError saying how far it got; errors
 // returned by fn are returned as they are.
 func readRange(ctx context.Context, c *kafka.Client, topic string, partition int, from, to int64, patience time.Duration, fn func(*kafka.Record) error) error {
+	return readRangeMax(ctx, c, topic, partition, from, to, patience, fetchMaxBytes, fn)
+}
+
+// readRangeMax is readRange with fetches of at most maxBytes (a broker
+// still answers with a whole first batch beyond it): a read of a few small
+// records does not bring megabytes of the records after them.
+func readRangeMax(ctx context.Context, c *kafka.Client, topic string, partition int, from, to int64, patience time.Duration, maxBytes int, fn func(*kafka.Record) error) error {
 	if patience <= 0 {
 		patience = defaultPatience
 	}
@@ -88,7 +95,7 @@ func readRange(ctx context.Context, c *kafka.Client, topic string, partition int
 	for off < to {
 		res, err := c.Fetch(ctx, &kafka.FetchRequest{
 			Topic: topic, Partition: partition, Offset: off,
-			MinBytes: 1, MaxBytes: fetchMaxBytes, MaxWait: fetchMaxWait,
+			MinBytes: 1, MaxBytes: int64(maxBytes), MaxWait: fetchMaxWait,
 		})
 		progressed := false
 		switch {

@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -10,17 +11,29 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
-// File layout: <Dir>[/<Group>]/<topic>/<partition>/<seq, 20 digits>.ckpt
+// File layout: <Dir>[/<Group>]/<topic>/<partition>/ holds
 //
-// A snapshot file is the zstd stream of the state followed by a footer:
+//	<seq, 20 digits>.ckpt                   a base (a full snapshot)
+//	<seq, 20 digits>-<base, 20 digits>.inc  an increment of base <base>
+//
+// Names sort by seq within each kind and parse unambiguously; a binary that
+// predates chains reads only .ckpt files and so never mistakes an increment
+// for a snapshot. Bases and increments share the partition's seq numbers.
+// The base in an increment's name is what pruning and the chain check go
+// by without opening the file; its footer says the same (Meta.Base, checked
+// on read) and names the piece it follows (Meta.Prev).
+//
+// A piece file is the zstd stream of the state followed by a footer:
 //
 //	payload  StoredBytes bytes, zstd
 //	meta     JSON of Meta (Seq omitted: it is the file name)
@@ -34,6 +47,7 @@ const (
 	fileMagic      = "DDCKPT01"
 	footerFixed    = 4 + 4 + len(fileMagic)
 	fileExt        = ".ckpt"
+	incExt         = ".inc"
 	tempPrefix     = ".tmp-"
 	defaultKeep    = 3
 	defaultStale   = 15 * time.Minute
@@ -66,6 +80,12 @@ type FileStore struct {
 	keep  int
 	group string
 	log   *slog.Logger
+
+	mu sync.Mutex
+	// unreachable holds the increments reported unreachable (their chain
+	// broken before them), by path: each is reported once per store, as
+	// the Kafka store does. They stay in place and go with their base.
+	unreachable map[string]bool
 }
 
 var _ Store = (*FileStore)(nil)
@@ -79,7 +99,7 @@ func NewFileStore(opts FileOptions) (*FileStore, error) {
 	if opts.Keep < 0 {
 		return nil, fmt.Errorf("create file store: keep %d < 0", opts.Keep)
 	}
-	s := &FileStore{root: opts.Dir, keep: opts.Keep, group: opts.Group, log: opts.Logger}
+	s := &FileStore{root: opts.Dir, keep: opts.Keep, group: opts.Group, log: opts.Logger, unreachable: map[string]bool{}}
 	if s.keep == 0 {
 		s.keep = defaultKeep
 	}
@@ -145,17 +165,50 @@ func (s *FileStore) partitionDir(topic string, partition int) string {
 
 func fileName(seq uint64) string { return fmt.Sprintf("%020d%s", seq, fileExt) }
 
+func incName(seq, base uint64) string { return fmt.Sprintf("%020d-%020d%s", seq, base, incExt) }
+
+// pieceName is the file name of piece seq of base (0: seq is a base).
+func pieceName(seq, base uint64) string {
+	if base == 0 {
+		return fileName(seq)
+	}
+	return incName(seq, base)
+}
+
 func parseFileName(name string) (uint64, bool) {
 	digits, ok := strings.CutSuffix(name, fileExt)
 	if !ok || len(digits) != 20 {
 		return 0, false
 	}
 	seq, err := strconv.ParseUint(digits, 10, 64)
-	return seq, err == nil
+	return seq, err == nil && seq > 0
 }
 
-// snapshots returns the sequence numbers of the published files in dir, newest first.
-func snapshots(dir string) ([]uint64, error) {
+// parsePieceName parses a base's or an increment's file name (base 0: a
+// base).
+func parsePieceName(name string) (seq, base uint64, ok bool) {
+	if seq, ok := parseFileName(name); ok {
+		return seq, 0, true
+	}
+	rest, ok := strings.CutSuffix(name, incExt)
+	if !ok || len(rest) != 41 || rest[20] != '-' {
+		return 0, 0, false
+	}
+	seq, err1 := strconv.ParseUint(rest[:20], 10, 64)
+	base, err2 := strconv.ParseUint(rest[21:], 10, 64)
+	if err1 != nil || err2 != nil || base == 0 || base >= seq {
+		return 0, 0, false
+	}
+	return seq, base, true
+}
+
+// dirPiece is a published piece file: seq, and its base (0: a base).
+type dirPiece struct{ seq, base uint64 }
+
+func (p dirPiece) name() string { return pieceName(p.seq, p.base) }
+
+// pieces returns the published pieces of dir, newest (highest seq) first.
+func pieces(dir string) ([]dirPiece, error) {
 	des, err := os.ReadDir(dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -163,20 +216,30 @@ func snapshots(dir string) ([]uint64, error) {
 		}
 		return nil, err
 	}
-	var seqs []uint64
+	var out []dirPiece
 	for _, d := range des {
-		if seq, ok := parseFileName(d.Name()); ok && d.Type().IsRegular() {
-			seqs = append(seqs, seq)
+		if seq, base, ok := parsePieceName(d.Name()); ok && d.Type().IsRegular() {
+			out = append(out, dirPiece{seq, base})
 		}
 	}
-	slices.Sort(seqs)
-	slices.Reverse(seqs)
-	return seqs, nil
+	slices.SortFunc(out, func(a, b dirPiece) int { return -cmp.Compare(a.seq, b.seq) })
+	return out, nil
 }
 
-// Save writes the snapshot to a temporary file, fsyncs it, publishes it under
+// snapshots returns the sequence numbers of the published pieces (bases
+// and increments) in dir, newest first.
+func snapshots(dir string) ([]uint64, error) {
+	ps, err := pieces(dir)
+	seqs := make([]uint64, len(ps))
+	for i, p := range ps {
+		seqs[i] = p.seq
+	}
+	return seqs, err
+}
+
+// Save writes the piece to a temporary file, fsyncs it, publishes it under
 // the next free sequence number, fsyncs the directory and prunes all but the
-// newest Keep snapshots of the partition.
+// best Keep bases of the partition, with their increments.
 func (s *FileStore) Save(ctx context.Context, m Meta, state io.WriterTo) (Meta, error) {
 	if err := s.checkMeta(&m); err != nil {
 		return Meta{}, fmt.Errorf("save checkpoint: %w", err)
@@ -188,6 +251,13 @@ func (s *FileStore) Save(ctx context.Context, m Meta, state io.WriterTo) (Meta, 
 	if err := checkFence(dir, m); err != nil {
 		return Meta{}, err
 	}
+	var prevChain int64
+	if m.Increment() {
+		var err error
+		if prevChain, err = checkChain(dir, m); err != nil {
+			return Meta{}, err
+		}
+	}
 	tmp, err := os.CreateTemp(dir, tempPrefix+"*"+fileExt)
 	if err != nil {
 		return Meta{}, fmt.Errorf("save checkpoint: %w", err)
@@ -195,7 +265,7 @@ func (s *FileStore) Save(ctx context.Context, m Meta, state io.WriterTo) (Meta, 
 	tmpName := tmp.Name()
 	defer os.Remove(tmpName) // after a successful link this only drops the temporary name
 
-	m, err = writeFile(tmp, m, state)
+	m, err = writeFile(tmp, m, prevChain, state)
 	if cerr := tmp.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
@@ -210,7 +280,15 @@ func (s *FileStore) Save(ctx context.Context, m Meta, state io.WriterTo) (Meta, 
 	if err := checkFence(dir, m); err != nil {
 		return Meta{}, err
 	}
-	seq, err := publish(tmpName, dir)
+	var inc *Meta
+	if m.Increment() {
+		inc = &m
+	}
+	seq, err := publishPiece(tmpName, dir, inc)
+	var cerr *ChainError
+	if errors.As(err, &cerr) {
+		return Meta{}, cerr
+	}
 	if err != nil {
 		return Meta{}, fmt.Errorf("save checkpoint %s/%d: %w", m.Topic, m.Partition, err)
 	}
@@ -234,6 +312,9 @@ func (s *FileStore) checkMeta(m *Meta) error {
 	if m.Partition < 0 {
 		return fmt.Errorf("invalid partition %d", m.Partition)
 	}
+	if m.Base == 0 && m.Prev != 0 {
+		return fmt.Errorf("a base with prev %d", m.Prev)
+	}
 	if s.group != "" {
 		if m.Group == "" {
 			m.Group = s.group
@@ -248,13 +329,17 @@ func (s *FileStore) checkMeta(m *Meta) error {
 }
 
 // writeFile streams the compressed state and the footer to f and fsyncs it.
-func writeFile(f *os.File, m Meta, state io.WriterTo) (Meta, error) {
+// prevChain is the ChainBytes of the piece an increment follows.
+func writeFile(f *os.File, m Meta, prevChain int64, state io.WriterTo) (Meta, error) {
 	bw := bufio.NewWriterSize(f, fileBufferSize)
 	raw, stored, sum, err := compress(bw, state)
 	if err != nil {
 		return m, err
 	}
-	m.Seq, m.RawBytes, m.StoredBytes, m.Checksum = 0, raw, stored, sum
+	m.Seq, m.RawBytes, m.StoredBytes, m.Checksum, m.ChainBytes = 0, raw, stored, sum, 0
+	if m.Increment() {
+		m.ChainBytes = prevChain + stored
+	}
 	meta, err := json.Marshal(m)
 	if err != nil {
 		return m, fmt.Errorf("encode meta: %w", err)
@@ -289,7 +374,13 @@ func writeFile(f *os.File, m Meta, state io.WriterTo) (Meta, error) {
 // exists, and otherwise takes the link back and publish tries again: the
 // numbers Saves return are distinct and increase in the order the Saves
 // finish.
-func publish(tmp, dir string) (uint64, error) {
+//
+// An increment (inc != nil) is published under its own name and, after
+// linking, claimPiece checks its chain again: of two increments racing for
+// the same place at most one stays.
+func publish(tmp, dir string) (uint64, error) { return publishPiece(tmp, dir, nil) }
+
+func publishPiece(tmp, dir string, inc *Meta) (uint64, error) {
 	for attempt := 0; ; attempt++ {
 		seqs, err := snapshots(dir)
 		if err != nil {
@@ -299,9 +390,13 @@ func publish(tmp, dir string) (uint64, error) {
 		if len(seqs) > 0 {
 			seq = seqs[0] + 1
 		}
-		err = claim(tmp, dir, seq)
+		err = claimPiece(tmp, dir, seq, inc)
 		if err == nil {
 			return seq, nil
+		}
+		var cerr *ChainError
+		if errors.As(err, &cerr) {
+			return 0, err
 		}
 		if (!errors.Is(err, fs.ErrExist) && !errors.Is(err, errSuperseded)) || attempt >= 1000 {
 			return 0, fmt.Errorf("publish snapshot: %w", err)
@@ -317,16 +412,33 @@ var errSuperseded = errors.New("a newer snapshot exists")
 // newest snapshot. When it is not (a newer one exists, or the link is gone),
 // it removes its link (if the name still holds tmp's file) and returns
 // errSuperseded; when seq is taken, an error wrapping fs.ErrExist.
-func claim(tmp, dir string, seq uint64) error {
-	name := filepath.Join(dir, fileName(seq))
+//
+// For an increment (inc != nil) it first checks that the chain still
+// holds with the link in place: the base is there and the newest piece of
+// the chain below seq is inc.Prev; otherwise it takes the link back and
+// returns a *ChainError.
+func claim(tmp, dir string, seq uint64) error { return claimPiece(tmp, dir, seq, nil) }
+
+func claimPiece(tmp, dir string, seq uint64, inc *Meta) error {
+	var base uint64
+	if inc != nil {
+		base = inc.Base
+	}
+	name := filepath.Join(dir, pieceName(seq, base))
 	if err := os.Link(tmp, name); err != nil {
 		return err
 	}
-	seqs, err := snapshots(dir)
+	ps, err := pieces(dir)
 	if err != nil {
 		return fmt.Errorf("list snapshots: %w", err)
 	}
-	if len(seqs) > 0 && seqs[0] == seq {
+	verdict := errSuperseded
+	if inc != nil {
+		if cerr := chainAt(ps, *inc, seq); cerr != nil {
+			verdict = cerr
+		}
+	}
+	if verdict == errSuperseded && len(ps) > 0 && ps[0].seq == seq {
 		return nil // the newest, and still there
 	}
 	// Another writer may have pruned the name meanwhile (it is below the
@@ -338,15 +450,75 @@ func claim(tmp, dir string, seq uint64) error {
 			return fmt.Errorf("take back superseded snapshot: %w", err)
 		}
 	}
-	return errSuperseded
+	return verdict
 }
 
-// prune removes all but the best Keep snapshots by rank: a stale
-// generation's snapshot with a higher Seq never pushes out a newer
-// generation's.
+// chainAt checks, by the names listed in ps, that increment m would
+// continue its chain as piece seq: its base is held and the newest piece
+// of the chain below seq is m.Prev.
+func chainAt(ps []dirPiece, m Meta, seq uint64) *ChainError {
+	newest, held := uint64(0), false
+	for _, p := range ps {
+		if p.base == 0 && p.seq == m.Base {
+			held = true
+		}
+		if p.seq < seq && (p.seq == m.Base && p.base == 0 || p.base == m.Base) {
+			newest = max(newest, p.seq)
+		}
+	}
+	if !held {
+		return chainError(m, 0, "base not held (pruned, kept aside as damaged, or never written)")
+	}
+	if newest != m.Prev {
+		return chainError(m, newest, "prev is not the newest piece of the chain")
+	}
+	return nil
+}
+
+// checkChain checks increment m against dir before it is written: its
+// base is held, its footer readable, of m's (Epoch, Generation), and m.Prev
+// is the chain's newest piece. It returns the ChainBytes of m.Prev. The
+// base's payload is not read here (Load verifies it).
+func checkChain(dir string, m Meta) (int64, error) {
+	ps, err := pieces(dir)
+	if err != nil {
+		return 0, fmt.Errorf("save checkpoint %s/%d: list snapshots: %w", m.Topic, m.Partition, err)
+	}
+	if cerr := chainAt(ps, m, math.MaxUint64); cerr != nil {
+		return 0, cerr
+	}
+	bm, err := footerOf(filepath.Join(dir, fileName(m.Base)))
+	if err == nil {
+		bm.Seq = m.Base
+		err = checkPiece(bm, 0)
+	}
+	if err != nil {
+		return 0, chainError(m, 0, fmt.Sprintf("base unreadable: %v", err))
+	}
+	if compareFence(bm, m) != 0 {
+		return 0, chainError(m, m.Prev, fmt.Sprintf("base is of generation %d (epoch %d), the increment of %d (epoch %d): a new generation starts a new base",
+			bm.Generation, bm.Epoch, m.Generation, m.Epoch))
+	}
+	if m.Prev == m.Base {
+		return 0, nil
+	}
+	pm, err := footerOf(filepath.Join(dir, incName(m.Prev, m.Base)))
+	if err != nil {
+		return 0, chainError(m, m.Prev, fmt.Sprintf("previous increment unreadable: %v", err))
+	}
+	return pm.ChainBytes, nil
+}
+
+// prune removes all but the best Keep bases by rank (a stale generation's
+// base with a higher Seq never pushes out a newer generation's), and the
+// increments of every base it removes or that is no longer there (pruned,
+// or kept aside as damaged): they can never be loaded. Increments go before
+// their base, so a crash between leaves a base with a shorter chain, never
+// an increment without its base that Load would have to skip.
 //
-// A damaged snapshot (its footer unreadable) is not pruned and does not
-// count against Keep: it is kept aside (keepAside).
+// A damaged base (its footer unreadable) is not pruned and does not count
+// against Keep: it is kept aside (keepAside). So is an increment whose
+// footer is unreadable when pruning would remove it.
 func (s *FileStore) prune(ctx context.Context, dir string, topic string, partition int) error {
 	snaps, err := ranked(dir)
 	if err != nil {
@@ -361,14 +533,55 @@ func (s *FileStore) prune(ctx context.Context, dir string, topic string, partiti
 		}
 		intact = append(intact, sn)
 	}
-	snaps = intact
+	drop := map[uint64]bool{}
+	for _, sn := range intact[min(s.keep, len(intact)):] {
+		drop[sn.meta.Seq] = true
+	}
+	// Listed after ranked: a base published meanwhile is in this listing,
+	// so its increments are never taken for orphans.
+	ps, err := pieces(dir)
+	if err != nil {
+		return err
+	}
+	held := map[uint64]bool{}
+	for _, p := range ps {
+		if p.base == 0 {
+			held[p.seq] = true
+		}
+	}
 	var errs []error
-	for _, sn := range snaps[min(s.keep, len(snaps)):] {
+	for _, p := range ps {
+		if p.base == 0 || (held[p.base] && !drop[p.base]) {
+			continue
+		}
+		path := filepath.Join(dir, p.name())
+		m, err := footerOf(path)
+		if err == nil {
+			m.Seq = p.seq
+			err = pieceError(path, checkPiece(m, p.base))
+		}
+		if err != nil && IsDamage(err) {
+			s.keepAside(ctx, dir, Damage{Topic: topic, Partition: partition, Seq: p.seq, Where: path, Err: err})
+			continue
+		}
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	for _, sn := range intact[min(s.keep, len(intact)):] {
 		if err := os.Remove(filepath.Join(dir, fileName(sn.meta.Seq))); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// pieceError wraps checkPiece's verdict on the file at path.
+func pieceError(path string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &CorruptError{Path: path, What: "meta", Err: err}
 }
 
 func syncDir(dir string) error {
@@ -412,17 +625,27 @@ func (s *FileStore) Load(ctx context.Context, topic string, partition int, decod
 				return Meta{}, "", fmt.Errorf("load checkpoint %s/%d: %w", topic, partition, err)
 			}
 			path := filepath.Join(dir, fileName(seq))
-			m, err := loadFile(path, seq, decode)
+			m, err := loadFile(path, seq, 0, decode)
 			if errors.Is(err, fs.ErrNotExist) && relist < 100 {
 				vanished = true
 				break
 			}
 			if err == nil {
+				head, whole, err := s.loadChain(ctx, dir, m, decode)
+				if errors.Is(err, fs.ErrNotExist) && relist < 100 {
+					// Pruned under the walk: the next base decoded
+					// replaces what was applied.
+					vanished = true
+					break
+				}
+				if err != nil {
+					return Meta{}, "", fmt.Errorf("load checkpoint %s/%d: %w", topic, partition, err)
+				}
 				src := SourceLatest
-				if tried > 0 {
+				if tried > 0 || !whole {
 					src = SourceFallback
 				}
-				return m, src, nil
+				return head, src, nil
 			}
 			if cerr := ctx.Err(); cerr != nil {
 				// A decode cut short by the end of the context says nothing
@@ -457,8 +680,106 @@ func (s *FileStore) Load(ctx context.Context, topic string, partition int, decod
 	return Meta{}, "", lerr
 }
 
-func loadFile(path string, seq uint64, decode func(Meta, io.Reader) error) (Meta, error) {
-	rc, m, err := openFile(path, seq)
+// loadChain applies the increments of base, decoded already, in chain
+// order (planChain) and returns the head; whole is false when the chain
+// was cut short (a damaged, refused or unreachable increment, each
+// reported). Errors are those of the context or a vanished file
+// (fs.ErrNotExist: pruned meanwhile).
+func (s *FileStore) loadChain(ctx context.Context, dir string, base Meta, decode func(Meta, io.Reader) error) (Meta, bool, error) {
+	ps, err := pieces(dir)
+	if err != nil {
+		return Meta{}, false, err
+	}
+	var incs []dirPiece
+	for _, p := range ps {
+		if p.base == base.Seq {
+			incs = append(incs, p)
+		}
+	}
+	slices.Reverse(incs) // ascending seq
+	links := make([]link, len(incs))
+	for i, p := range incs {
+		path := filepath.Join(dir, p.name())
+		m, err := footerOf(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return Meta{}, false, err
+		}
+		if err == nil {
+			m.Seq = p.seq
+			err = pieceError(path, checkPiece(m, base.Seq))
+		}
+		if err == nil && compareFence(m, base) != 0 {
+			err = pieceError(path, fmt.Errorf("%w: generation %d (epoch %d), its base's %d (epoch %d)",
+				ErrFormat, m.Generation, m.Epoch, base.Generation, base.Epoch))
+		}
+		links[i] = link{seq: p.seq, prev: m.Prev, err: err}
+	}
+	plan := planChain(base.Seq, links)
+	d := func(i int, err error) Damage {
+		return Damage{Topic: base.Topic, Partition: base.Partition, Seq: incs[i].seq, Where: filepath.Join(dir, incs[i].name()), Err: err}
+	}
+	for _, i := range plan.forks {
+		s.log.Info("checkpoint increment ignored: another took its place in the chain", "path", d(i, nil).Where, "prev", links[i].prev)
+	}
+	head := base
+	cut := plan.rest
+	failed := false // an increment on the path was damaged or refused
+	for k, i := range plan.path {
+		if err := ctx.Err(); err != nil {
+			return Meta{}, false, err
+		}
+		m, err := loadFile(d(i, nil).Where, incs[i].seq, base.Seq, decode)
+		if errors.Is(err, fs.ErrNotExist) {
+			return Meta{}, false, err
+		}
+		if err == nil {
+			head = m
+			continue
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return Meta{}, false, cerr
+		}
+		if IsDamage(err) {
+			s.keepAside(ctx, dir, d(i, err))
+		} else {
+			s.log.Warn("checkpoint increment rejected", "path", d(i, nil).Where, "seq", incs[i].seq, "err", err)
+		}
+		cut = append(slices.Clone(plan.path[k+1:]), plan.rest...)
+		failed = true
+		break
+	}
+	for _, i := range cut {
+		if links[i].err != nil && IsDamage(links[i].err) {
+			s.keepAside(ctx, dir, d(i, links[i].err))
+			continue
+		}
+		s.unreachableFound(ctx, d(i, gapError(d(i, nil).Where, "", links[i], head.Seq)))
+	}
+	whole := len(cut) == 0 && !failed
+	if !whole {
+		s.log.Warn("checkpoint chain cut short: restored up to the last intact increment",
+			"topic", base.Topic, "partition", base.Partition, "base", base.Seq, "head", head.Seq, "ignored", len(cut))
+	}
+	return head, whole, nil
+}
+
+// unreachableFound reports, once per store, an increment Load could not
+// reach from its base: a warn line naming it, and the context's report.
+func (s *FileStore) unreachableFound(ctx context.Context, d Damage) {
+	s.mu.Lock()
+	seen := s.unreachable[d.Where]
+	s.unreachable[d.Where] = true
+	s.mu.Unlock()
+	if seen {
+		return
+	}
+	s.log.Warn("checkpoint increment unreachable: its chain is broken before it; left in place, removed with its base",
+		append(damageAttrs(d), "path", d.Where)...)
+	reportDamage(ctx, d)
+}
+
+func loadFile(path string, seq, base uint64, decode func(Meta, io.Reader) error) (Meta, error) {
+	rc, m, err := openFile(path, seq, base)
 	if err != nil {
 		return Meta{}, err
 	}
@@ -472,19 +793,22 @@ func loadFile(path string, seq uint64, decode func(Meta, io.Reader) error) (Meta
 	return m, nil
 }
 
-// openFile verifies the file's footer and payload checksum and returns the
-// decompressed state.
-func openFile(path string, seq uint64) (io.ReadCloser, Meta, error) {
+// openFile verifies the file's footer and payload checksum, and that it is
+// piece seq of base (0: a base), and returns the decompressed state.
+func openFile(path string, seq, base uint64) (io.ReadCloser, Meta, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, Meta{}, err
 	}
 	m, err := verifyFile(f, path)
+	if err == nil {
+		m.Seq = seq
+		err = pieceError(path, checkPiece(m, base))
+	}
 	if err != nil {
 		f.Close()
 		return nil, Meta{}, err
 	}
-	m.Seq = seq
 	payload := bufio.NewReaderSize(io.NewSectionReader(f, 0, m.StoredBytes), fileBufferSize)
 	rc, err := newDecompressed(payload, f)
 	if err != nil {
@@ -559,20 +883,30 @@ type fileSnap struct {
 	err  error
 }
 
-// ranked returns the published snapshots of dir, best first by
+// ranked returns the published bases of dir, best first by
 // (Epoch, Generation, Seq); only footers are read.
 func ranked(dir string) ([]fileSnap, error) {
-	seqs, err := snapshots(dir)
+	ps, err := pieces(dir)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]fileSnap, len(seqs))
-	for i, seq := range seqs {
-		out[i].meta, out[i].err = footerOf(filepath.Join(dir, fileName(seq)))
-		if out[i].err != nil {
-			out[i].meta = Meta{}
+	var out []fileSnap
+	for _, p := range ps {
+		if p.base != 0 {
+			continue
 		}
-		out[i].meta.Seq = seq
+		path := filepath.Join(dir, fileName(p.seq))
+		sn := fileSnap{}
+		sn.meta, sn.err = footerOf(path)
+		if sn.err == nil {
+			sn.meta.Seq = p.seq
+			sn.err = pieceError(path, checkPiece(sn.meta, 0))
+		}
+		if sn.err != nil {
+			sn.meta = Meta{}
+		}
+		sn.meta.Seq = p.seq
+		out = append(out, sn)
 	}
 	slices.SortStableFunc(out, func(a, b fileSnap) int { return -compareRank(a.meta, b.meta) })
 	return out, nil
@@ -587,8 +921,8 @@ func footerOf(path string) (Meta, error) {
 	return readFooter(f, path)
 }
 
-// checkFence refuses m when dir holds a readable snapshot of a greater
-// (Epoch, Generation).
+// checkFence refuses m when dir holds a readable base of a greater
+// (Epoch, Generation). Increments are not read: each has its base's.
 func checkFence(dir string, m Meta) error {
 	snaps, err := ranked(dir)
 	if err != nil {
@@ -626,24 +960,27 @@ func (s *FileStore) List(ctx context.Context) ([]Entry, error) {
 		slices.Sort(nums)
 		for _, p := range nums {
 			dir := s.partitionDir(t.Name(), p)
-			seqs, err := snapshots(dir)
+			ps, err := pieces(dir)
 			if err != nil {
 				return nil, fmt.Errorf("list checkpoints: %w", err)
 			}
-			for _, seq := range seqs {
+			var part []Entry
+			for _, pc := range ps {
 				if err := ctx.Err(); err != nil {
 					return nil, fmt.Errorf("list checkpoints: %w", err)
 				}
-				entries = append(entries, statFile(filepath.Join(dir, fileName(seq)), seq, t.Name(), p))
+				part = append(part, statFile(filepath.Join(dir, pc.name()), pc.seq, pc.base, t.Name(), p))
 			}
+			sortChains(part)
+			entries = append(entries, part...)
 			entries = append(entries, listDamaged(dir, t.Name(), p)...)
 		}
 	}
 	return entries, nil
 }
 
-func statFile(path string, seq uint64, topic string, partition int) Entry {
-	e := Entry{Where: path, Meta: Meta{Topic: topic, Partition: partition, Seq: seq}}
+func statFile(path string, seq, base uint64, topic string, partition int) Entry {
+	e := Entry{Where: path, Meta: Meta{Topic: topic, Partition: partition, Seq: seq, Base: base}}
 	f, err := os.Open(path)
 	if err != nil {
 		e.Err = err
@@ -651,11 +988,14 @@ func statFile(path string, seq uint64, topic string, partition int) Entry {
 	}
 	defer f.Close()
 	m, err := verifyFile(f, path)
+	if err == nil {
+		m.Seq = seq
+		err = pieceError(path, checkPiece(m, base))
+	}
 	if err != nil {
 		e.Err = err
 		return e
 	}
-	m.Seq = seq
 	e.Meta = m
 	return e
 }
@@ -669,7 +1009,7 @@ func (s *FileStore) Open(ctx context.Context, e Entry) (io.ReadCloser, error) {
 	if rel, err := filepath.Rel(s.root, e.Where); err != nil || !filepath.IsLocal(rel) {
 		return nil, fmt.Errorf("open checkpoint: %s is not in %s", e.Where, s.root)
 	}
-	rc, _, err := openFile(e.Where, e.Meta.Seq)
+	rc, _, err := openFile(e.Where, e.Meta.Seq, e.Meta.Base)
 	if err != nil {
 		return nil, fmt.Errorf("open checkpoint: %w", err)
 	}

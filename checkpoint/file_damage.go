@@ -9,12 +9,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 )
 
-// Damaged snapshot files are moved to <partition dir>/damaged/ under the
-// name <unix nanoseconds of the move, 20 digits>-<seq, 20 digits>.ckpt, so
+// Damaged piece files are moved to <partition dir>/damaged/ under the
+// name <unix nanoseconds of the move, 20 digits>-<its name>, that is
+// <ns>-<seq>.ckpt for a base and <ns>-<seq>-<base>.inc for an increment, so
 // that the names sort by when they were found and never collide (a seq can
 // be given again once every file of the partition was moved aside).
 const (
@@ -26,20 +26,20 @@ const (
 // was refused by decode when it was found.
 var ErrKeptAside = errors.New("refused by decode when found, kept aside")
 
-func damagedName(seq uint64, at time.Time) string {
-	return fmt.Sprintf("%020d-%020d%s", at.UnixNano(), seq, fileExt)
+func damagedName(name string, at time.Time) string {
+	return fmt.Sprintf("%020d-%s", at.UnixNano(), name)
 }
 
-func parseDamagedName(name string) (uint64, bool) {
-	rest, ok := strings.CutSuffix(name, fileExt)
-	if !ok || len(rest) != 41 || rest[20] != '-' {
-		return 0, false
+// parseDamagedName returns the seq and base (0: a base) of a file kept
+// aside.
+func parseDamagedName(name string) (seq, base uint64, ok bool) {
+	if len(name) < 21 || name[20] != '-' {
+		return 0, 0, false
 	}
-	if _, err := strconv.ParseUint(rest[:20], 10, 64); err != nil {
-		return 0, false
+	if _, err := strconv.ParseUint(name[:20], 10, 64); err != nil {
+		return 0, 0, false
 	}
-	seq, err := strconv.ParseUint(rest[21:], 10, 64)
-	return seq, err == nil
+	return parsePieceName(name[21:])
 }
 
 // keepAside moves the damaged snapshot d.Where of partition directory dir
@@ -49,7 +49,7 @@ func parseDamagedName(name string) (uint64, bool) {
 // leaves the file in place, never pruned).
 func (s *FileStore) keepAside(ctx context.Context, dir string, d Damage) string {
 	aside := filepath.Join(dir, damagedDir)
-	kept := filepath.Join(aside, damagedName(d.Seq, time.Now()))
+	kept := filepath.Join(aside, damagedName(filepath.Base(d.Where), time.Now()))
 	err := os.MkdirAll(aside, 0o755)
 	if err == nil {
 		err = os.Rename(d.Where, kept)
@@ -79,14 +79,20 @@ func (s *FileStore) keepAside(ctx context.Context, dir string, d Damage) string 
 // damagedFiles returns the files kept aside in partition directory dir,
 // newest first, with their seqs.
 func damagedFiles(dir string) ([]string, []uint64) {
+	paths, seqs, _ := damagedPieces(dir)
+	return paths, seqs
+}
+
+// damagedPieces is damagedFiles with the base of each (0: a base).
+func damagedPieces(dir string) ([]string, []uint64, []uint64) {
 	aside := filepath.Join(dir, damagedDir)
 	des, err := os.ReadDir(aside)
 	if err != nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	var names []string
 	for _, d := range des {
-		if _, ok := parseDamagedName(d.Name()); ok && d.Type().IsRegular() {
+		if _, _, ok := parseDamagedName(d.Name()); ok && d.Type().IsRegular() {
 			names = append(names, d.Name())
 		}
 	}
@@ -94,11 +100,12 @@ func damagedFiles(dir string) ([]string, []uint64) {
 	slices.Reverse(names)
 	paths := make([]string, len(names))
 	seqs := make([]uint64, len(names))
+	bases := make([]uint64, len(names))
 	for i, n := range names {
 		paths[i] = filepath.Join(aside, n)
-		seqs[i], _ = parseDamagedName(n)
+		seqs[i], bases[i], _ = parseDamagedName(n)
 	}
-	return paths, seqs
+	return paths, seqs, bases
 }
 
 // trimDamaged removes all but the newest keepDamaged files kept aside, and
@@ -116,39 +123,46 @@ func (s *FileStore) trimDamaged(aside string) {
 	}
 }
 
-// asideVerdict is what is wrong with a file kept aside.
-func asideVerdict(path string, seq uint64) (Meta, error) {
+// asideVerdict is what is wrong with a file kept aside, piece seq of base
+// (0: a base).
+func asideVerdict(path string, seq, base uint64) (Meta, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return Meta{Seq: seq}, err
+		return Meta{Seq: seq, Base: base}, err
 	}
 	defer f.Close()
 	m, err := verifyFile(f, path)
-	m.Seq = seq
+	if err == nil {
+		m.Seq = seq
+		err = pieceError(path, checkPiece(m, base))
+	}
 	if err != nil {
-		return m, err
+		return Meta{Seq: seq, Base: base}, err
 	}
 	return m, &RefusedError{Err: ErrKeptAside}
 }
 
-// damagedRejections lists the files kept aside in dir as rejections, for
+// damagedRejections lists the bases kept aside in dir as rejections, for
 // a Load that finds nothing else.
 func (s *FileStore) damagedRejections(dir string) []Rejection {
-	paths, seqs := damagedFiles(dir)
-	out := make([]Rejection, len(paths))
+	paths, seqs, bases := damagedPieces(dir)
+	var out []Rejection
 	for i, p := range paths {
-		_, err := asideVerdict(p, seqs[i])
-		out[i] = Rejection{Seq: seqs[i], Where: p, Err: err}
+		if bases[i] != 0 {
+			continue
+		}
+		_, err := asideVerdict(p, seqs[i], 0)
+		out = append(out, Rejection{Seq: seqs[i], Where: p, Err: err})
 	}
 	return out
 }
 
 // listDamaged returns the entries of the files kept aside in dir.
 func listDamaged(dir, topic string, partition int) []Entry {
-	paths, seqs := damagedFiles(dir)
+	paths, seqs, bases := damagedPieces(dir)
 	out := make([]Entry, len(paths))
 	for i, p := range paths {
-		m, err := asideVerdict(p, seqs[i])
+		m, err := asideVerdict(p, seqs[i], bases[i])
 		m.Topic, m.Partition = topic, partition
 		out[i] = Entry{Meta: m, Where: p, Err: err, Damaged: true}
 	}

@@ -70,6 +70,10 @@ type KafkaStore struct {
 	// the offset of the manifest record found damaged: each is reported
 	// once, and is never tombstoned by a Save.
 	reported map[string]int64
+	// unreachable holds the increments reported unreachable (their chain
+	// broken before them), likewise, reported once; they are tombstoned
+	// with their base.
+	unreachable map[string]int64
 
 	saves sync.Map // save id -> *saveTrace, filled by the writer's Completion
 }
@@ -99,7 +103,8 @@ func NewKafkaStore(ctx context.Context, opts KafkaOptions) (*KafkaStore, error) 
 		indexes: map[int]*partIndex{},
 		moved:   map[snapID]movedFrom{},
 
-		reported: map[string]int64{},
+		reported:    map[string]int64{},
+		unreachable: map[string]int64{},
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -212,12 +217,19 @@ func (s *KafkaStore) Save(ctx context.Context, m Meta, state io.WriterTo) (Meta,
 	if m.Created.IsZero() {
 		m.Created = time.Now()
 	}
+	if m.Base == 0 && m.Prev != 0 {
+		return Meta{}, fmt.Errorf("save checkpoint: a base with prev %d", m.Prev)
+	}
 	id := snapID{m.Topic, m.Partition}
 	cp := s.checkpointPartition(m.Partition)
 	m.Seq = s.movedSeq(id) + 1 // numbering goes on from snapshots found away from home
 	pi := s.index(cp)
 	m, err := s.save(ctx, pi, cp, id, m, state)
 	pi.mu.Unlock()
+	var cerr *ChainError
+	if errors.As(err, &cerr) {
+		return Meta{}, cerr
+	}
 	if err != nil {
 		return Meta{}, fmt.Errorf("save checkpoint %s/%d: %w", m.Topic, m.Partition, err)
 	}
@@ -230,6 +242,10 @@ func (s *KafkaStore) save(ctx context.Context, pi *partIndex, cp int, id snapID,
 		return m, err
 	}
 	if err := s.checkFence(pi, id, m); err != nil {
+		return m, err
+	}
+	prevChain, err := s.checkChain(pi, id, m)
+	if err != nil {
 		return m, err
 	}
 	for seq := range pi.manifests[id] { // m.Seq comes in as the floor (Save)
@@ -267,13 +283,16 @@ func (s *KafkaStore) save(ctx context.Context, pi *partIndex, cp int, id snapID,
 	if err != nil {
 		return m, err
 	}
-	m.RawBytes, m.StoredBytes, m.Checksum = raw, stored, sum
+	m.RawBytes, m.StoredBytes, m.Checksum, m.ChainBytes = raw, stored, sum, 0
+	if m.Increment() {
+		m.ChainBytes = prevChain + stored
+	}
 	man := manifest{Meta: m, Nonce: nonce, Chunks: w.sums}
 	value, err := json.Marshal(man)
 	if err != nil {
 		return m, fmt.Errorf("encode manifest: %w", err)
 	}
-	mkey := s.manifestKey(id, m.Seq)
+	mkey := s.pieceKey(id, m.Seq, m.Base)
 	if err := s.recheckFence(ctx, pi, cp, id, m, trace, len(written)); err != nil {
 		return m, err
 	}
@@ -333,13 +352,60 @@ func (s *KafkaStore) recheckFence(ctx context.Context, pi *partIndex, cp int, id
 	if err := s.refresh(ctx, pi, cp); err != nil {
 		return err
 	}
-	return s.checkFence(pi, id, m)
+	if err := s.checkFence(pi, id, m); err != nil {
+		return err
+	}
+	_, err = s.checkChain(pi, id, m)
+	return err
 }
 
-// superseded lists tombstones for the manifests of id beyond the best Keep
-// by rank (counting m, the one just written) and for chunks no kept
-// manifest refers to (older partial writes, or the chunks of a manifest
-// another writer replaced).
+// checkChain checks that increment m continues its chain as the index
+// shows it: the base is held, intact as far as the index shows (manifest
+// and chunk sums, not the payload) and not reported damaged, of m's
+// (Epoch, Generation), and m.Prev is the chain's newest piece. It returns
+// the ChainBytes of m.Prev (0 for a base m). Called with pi.mu held.
+func (s *KafkaStore) checkChain(pi *partIndex, id snapID, m Meta) (int64, error) {
+	if !m.Increment() {
+		return 0, nil
+	}
+	ms := pi.manifests[id]
+	b, ok := ms[m.Base]
+	if !ok || b.base != 0 {
+		return 0, chainError(m, 0, "base not held (pruned, or never written)")
+	}
+	if err := s.verifyIndexed(pi, b); err != nil {
+		return 0, chainError(m, 0, fmt.Sprintf("base damaged: %v", err))
+	}
+	if s.isReported(b) {
+		return 0, chainError(m, 0, "base reported damaged")
+	}
+	newest := m.Base
+	for seq, loc := range ms {
+		if loc.base == m.Base {
+			newest = max(newest, seq)
+		}
+	}
+	if compareFence(b.m.Meta, m) != 0 {
+		return 0, chainError(m, newest, fmt.Sprintf("base is of generation %d (epoch %d), the increment of %d (epoch %d): a new generation starts a new base",
+			b.m.Meta.Generation, b.m.Meta.Epoch, m.Generation, m.Epoch))
+	}
+	if newest != m.Prev {
+		return 0, chainError(m, newest, "prev is not the newest piece of the chain")
+	}
+	if newest == m.Base {
+		return 0, nil
+	}
+	if p := ms[newest]; p.err != nil {
+		return 0, chainError(m, newest, fmt.Sprintf("previous increment unreadable: %v", p.err))
+	}
+	return ms[newest].m.Meta.ChainBytes, nil
+}
+
+// superseded lists tombstones for the bases of id beyond the best Keep by
+// rank (counting m, the one just written, when it is a base), for the
+// increments of every base not kept (tombstoned now, gone before, or
+// damaged), and for chunks no kept manifest refers to (older partial
+// writes, or the chunks of a manifest another writer replaced).
 //
 // A damaged manifest (undecodable, a chunk missing or not matching, or
 // reported damaged by a Load) is neither tombstoned nor counted against
@@ -347,13 +413,21 @@ func (s *KafkaStore) recheckFence(ctx context.Context, pi *partIndex, cp int, id
 // reported once (see docs/checkpoints.md, "Integrity").
 func (s *KafkaStore) superseded(ctx context.Context, pi *partIndex, id snapID, m Meta) []kafka.Message {
 	newSeq := m.Seq
+	newKey := s.pieceKey(id, m.Seq, m.Base)
 	var tombs []kafka.Message
 	ranked := pi.newest(id) // without m: the index learns it afterwards
-	kept := 1               // m
+	kept := 0
+	keptBases := map[uint64]bool{}
+	if !m.Increment() {
+		kept = 1
+		keptBases[newSeq] = true
+	}
 	referenced := map[string]bool{}
+	// Bases first, so that the increments know which bases stay.
+	slices.SortStableFunc(ranked, func(a, b *manifestLoc) int { return cmp.Compare(min(a.base, 1), min(b.base, 1)) })
 	for _, loc := range ranked {
 		seq := loc.m.Meta.Seq
-		if seq == newSeq {
+		if loc.key == newKey {
 			continue // replaced by m (same key)
 		}
 		if err := s.verifyIndexed(pi, loc); err != nil || s.isReported(loc) {
@@ -365,11 +439,20 @@ func (s *KafkaStore) superseded(ctx context.Context, pi *partIndex, id snapID, m
 			}
 			continue
 		}
+		if loc.base != 0 {
+			if keptBases[loc.base] {
+				referenced[fmt.Sprintf("%d/%s", seq, loc.m.Nonce)] = true
+			} else {
+				tombs = append(tombs, kafka.Message{Key: []byte(loc.key)})
+			}
+			continue
+		}
 		if kept >= s.keep {
 			tombs = append(tombs, kafka.Message{Key: []byte(loc.key)})
 			continue
 		}
 		kept++
+		keptBases[seq] = true
 		referenced[fmt.Sprintf("%d/%s", seq, loc.m.Nonce)] = true
 	}
 	var chunkKeys []string
@@ -424,18 +507,27 @@ func (s *KafkaStore) Load(ctx context.Context, topic string, partition int, deco
 		return Meta{}, "", fmt.Errorf("load checkpoint %s/%d: %w", topic, partition, ErrNotFound)
 	}
 	lerr := &LoadError{Topic: topic, Partition: partition}
-	for i, c := range cands {
+	tried := 0
+	for _, c := range cands {
+		if c.loc.base != 0 {
+			continue // an increment: applied after its base
+		}
 		err := c.err
 		if err == nil {
 			err = s.loadPlan(ctx, c.cp, c.plan, decode)
 		}
 		if err == nil {
+			head, whole, err := s.loadChain(ctx, id, c, cands, decode)
+			if err != nil {
+				return Meta{}, "", fmt.Errorf("load checkpoint %s/%d: %w", topic, partition, err)
+			}
 			src := SourceLatest
-			if i > 0 {
+			if tried > 0 || !whole {
 				src = SourceFallback
 			}
-			return c.loc.m.Meta, src, nil
+			return head, src, nil
 		}
+		tried++
 		if ctx.Err() != nil {
 			return Meta{}, "", fmt.Errorf("load checkpoint %s/%d: %w", topic, partition, ctx.Err())
 		}
@@ -446,7 +538,89 @@ func (s *KafkaStore) Load(ctx context.Context, topic string, partition int, deco
 		}
 		lerr.Rejected = append(lerr.Rejected, Rejection{Seq: c.loc.m.Meta.Seq, Where: c.loc.key, Err: err})
 	}
+	if len(lerr.Rejected) == 0 {
+		// Only increments whose base is gone: nothing to restore from.
+		return Meta{}, "", fmt.Errorf("load checkpoint %s/%d: %w", topic, partition, ErrNotFound)
+	}
 	return Meta{}, "", lerr
+}
+
+// loadChain applies the increments of base (decoded already), found in
+// the same checkpoint partition among cands, in chain order (planChain),
+// and returns the head; whole is false when the chain was cut short (a
+// damaged, refused or unreachable increment, each reported once). Errors
+// are those of the context.
+func (s *KafkaStore) loadChain(ctx context.Context, id snapID, base candidate, cands []candidate, decode func(Meta, io.Reader) error) (Meta, bool, error) {
+	bm := base.loc.m.Meta
+	var incs []candidate
+	for _, c := range cands {
+		if c.cp == base.cp && c.loc.base == bm.Seq {
+			incs = append(incs, c)
+		}
+	}
+	slices.SortFunc(incs, func(a, b candidate) int { return cmp.Compare(a.loc.m.Meta.Seq, b.loc.m.Meta.Seq) })
+	links := make([]link, len(incs))
+	for i, c := range incs {
+		links[i] = link{seq: c.loc.m.Meta.Seq, prev: c.loc.m.Meta.Prev, err: c.loc.err}
+		if c.loc.err == nil && compareFence(c.loc.m.Meta, bm) != 0 {
+			links[i].err = &CorruptError{Key: c.loc.key, What: "manifest", Err: fmt.Errorf("%w: generation %d (epoch %d), its base's %d (epoch %d)",
+				ErrFormat, c.loc.m.Meta.Generation, c.loc.m.Meta.Epoch, bm.Generation, bm.Epoch)}
+		}
+	}
+	plan := planChain(bm.Seq, links)
+	for _, i := range plan.forks {
+		s.log.Info("checkpoint increment ignored: another took its place in the chain", "key", incs[i].loc.key, "prev", links[i].prev)
+	}
+	// The increments' chunks read together (readChunks), not a fetch each:
+	// they are small and many.
+	var plans []chunkPlan
+	for _, i := range plan.path {
+		if incs[i].err == nil {
+			plans = append(plans, incs[i].plan)
+		}
+	}
+	got, err := s.readChunks(ctx, base.cp, plans)
+	if err != nil {
+		return Meta{}, false, fmt.Errorf("read increments of base %d: %w", bm.Seq, err)
+	}
+	head := bm
+	cut := plan.rest
+	failed := false // an increment on the path was damaged or refused
+	for k, i := range plan.path {
+		c := incs[i]
+		err := c.err
+		if err == nil {
+			err = decodeChunks(c.plan, got, decode)
+		}
+		if err == nil {
+			head = c.loc.m.Meta
+			continue
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return Meta{}, false, cerr
+		}
+		if IsDamage(err) {
+			s.damaged(ctx, id, c.loc, err)
+		} else {
+			s.log.Warn("checkpoint increment rejected", "key", c.loc.key, "seq", c.loc.m.Meta.Seq, "err", err)
+		}
+		cut = append(slices.Clone(plan.path[k+1:]), plan.rest...)
+		failed = true
+		break
+	}
+	for _, i := range cut {
+		if links[i].err != nil {
+			s.damaged(ctx, id, incs[i].loc, links[i].err)
+			continue
+		}
+		s.unreachableFound(ctx, id, incs[i].loc, gapError("", incs[i].loc.key, links[i], head.Seq))
+	}
+	whole := len(cut) == 0 && !failed
+	if !whole {
+		s.log.Warn("checkpoint chain cut short: restored up to the last intact increment",
+			"topic", id.topic, "partition", id.partition, "base", bm.Seq, "head", head.Seq, "ignored", len(cut))
+	}
+	return head, whole, nil
 }
 
 func (s *KafkaStore) loadPlan(ctx context.Context, cp int, p chunkPlan, decode func(Meta, io.Reader) error) error {
@@ -454,7 +628,25 @@ func (s *KafkaStore) loadPlan(ctx context.Context, cp int, p chunkPlan, decode f
 	if err != nil {
 		return err
 	}
-	err = decode(p.loc.m.Meta, rc)
+	return decodeFrom(p, rc, decode)
+}
+
+// decodeChunks verifies the chunks of p out of got (readChunks) and hands
+// the state to decode.
+func decodeChunks(p chunkPlan, got map[int64][]byte, decode func(Meta, io.Reader) error) error {
+	chunks, err := p.verify(got)
+	if err != nil {
+		return err
+	}
+	rc, err := newDecompressed(chunkReader(chunks), nil)
+	if err != nil {
+		return err
+	}
+	return decodeFrom(p, rc, decode)
+}
+
+func decodeFrom(p chunkPlan, rc io.ReadCloser, decode func(Meta, io.Reader) error) error {
+	err := decode(p.loc.m.Meta, rc)
 	if cerr := rc.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
@@ -494,15 +686,10 @@ func (s *KafkaStore) List(ctx context.Context) ([]Entry, error) {
 			return nil, fmt.Errorf("list checkpoints: %w", err)
 		}
 	}
-	slices.SortStableFunc(entries, func(a, b Entry) int {
-		if c := strings.Compare(a.Meta.Topic, b.Meta.Topic); c != 0 {
-			return c
-		}
-		if a.Meta.Partition != b.Meta.Partition {
-			return a.Meta.Partition - b.Meta.Partition
-		}
-		return -cmp.Compare(a.Meta.Seq, b.Meta.Seq)
-	})
+	// By seq first, so that pieces of one seq (overlapping writers) keep
+	// an order that does not depend on map iteration.
+	slices.SortStableFunc(entries, func(a, b Entry) int { return -cmp.Compare(a.Meta.Seq, b.Meta.Seq) })
+	sortChains(entries)
 	return entries, nil
 }
 
@@ -515,7 +702,7 @@ func (s *KafkaStore) Open(ctx context.Context, e Entry) (io.ReadCloser, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open checkpoint: %w", err)
 	}
-	i := slices.IndexFunc(cands, func(c candidate) bool { return c.loc.m.Meta.Seq == e.Meta.Seq })
+	i := slices.IndexFunc(cands, func(c candidate) bool { return c.loc.m.Meta.Seq == e.Meta.Seq && c.loc.base == e.Meta.Base })
 	if i < 0 {
 		return nil, fmt.Errorf("open checkpoint %s/%d seq %d: %w", id.topic, id.partition, e.Meta.Seq, ErrNotFound)
 	}
@@ -557,6 +744,23 @@ func (s *KafkaStore) damaged(ctx context.Context, id snapID, loc *manifestLoc, e
 		return
 	}
 	s.log.Warn("checkpoint damaged: left in place for inspection, not tombstoned and not counted against CHECKPOINT_KEEP",
+		append(damageAttrs(d), "key", loc.key)...)
+	reportDamage(ctx, d)
+}
+
+// unreachableFound reports, once per record, an increment Load could not
+// reach from its base: a warn line naming its key, and the context's
+// report. Unlike a damaged manifest it is tombstoned with its base.
+func (s *KafkaStore) unreachableFound(ctx context.Context, id snapID, loc *manifestLoc, err error) {
+	s.mu.Lock()
+	off, seen := s.unreachable[loc.key]
+	s.unreachable[loc.key] = loc.offset
+	s.mu.Unlock()
+	if seen && off == loc.offset {
+		return
+	}
+	d := Damage{Topic: id.topic, Partition: id.partition, Seq: loc.m.Meta.Seq, Where: loc.key, Err: err}
+	s.log.Warn("checkpoint increment unreachable: its chain is broken before it; left in place, tombstoned with its base",
 		append(damageAttrs(d), "key", loc.key)...)
 	reportDamage(ctx, d)
 }

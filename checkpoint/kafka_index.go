@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sync"
 
 	"github.com/segmentio/kafka-go"
+	"golang.org/x/sync/errgroup"
 
 	"dedup/offsets"
 )
@@ -29,6 +31,7 @@ type manifest struct {
 type manifestLoc struct {
 	key    string
 	offset int64
+	base   uint64 // from the key: the base of an increment, 0 for a base
 	m      manifest
 	err    error // the manifest record could not be decoded
 }
@@ -115,19 +118,29 @@ func (s *KafkaStore) apply(pi *partIndex, key string, value []byte, tombstone bo
 	}
 	ms := pi.manifests[k.id]
 	if tombstone {
-		delete(ms, k.seq)
+		// Only the piece of that key: a base and an increment may share a
+		// seq when two writers overlapped.
+		if loc, ok := ms[k.seq]; ok && loc.key == key {
+			delete(ms, k.seq)
+		}
 		return
 	}
 	if ms == nil {
 		ms = map[uint64]*manifestLoc{}
 		pi.manifests[k.id] = ms
 	}
-	loc := &manifestLoc{key: key, offset: offset}
+	loc := &manifestLoc{key: key, offset: offset, base: k.base}
 	if err := json.Unmarshal(value, &loc.m); err != nil {
 		loc.err = &CorruptError{Key: key, What: "manifest", Err: fmt.Errorf("%w: %v", ErrFormat, err)}
 	}
 	// The key is the authority on what the manifest describes.
 	loc.m.Meta.Topic, loc.m.Meta.Partition, loc.m.Meta.Seq = k.id.topic, k.id.partition, k.seq
+	if loc.err == nil {
+		if err := checkPiece(loc.m.Meta, k.base); err != nil {
+			loc.err = &CorruptError{Key: key, What: "manifest", Err: err}
+		}
+	}
+	loc.m.Meta.Base = k.base
 	ms[k.seq] = loc
 }
 
@@ -208,29 +221,80 @@ func (s *KafkaStore) plan(pi *partIndex, loc *manifestLoc) (chunkPlan, error) {
 // fetchChunks reads the chunks of a plan and verifies every checksum, so the
 // returned bytes are exactly what Save stored.
 func (s *KafkaStore) fetchChunks(ctx context.Context, cp int, p chunkPlan) ([][]byte, error) {
+	got, err := s.readChunks(ctx, cp, []chunkPlan{p})
+	if err != nil {
+		return nil, err
+	}
+	return p.verify(got)
+}
+
+const (
+	// runGap is the most records between two wanted chunks that one read
+	// goes through rather than fetching again: the manifest and tombstones
+	// a Save writes after its chunks. Wider gaps are mostly other input
+	// partitions' chunks, which may be large.
+	runGap = 3
+	// runReads is how many reads of separate runs go at once: a chain's
+	// increments, between other partitions' records, are many small runs.
+	runReads = 8
+)
+
+// readChunks reads the chunks of plans from checkpoint partition cp, by
+// offset (an offset missing from the answer: compacted away meanwhile).
+// Nearby chunks are read in one run, each run with fetches sized to it,
+// and several runs at once.
+func (s *KafkaStore) readChunks(ctx context.Context, cp int, plans []chunkPlan) (map[int64][]byte, error) {
+	size := map[int64]int{}
+	for _, p := range plans {
+		for n, off := range p.offsets {
+			size[off] = p.loc.m.Chunks[n].Size
+		}
+	}
+	offsets := slices.Sorted(maps.Keys(size))
+	var mu sync.Mutex
+	got := make(map[int64][]byte, len(offsets))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(runReads)
+	for len(offsets) > 0 {
+		n := 1
+		bytes := size[offsets[0]]
+		for n < len(offsets) && offsets[n]-offsets[n-1] <= runGap+1 {
+			bytes += size[offsets[n]]
+			n++
+		}
+		run := offsets[:n]
+		offsets = offsets[n:]
+		maxBytes := min(bytes+(runGap+1)*n*recordOverhead, fetchMaxBytes)
+		g.Go(func() error {
+			from, to := run[0], run[len(run)-1]+1
+			return readRangeMax(gctx, s.client, s.topic, cp, from, to, s.wait, maxBytes, func(rec *kafka.Record) error {
+				if _, ok := size[rec.Offset]; !ok {
+					return nil
+				}
+				b, err := kafka.ReadAll(rec.Value)
+				if err != nil {
+					return fmt.Errorf("read chunk at %d: %w", rec.Offset, err)
+				}
+				mu.Lock()
+				got[rec.Offset] = b
+				mu.Unlock()
+				return nil
+			})
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return got, nil
+}
+
+// verify returns the chunks of the plan out of got (readChunks) once every
+// checksum holds, so the returned bytes are exactly what Save stored.
+func (p chunkPlan) verify(got map[int64][]byte) ([][]byte, error) {
 	m := p.loc.m
 	chunks := make([][]byte, len(p.keys))
-	if len(p.keys) > 0 {
-		want := make(map[int64]int, len(p.offsets))
-		for n, off := range p.offsets {
-			want[off] = n
-		}
-		from, to := slices.Min(p.offsets), slices.Max(p.offsets)+1
-		err := readRange(ctx, s.client, s.topic, cp, from, to, s.wait, func(rec *kafka.Record) error {
-			n, ok := want[rec.Offset]
-			if !ok {
-				return nil
-			}
-			b, err := kafka.ReadAll(rec.Value)
-			if err != nil {
-				return fmt.Errorf("read chunk %d: %w", n, err)
-			}
-			chunks[n] = b
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
+	for n, off := range p.offsets {
+		chunks[n] = got[off]
 	}
 	total := newCRC()
 	for n, b := range chunks {

@@ -38,7 +38,24 @@ type Meta struct {
 	// Zero for snapshots taken without a group.
 	Generation int32  `json:"generation,omitempty"`
 	Epoch      uint32 `json:"epoch,omitempty"`
+
+	// A chain is a base (a full snapshot: Base 0) followed by increments
+	// that the caller applies in order on top of it. Base is the Seq of the
+	// base an increment chains to, Prev the Seq of the piece it directly
+	// follows (the base, or the previous increment). Both are 0 for a base
+	// and for every snapshot written before chains existed. An increment
+	// has its base's Epoch and Generation: a new generation starts a new
+	// base.
+	Base uint64 `json:"base,omitempty"`
+	Prev uint64 `json:"prev,omitempty"`
+	// ChainBytes is, for an increment, the sum of StoredBytes of the
+	// increments of its base up to and including this one (set by Save):
+	// what a restore reads beyond the base. 0 for a base.
+	ChainBytes int64 `json:"chain_bytes,omitempty"`
 }
+
+// Increment reports whether m describes an increment (not a base).
+func (m Meta) Increment() bool { return m.Base != 0 }
 
 // compareRank orders snapshots of one partition: by Epoch, then
 // Generation, then Seq.
@@ -57,7 +74,8 @@ func compareFence(a, b Meta) int {
 	return compareRank(Meta{Epoch: a.Epoch, Generation: a.Generation}, Meta{Epoch: b.Epoch, Generation: b.Generation})
 }
 
-// Store keeps snapshots of partition state. Implemented by *FileStore and
+// Store keeps snapshots of partition state, as chains of a base and
+// increments (see Meta.Base). Implemented by *FileStore and
 // *KafkaStore. Both are safe for concurrent use by several goroutines.
 type Store interface {
 	// Save compresses and stores state as the newest snapshot of
@@ -65,15 +83,34 @@ type Store interface {
 	// and Checksum filled in. When Save returns nil the snapshot is durable.
 	// Save refuses with a *StaleError when the store already holds a
 	// snapshot of the partition with a greater (Epoch, Generation).
+	//
+	// With m.Base != 0 the state is an increment of that base: Save refuses
+	// with a *ChainError (wrapping ErrChainBroken) unless the base is held
+	// and intact as far as its metadata shows, has m's Epoch and
+	// Generation, and m.Prev is the newest piece of its chain the store
+	// holds; the returned Meta carries ChainBytes.
 	Save(ctx context.Context, m Meta, state io.WriterTo) (Meta, error)
-	// Load tries the newest snapshot of (topic, partition) first, then older
-	// ones, ranked by (Epoch, Generation, Seq); decode is called with the decompressed, checksum-verified state;
-	// if decode fails the next older snapshot is tried. Returns ErrNotFound
-	// when none exists, or a *LoadError listing what was rejected when every
-	// one failed.
+	// Load restores the best intact base of (topic, partition), ranked by
+	// (Epoch, Generation, Seq), and then its increments in Prev order:
+	// decode is called with each piece's Meta and its decompressed,
+	// checksum-verified state, the base first. decode of a base must
+	// replace the caller's state (a base that fails after an earlier base
+	// was decoded is followed by an older base); decode of an increment must
+	// apply it whole or not at all (verify, then mutate).
+	//
+	// Load returns the Meta of the last piece applied (the head). An
+	// increment that is damaged or refused by decode is reported as damaged
+	// and ends the chain there; increments after a gap in the chain are
+	// ignored and reported; the head before them is returned with
+	// SourceFallback. A base that fails is reported and the next older base
+	// is tried with its chain. Returns ErrNotFound when nothing exists, or a
+	// *LoadError listing the bases rejected when every one failed.
 	Load(ctx context.Context, topic string, partition int, decode func(Meta, io.Reader) error) (Meta, Source, error)
-	// List returns every snapshot held, with its verdict, ordered by topic,
-	// partition and then newest first.
+	// List returns every piece held, with its verdict, ordered by topic,
+	// partition, then chain by chain, newest base first: each base followed
+	// by its increments in ascending Seq. Increments whose base is not held
+	// follow as a chain without its base, placed by their Base. Damaged
+	// pieces kept aside by the file store come last in their partition.
 	List(ctx context.Context) ([]Entry, error)
 	Close() error
 }
@@ -83,11 +120,11 @@ type Source string
 
 const (
 	SourceLatest   Source = "latest"   // the newest snapshot
-	SourceFallback Source = "fallback" // an older snapshot: newer ones were rejected
+	SourceFallback Source = "fallback" // an older snapshot, or a chain cut short: newer pieces were rejected
 	SourceEmpty    Source = "empty"    // no usable snapshot: the caller starts with empty state
 )
 
-// Entry is one snapshot as seen by List.
+// Entry is one piece (base or increment) as seen by List.
 type Entry struct {
 	Meta  Meta
 	Where string // file path or Kafka manifest key

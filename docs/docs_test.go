@@ -321,7 +321,7 @@ func TestMeasuredFiguresAreDated(t *testing.T) {
 }
 
 // packagesWithFileLists are the packages whose doc.go lists their files.
-var packagesWithFileLists = []string{"processor", "processor/partition", "checkpoint", "key",
+var packagesWithFileLists = []string{"processor", "processor/partition", "processor/output", "processor/cluster", "processor/lease", "processor/metrics", "checkpoint", "key",
 	"sizing", "internal/config", "internal/service", "internal/check", "internal/demo"}
 
 // fileName matches a Go file's name in a package doc.

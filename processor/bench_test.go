@@ -19,6 +19,8 @@ import (
 	"dedup/bench/copyloop"
 	"dedup/bench/stagerun"
 	"dedup/offsets"
+	"dedup/processor/cluster"
+	"dedup/processor/output"
 	"dedup/rotation"
 )
 
@@ -400,9 +402,11 @@ var plainCopy = copyVariant{}
 
 func stageCopy() copyVariant {
 	return copyVariant{
-		transport: newMetadataCache(nil),
+		transport: output.NewMetadataCache(nil),
 		// The partition readers' dialer, as Processor.New makes it.
-		dialer:        func(o Options) *kafka.Dialer { return coalescingDialer(o.Dialer, readDeadlineSlack(o.FetchMaxWait)) },
+		dialer: func(o Options) *kafka.Dialer {
+			return cluster.CoalescingDialer(o.Dialer, cluster.ReadDeadlineSlack(o.FetchMaxWait))
+		},
 		sourceHeaders: true,
 	}
 }

@@ -322,8 +322,8 @@ func runCheckpointed(b *testing.B, e *testEnv, parts, n int, tmpl snapshotTempla
 		o.CheckpointInterval = 24 * time.Hour
 	}
 	m := NewMetrics(prometheus.NewRegistry())
-	pause := &pauseRecorder{Histogram: m.checkpointPause}
-	m.checkpointPause = pause
+	pause := &pauseRecorder{Histogram: m.CheckpointPause}
+	m.CheckpointPause = pause
 	o.Metrics = m
 
 	base := outputEnd(b, e, parts)
@@ -336,7 +336,7 @@ func runCheckpointed(b *testing.B, e *testEnv, parts, n int, tmpl snapshotTempla
 	// its final checkpoint is not part of the timed run.
 	t := timeRun(b, e, parts, n, group, stageRun(p), func() {
 		for p := range parts {
-			saves += int(metricValue(m.checkpoints.WithLabelValues(inTopic, strconv.Itoa(p))))
+			saves += int(metricValue(m.Checkpoints.WithLabelValues(inTopic, strconv.Itoa(p))))
 		}
 	})
 	run := cpRun{rates: t.rates, elapsed: t.Elapsed(), saves: saves}

@@ -35,8 +35,8 @@ func TestClusterStateTransitions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := p.metrics.cluster
-	if err := p.cluster.err(); err == nil {
+	m := p.metrics
+	if err := p.cluster.Err(); err == nil {
 		t.Fatal("ready before the first check")
 	}
 	lost := errors.New("dial tcp: connection refused")
@@ -58,20 +58,20 @@ func TestClusterStateTransitions(t *testing.T) {
 		{good: true, connected: 1},
 	}
 	for i, s := range steps {
-		if good := p.updateCluster(s.missing, s.err); good != s.good {
+		if good := p.cluster.Update(s.missing, s.err); good != s.good {
 			t.Errorf("step %d: good %v, want %v", i, good, s.good)
 		}
-		err := p.cluster.err()
+		err := p.cluster.Err()
 		if s.cause == nil && err != nil || s.cause != nil && !errors.Is(err, s.cause) {
 			t.Errorf("step %d: readiness %v, want %v", i, err, s.cause)
 		}
 		if s.cause == ErrTopicMissing && !strings.Contains(err.Error(), "out") {
 			t.Errorf("step %d: readiness %q does not name the topic", i, err)
 		}
-		if got := gaugeValue(t, m.connected); got != s.connected {
+		if got := gaugeValue(t, m.Connected); got != s.connected {
 			t.Errorf("step %d: dedup_broker_connected %v, want %v", i, got, s.connected)
 		}
-		if got := gaugeValue(t, m.missing.WithLabelValues("out")); got != s.outGone {
+		if got := gaugeValue(t, m.Missing.WithLabelValues("out")); got != s.outGone {
 			t.Errorf("step %d: dedup_topic_missing{out} %v, want %v", i, got, s.outGone)
 		}
 	}
@@ -85,21 +85,21 @@ func TestClusterStateTransitions(t *testing.T) {
 			t.Errorf("%d lines %q, want %d:\n%s", n, line, want, log.String())
 		}
 	}
-	if got := gaugeValue(t, m.missing.WithLabelValues("in")); got != 0 {
+	if got := gaugeValue(t, m.Missing.WithLabelValues("in")); got != 0 {
 		t.Errorf("dedup_topic_missing{in} %v, want 0", got)
 	}
 
 	// A waiter blocks while the state is bad and is released when it
 	// turns good.
-	p.updateCluster([]string{"in"}, nil)
+	p.cluster.Update([]string{"in"}, nil)
 	released := make(chan error, 1)
-	go func() { released <- p.cluster.wait(context.Background()) }()
+	go func() { released <- p.cluster.Wait(context.Background()) }()
 	select {
 	case err := <-released:
 		t.Fatalf("wait returned %v while the input topic is missing", err)
 	case <-time.After(50 * time.Millisecond): // a wait that should not end
 	}
-	p.updateCluster(nil, nil)
+	p.cluster.Update(nil, nil)
 	select {
 	case err := <-released:
 		if err != nil {
@@ -107,14 +107,6 @@ func TestClusterStateTransitions(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("wait not released when the topic appeared")
-	}
-}
-
-func TestJitterWithinBounds(t *testing.T) {
-	for range 1000 {
-		if d := jitter(time.Second); d < 800*time.Millisecond || d >= 1200*time.Millisecond {
-			t.Fatalf("jitter(1s) = %v, want within [0.8s, 1.2s)", d)
-		}
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"dedup/bench/stagerun"
+	"dedup/processor/cluster"
 )
 
 // BenchmarkOutputCompression measures what PRODUCE_COMPRESSION costs and
@@ -108,7 +109,7 @@ func seedEvents(b *testing.B, e *testEnv, n, parts int) {
 // written on the connection to sent.
 func countingDial(sent *atomic.Int64) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := defaultDial(ctx, network, addr)
+		c, err := cluster.DefaultDial(ctx, network, addr)
 		if err != nil {
 			return nil, err
 		}

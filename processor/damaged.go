@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
+	"dedup/processor/cluster"
 	"dedup/processor/partition"
 )
 
@@ -41,7 +43,7 @@ func (p *Processor) startPartition(ctx context.Context, d partition.Deps) (*part
 		d.RefusedBefore = true
 		p.log.Warn("partition not started: every checkpoint damaged; retrying", "topic", d.Topic, "partition", d.Partition,
 			"retry_in", backoff)
-		sleep(ctx, backoff)
+		cluster.Sleep(ctx, backoff)
 		if ctx.Err() != nil {
 			return nil, err
 		}
@@ -69,11 +71,7 @@ func (p *Processor) damagedErr() error {
 	if len(p.damaged) == 0 {
 		return nil
 	}
-	parts := make([]int, 0, len(p.damaged))
-	for part := range p.damaged {
-		parts = append(parts, part)
-	}
-	slices.Sort(parts)
+	parts := slices.Sorted(maps.Keys(p.damaged))
 	return fmt.Errorf("%s partitions %v not started: %w; repair or remove their damaged snapshots (dedup inspect)",
 		p.o.InputTopic, parts, ErrCheckpointDamaged)
 }

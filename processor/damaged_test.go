@@ -100,10 +100,7 @@ func checkRefused(t *testing.T, e *testEnv, st interface {
 	eventually(t, 20*time.Second, "first batch read", func() bool { return a.p.Progress().In == uint64(len(first.recs)) })
 	forwarded := a.p.Progress().Forwarded
 	out.until("first member's outputs", func(rs []outRec) bool { return uint64(len(rs)) >= forwarded })
-	a.p.crashed.Store(true) // no final checkpoint, no final commit
-	if err := a.stop(t); err != nil {
-		t.Fatal(err)
-	}
+	a.crash(t) // no final checkpoint, no final commit
 	entries, err := st.List(context.Background())
 	if err != nil || len(entries) < parts {
 		t.Fatalf("list: %d entries, %v", len(entries), err)
@@ -129,7 +126,7 @@ func checkRefused(t *testing.T, e *testEnv, st interface {
 		t.Errorf("refused partitions consumed %d records", n)
 	}
 	for p := range parts {
-		if n := metricValue(b.p.metrics.checkpointDamaged.WithLabelValues(inTopic, strconv.Itoa(p))); n != float64(perPart[p]) {
+		if n := metricValue(b.p.metrics.CheckpointDamaged.WithLabelValues(inTopic, strconv.Itoa(p))); n != float64(perPart[p]) {
 			t.Errorf("dedup_checkpoint_damaged_total{partition=%d} = %v, want %d", p, n, perPart[p])
 		}
 	}
@@ -143,7 +140,7 @@ func checkRefused(t *testing.T, e *testEnv, st interface {
 	checkNothingLost(t, union(parts, first, second), got)
 	// Counted once each, however often the start was retried.
 	for p := range parts {
-		if n := metricValue(b.p.metrics.checkpointDamaged.WithLabelValues(inTopic, strconv.Itoa(p))); n != float64(perPart[p]) {
+		if n := metricValue(b.p.metrics.CheckpointDamaged.WithLabelValues(inTopic, strconv.Itoa(p))); n != float64(perPart[p]) {
 			t.Errorf("after the repair: dedup_checkpoint_damaged_total{partition=%d} = %v, want %d", p, n, perPart[p])
 		}
 	}

@@ -4,8 +4,14 @@
 //
 // The Processor runs the group: it joins generations, starts one partition
 // pipeline (package processor/partition) per assigned partition from an
-// explicit partition.Deps, owns the one shared writer, recovers from
-// produce failures and shuts down. What one partition guarantees (window
+// explicit partition.Deps (its way back into the Processor is the
+// partitionGroup, partitionOffsets and partitionOwner of generation.go and
+// the lease, package processor/lease), replaces the output's writer after
+// produce failures and shuts down. The other concerns have packages of
+// their own: processor/output (the writers and every produce failure),
+// processor/cluster (admin requests, the cluster watch, connections),
+// processor/lease (membership), processor/metrics, processor/assignment
+// (balancers). What one partition guarantees (window
 // semantics, retractions, routing, commit after acknowledgement,
 // checkpoints and the replay scan) is documented in package partition.
 //
@@ -33,11 +39,11 @@
 //     topic's max.message.bytes less the batch header, read at each
 //     generation's start) is never written: it goes to DeadLetterTopic,
 //     waited for, or is skipped and counted; the partition goes on
-//     (outputlimit.go, deadletter.go, partition/refuse.go). Records the
-//     broker refuses though they passed the check end the generation; the
-//     next reads the limits again and the partitions concerned write their
-//     next outputs alone (probe.go), so that the refused record is named
-//     and settled the same way.
+//     (output/outputlimit.go, output/deadletter.go, partition/refuse.go).
+//     Records the broker refuses though they passed the check end the
+//     generation; the next reads the limits again and the partitions
+//     concerned write their next outputs alone (output/probe.go), so that
+//     the refused record is named and settled the same way.
 //   - Any other refusal for good (an authorization failure, a deleted
 //     topic) stops its input partition only:
 //     nothing at or past it is committed, the partition is logged, counted
@@ -46,11 +52,11 @@
 //   - On cancel, Run stops reading, flushes what is in flight, checkpoints,
 //     commits, leaves the group and returns nil; the writer is closed last,
 //     so nothing this process queued lands after Run returns.
-//   - Nothing is produced without the member's lease (lease.go, from its own
-//     heartbeats): the writer's transport asks it before each Produce
-//     request and its connections before each write of one to the socket
-//     (fencedconn.go), so a member paused past its session sends nothing
-//     after the group moved its partitions (docs/fencing.md).
+//   - Nothing is produced without the member's lease (lease/lease.go, from
+//     its own heartbeats): the writer's transport asks it before each
+//     Produce request and its connections before each write of one to the
+//     socket (output/fencedconn.go), so a member paused past its session
+//     sends nothing after the group moved its partitions (docs/fencing.md).
 //   - kafka-go writes no producer ids, so a request whose outcome is unknown
 //     is resolved by the replay scan, which is exact when the broker is
 //     done with the request by then (docs/delivery.md states when).
@@ -65,17 +71,15 @@
 // partitions' own; those not resumed are released before the next
 // generation allocates any.
 //
-// Files: processor.go (Options, New, Run, health), group.go (joining
-// generations, failed joins), generation.go (generations and the
-// partitions' Deps), cluster.go (the cluster watch: brokers and topics),
-// warm.go (pairs kept across a rebalance), buffers.go (a partition's share
-// of FETCH_BUFFER_BYTES), damaged.go (partitions held back by damaged
-// checkpoints), recovery.go (produce failures), completion.go (the
-// writer's callback), commit.go, admin.go (metadata and offsets),
-// writer.go, produce.go (produce outcomes), outputlimit.go, deadletter.go
-// and probe.go (refused records), lease.go and fencedconn.go (fencing),
-// deadline.go, kafkalog.go (kafka-go's loggers), metrics.go. The dedup
-// key is found by package key.
+// Files: processor.go (New, Run, readiness, health, progress), options.go
+// (Options, their validation and defaults, and what they make of memory:
+// a partition's share of FETCH_BUFFER_BYTES, the predicted memory),
+// group.go (joining generations, failed joins, replacing the writer after
+// a produce failure, the recovery deadline), generation.go (generations
+// and the partitions' Deps), commit.go (offset commits with their
+// checkpoint's output end offsets), warm.go (pairs kept across a
+// rebalance), damaged.go (partitions held back by damaged checkpoints).
+// The dedup key is found by package key.
 //
 // Concurrency: Processor methods are safe for concurrent use; Run is called
 // once. The writer and the metrics are shared by the partitions and safe

@@ -76,7 +76,7 @@ func TestProduceFailureStops(t *testing.T) {
 	if a.p.Healthy() == nil || a.p.Ready() {
 		t.Errorf("after a fatal error: Healthy() = %v, Ready() = %v", a.p.Healthy(), a.p.Ready())
 	}
-	if n := metricValue(a.p.metrics.produceErrors.WithLabelValues(outTopic)); n == 0 {
+	if n := metricValue(a.p.metrics.ProduceErrors.WithLabelValues(outTopic)); n == 0 {
 		t.Error("dedup_produce_errors_total not counted")
 	}
 	cl := &kafka.Client{Addr: kafka.TCP(e.brokers...)}

@@ -85,9 +85,9 @@ func TestLeaseExpiresWithoutConfirmation(t *testing.T) {
 				return sent.Load() >= at && p.Ready() && p.lease.Load() != nil
 			})
 			l := p.lease.Load()
-			replaced := p.replaced.Load()
-			clock.advance(l.window)
-			if err := l.valid(); !errors.Is(err, ErrFenced) {
+			replaced := p.out.Replaced()
+			clock.advance(l.Window())
+			if err := l.Fence(); !errors.Is(err, ErrFenced) {
 				t.Fatalf("lease after a stall of its window: %v, want ErrFenced", err)
 			}
 			if err := p.fenceProduce(); !errors.Is(err, ErrFenced) {
@@ -96,7 +96,7 @@ func TestLeaseExpiresWithoutConfirmation(t *testing.T) {
 			// The next produce fails unsent and the writer is replaced; or
 			// the lease is renewed first (then nothing was refused).
 			eventually(t, 30*time.Second, "the member fenced or renewed", func() bool {
-				return p.replaced.Load() > replaced || l.valid() == nil
+				return p.out.Replaced() > replaced || l.Fence() == nil
 			})
 		}
 		<-produced
@@ -150,7 +150,7 @@ func TestPausedMemberDoesNotWriteBehindOwner(t *testing.T) {
 			eventually(t, 30*time.Second, fmt.Sprintf("pause %d", i+1), func() bool {
 				return sent.Load() >= at && a.p.Ready() && b.p.Ready() && assignedTo(a) > 0 && a.p.lease.Load() != nil
 			})
-			member := a.p.lease.Load().member
+			member := a.p.lease.Load().Member()
 			fails, refused := checkpointFailures(a), produceErrors(a)
 			release := make(chan struct{})
 			var held atomic.Int32
@@ -172,7 +172,7 @@ func TestPausedMemberDoesNotWriteBehindOwner(t *testing.T) {
 			eventually(t, 30*time.Second, "B owns every partition", func() bool {
 				return held.Load() > 0 && assignedTo(b) == parts && b.p.Ready()
 			})
-			bGen := b.p.lease.Load().gen
+			bGen := b.p.lease.Load().Generation()
 			eventually(t, 30*time.Second, "A fenced", func() bool { return a.p.fenceProduce() != nil })
 			close(release)
 			eventually(t, 30*time.Second, "both members consuming again", func() bool {
@@ -206,14 +206,14 @@ func TestPausedMemberDoesNotWriteBehindOwner(t *testing.T) {
 
 // produceErrors is r's dedup_produce_errors_total.
 func produceErrors(r *running) float64 {
-	return metricValue(r.p.metrics.produceErrors.WithLabelValues(outTopic))
+	return metricValue(r.p.metrics.ProduceErrors.WithLabelValues(outTopic))
 }
 
 // checkpointFailures sums dedup_checkpoint_failures_total over r's partitions.
 func checkpointFailures(r *running) float64 {
 	var sum float64
 	for part := range 4 {
-		sum += metricValue(r.p.metrics.checkpointFails.WithLabelValues(inTopic, fmt.Sprint(part)))
+		sum += metricValue(r.p.metrics.CheckpointFails.WithLabelValues(inTopic, fmt.Sprint(part)))
 	}
 	return sum
 }

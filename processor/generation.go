@@ -10,8 +10,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
+	"dedup/checkpoint"
+	"dedup/processor/cluster"
+	"dedup/processor/lease"
+	"dedup/processor/output"
 	"dedup/processor/partition"
 	"dedup/rotation"
 )
@@ -20,11 +25,11 @@ import (
 type generation struct {
 	gen   *kafka.Generation
 	route partition.Router
-	out   *output // the writer of this generation
-	lease *lease  // the member's proof of membership: gates produces and saves
+	out   *output.Writer // the writer of this generation
+	lease *lease.Lease   // the member's proof of membership: gates produces and saves
 	limit partition.Limit
 	dlq   partition.DeadLetter // nil without a dead-letter topic
-	probe *probeWriter         // nil unless a partition writes outputs alone (isolate)
+	probe *output.Probe        // nil unless a partition writes outputs alone (isolate)
 }
 
 // runGeneration runs one generation to its end: a supervisor started with
@@ -50,7 +55,7 @@ func (p *Processor) superviseGeneration(ctx context.Context, gen *kafka.Generati
 	sort.Ints(ids)
 	log := p.log.With("group", p.o.GroupID, "generation", gen.ID)
 	log.Info("generation joined", "member", gen.MemberID, "partitions", ids)
-	p.forgetUnassigned(assigned)
+	p.failures.Forget(assigned)
 	p.forgetSeries(ids)
 	// Before any partition allocates or restores a pair: kept pairs that
 	// do not resume here are released first.
@@ -60,27 +65,25 @@ func (p *Processor) superviseGeneration(ctx context.Context, gen *kafka.Generati
 	if err != nil {
 		return
 	}
-	p.applyLimits(ctx)
+	p.out.ApplyLimits(ctx)
 	// Nothing is produced or saved before the membership is confirmed.
-	l := newLease(p.client, gen, p.o.SessionTimeout, p.o.RebalanceTimeout, p.clock, log)
-	cctx, cancel := context.WithTimeout(ctx, l.window)
-	err = l.confirm(cctx)
+	l := lease.New(p.client, gen, p.o.SessionTimeout, p.o.RebalanceTimeout, p.clock, log)
+	cctx, cancel := context.WithTimeout(ctx, l.Window())
+	err = l.Confirm(cctx)
 	cancel()
 	if err != nil {
 		log.Warn("start generation: membership not confirmed", "err", err)
-		sleep(ctx, time.Second)
+		cluster.Sleep(ctx, time.Second)
 		return
 	}
 	p.lease.Store(l)
 	defer p.lease.CompareAndSwap(l, nil)
-	go l.run(ctx)
-	g := &generation{gen: gen, route: partition.NewRouter(in, out), out: p.out, lease: l, limit: p.outputLimit()}
-	if p.dlq != nil {
-		g.dlq = p.dlq
-	}
-	if p.isolating() {
-		g.probe = p.newProbe()
-		defer g.probe.close() // after every partition stopped (wg.Wait below)
+	go l.Run(ctx)
+	g := &generation{gen: gen, route: partition.NewRouter(in, out), out: p.out.Writer(), lease: l,
+		limit: p.out.Limit(), dlq: p.out.DeadLetter()}
+	if p.failures.Isolating() {
+		g.probe = p.out.NewProbe()
+		defer g.probe.Close() // after every partition stopped (wg.Wait below)
 	}
 
 	p.mu.Lock()
@@ -118,12 +121,12 @@ func (p *Processor) runPartition(ctx context.Context, g *generation, a kafka.Par
 	if err != nil {
 		if ctx.Err() == nil {
 			p.log.Error("start partition", "topic", p.o.InputTopic, "partition", a.ID, "err", err)
-			sleep(ctx, time.Second)
+			cluster.Sleep(ctx, time.Second)
 		}
 		return
 	}
-	p.metrics.assigned.Inc()
-	defer p.metrics.assigned.Dec()
+	p.metrics.Assigned.Inc()
+	defer p.metrics.Assigned.Dec()
 	p.mu.Lock()
 	p.readyN++
 	p.mu.Unlock()
@@ -131,25 +134,15 @@ func (p *Processor) runPartition(ctx context.Context, g *generation, a kafka.Par
 	err = w.Run(ctx)
 	var perr *ProduceError
 	switch {
-	case errors.As(err, &perr) && recordRefused(perr):
-		// The output refused a record the size check let through: its
-		// limit may have been lowered, or the record is invalid. The
-		// generation ends as for any produce failure; the next one reads
-		// the limits again, replays, and writes the partition's next
-		// outputs alone, so that the record the broker refuses is named
-		// and refused by itself (dead letter or skip).
-		p.isolate(perr)
-		p.produceFailed(g.out, perr)
-	case errors.As(err, &perr) && refused(perr):
-		// Stopped, not retried: the refusal would repeat. The generation
-		// goes on for the other partitions; this one no longer consumes.
-		p.stall(perr)
-		p.mu.Lock()
-		p.readyN--
-		p.mu.Unlock()
-		<-ctx.Done()
 	case errors.As(err, &perr):
-		p.produceFailed(g.out, perr)
+		if p.failures.Failed(g.out, perr) {
+			// Stopped for good: the generation goes on for the other
+			// partitions; this one no longer consumes.
+			p.mu.Lock()
+			p.readyN--
+			p.mu.Unlock()
+			<-ctx.Done()
+		}
 	case err != nil && p.stopRequested():
 		p.mu.Lock()
 		p.unfinished = append(p.unfinished, fmt.Errorf("partition %d: %w", a.ID, err))
@@ -158,7 +151,7 @@ func (p *Processor) runPartition(ctx context.Context, g *generation, a kafka.Par
 			"topic", p.o.InputTopic, "partition", a.ID, "generation", g.gen.ID, "err", err)
 	case err != nil:
 		level := slog.LevelError
-		if p.cluster.err() != nil {
+		if p.cluster.Err() != nil {
 			// The cluster watch has named the cause, once.
 			level = slog.LevelInfo
 		}
@@ -181,7 +174,7 @@ func (p *Processor) partitionDeps(g *generation, a kafka.PartitionAssignment) pa
 	bufs := p.partitionBuffers(g.route.OutputPartitions())
 	log := p.log.With("topic", topic, "partition", part, "generation", g.gen.ID)
 	d := partition.Deps{
-		Group:       p.o.GroupID,
+		GroupID:     p.o.GroupID,
 		Generation:  g.gen.ID,
 		Topic:       topic,
 		Partition:   part,
@@ -190,12 +183,11 @@ func (p *Processor) partitionDeps(g *generation, a kafka.PartitionAssignment) pa
 
 		Keys:          p.o.Key,
 		RetractHeader: p.o.RetractHeader,
-		Writer:        g.out.w,
+		Writer:        g.out.Kafka(),
 		Route:         g.route,
 		FlushAt:       p.flushAt,
 		Limit:         g.limit,
 		DeadLetter:    g.dlq,
-		OutputRefused: p.metrics.outputErrors.WithLabelValues(OutputRefused).Inc,
 		IsolateCount:  p.o.BatchSize, // a refused batch held at most this many
 		InflightCap:   bufs.InFlight,
 		ReadQueue:     bufs.Queue,
@@ -210,7 +202,7 @@ func (p *Processor) partitionDeps(g *generation, a kafka.PartitionAssignment) pa
 		},
 		Filter:       p.filter,
 		MaxClockSkew: p.skew,
-		Now:          p.o.Now,
+		Clock:        clockFunc(p.o.Now),
 
 		Store:              p.o.Store,
 		Spares:             p.spares,
@@ -219,36 +211,80 @@ func (p *Processor) partitionDeps(g *generation, a kafka.PartitionAssignment) pa
 		Scan:               p.scanOptions(),
 		OnDamage:           p.o.OnDamage,
 
-		Fence:   g.lease.valid,
-		Confirm: g.lease.confirm,
-		Commit: func(ctx context.Context, offset int64, ends map[int]int64) error {
-			return p.commit(ctx, g, topic, part, offset, ends)
-		},
-		CommittedEnds: func(ctx context.Context) (int64, map[int]int64, error) {
-			return p.committed(ctx, topic, part)
-		},
-		OutputEnds: func(ctx context.Context) (map[int]int64, error) {
-			return p.outputEnds(ctx, g.route.AllOutputs())
-		},
-		Resolve: func(ctx context.Context, logical int64) (int64, error) {
-			return p.logicalOffset(ctx, topic, part, logical)
-		},
-		RecoverAt: p.failedOffset(part),
-		Delivered: func(offset int64) { p.delivered(part, offset) },
-		Crashed:   p.crashed.Load,
-		Keep: func(pair *rotation.Pair, offset int64) {
-			p.keep(part, keptPair{pair: pair, offset: offset, gen: g.gen.ID})
-		},
+		Membership: g.lease,
+		Group:      partitionGroup{p: p, g: g, topic: topic, part: part},
+		Offsets:    partitionOffsets{p: p, g: g, topic: topic, part: part},
+		Owner: partitionOwner{p: p, part: part, gen: g.gen.ID,
+			refused: p.metrics.OutputErrors.WithLabelValues(OutputRefused)},
+		RecoverAt: p.failures.FailedOffset(part),
 
 		Metrics: p.partitionMetrics(part),
 		Totals:  &p.progress,
 		Log:     log,
 	}
-	if off := p.isolateFrom(part); off >= 0 && g.probe != nil {
+	if off := p.failures.IsolateFrom(part); off >= 0 && g.probe != nil {
 		d.Probe, d.IsolateFrom = g.probe, off
 	}
 	return d
 }
+
+// partitionGroup is the partition.Group of one partition in generation g:
+// its commits, fenced by g.
+type partitionGroup struct {
+	p     *Processor
+	g     *generation
+	topic string
+	part  int
+}
+
+func (pg partitionGroup) Commit(ctx context.Context, offset int64, ends map[int]int64) error {
+	return pg.p.commit(ctx, pg.g, pg.topic, pg.part, offset, ends)
+}
+
+func (pg partitionGroup) CommittedEnds(ctx context.Context) (int64, map[int]int64, error) {
+	return pg.p.committed(ctx, pg.topic, pg.part)
+}
+
+// partitionOffsets is the partition.Offsets of one partition in generation
+// g: the output end offsets under g's routing, the input's logical offsets.
+type partitionOffsets struct {
+	p     *Processor
+	g     *generation
+	topic string
+	part  int
+}
+
+func (po partitionOffsets) OutputEnds(ctx context.Context) (map[int]int64, error) {
+	return po.p.kadmin.OutputEnds(ctx, po.g.route.AllOutputs())
+}
+
+func (po partitionOffsets) Resolve(ctx context.Context, logical int64) (int64, error) {
+	return po.p.kadmin.LogicalOffset(ctx, po.topic, po.part, logical)
+}
+
+// partitionOwner is the partition.Owner of one partition in generation gen:
+// the Processor's recovery, warm keep, crash switch and refusal count.
+type partitionOwner struct {
+	p       *Processor
+	part    int
+	gen     int32
+	refused prometheus.Counter
+}
+
+func (po partitionOwner) Delivered(offset int64) { po.p.failures.Delivered(po.part, offset) }
+
+func (po partitionOwner) Keep(pair *rotation.Pair, offset int64) {
+	po.p.keep(po.part, keptPair{pair: pair, offset: offset, gen: po.gen})
+}
+
+func (po partitionOwner) Crashed() bool { return po.p.crashed.Load() }
+
+func (po partitionOwner) OutputRefused() { po.refused.Inc() }
+
+// clockFunc is Options.Now as a partition.Clock.
+type clockFunc func() time.Time
+
+func (f clockFunc) Now() time.Time { return f() }
 
 // partitionMetrics returns the series of input partition part, noting
 // that they exist.
@@ -256,7 +292,7 @@ func (p *Processor) partitionMetrics(part int) *partition.Metrics {
 	p.mu.Lock()
 	p.series[part] = struct{}{}
 	p.mu.Unlock()
-	return p.metrics.partition(p.o.InputTopic, part, p.storeKind)
+	return p.metrics.Partition(p.o.InputTopic, part, p.storeKind)
 }
 
 // forgetSeries deletes the per-partition series of every input partition
@@ -269,17 +305,10 @@ func (p *Processor) forgetSeries(keep []int) {
 	defer p.mu.Unlock()
 	for part := range p.series {
 		if !slices.Contains(keep, part) {
-			p.metrics.forget(p.o.InputTopic, part)
+			p.metrics.Forget(p.o.InputTopic, part)
 			delete(p.series, part)
 		}
 	}
-}
-
-// inflightCap sizes a partition's ack ring: room for two full writer
-// batches per output partition, so batching never starves, bounded so
-// a stalled writer holds a bounded amount of memory.
-func (p *Processor) inflightCap(outputPartitions int) int {
-	return min(1<<18, max(8192, 2*p.o.BatchSize*max(1, outputPartitions)))
 }
 
 // generationCounts reads the partition counts at the start of a
@@ -290,25 +319,44 @@ func (p *Processor) inflightCap(outputPartitions int) int {
 func (p *Processor) generationCounts(ctx context.Context, log *slog.Logger) (in, out int, err error) {
 	for {
 		mctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		in, out, err = p.partitionCounts(mctx)
+		in, out, err = p.kadmin.PartitionCounts(mctx)
 		cancel()
 		if err == nil || ctx.Err() != nil {
 			return in, out, err
 		}
-		if p.cluster.err() == nil {
+		if p.cluster.Err() == nil {
 			// The watch may not have seen it yet: look now.
-			p.updateCluster(p.checkCluster(ctx))
+			p.cluster.Update(p.cluster.Check(ctx))
 		}
-		if cause := p.cluster.err(); cause != nil {
+		if cause := p.cluster.Err(); cause != nil {
 			log.Debug("start generation: waiting", "err", err, "cause", cause)
-			if p.cluster.wait(ctx) != nil {
+			if p.cluster.Wait(ctx) != nil {
 				return 0, 0, ctx.Err()
 			}
 			continue
 		}
 		// Returning ends the generation; the group rejoins after a pause.
 		log.Error("start generation", "err", err)
-		sleep(ctx, time.Second)
+		cluster.Sleep(ctx, time.Second)
 		return 0, 0, err
 	}
+}
+
+// scanOptions is the replay scan's configuration, without the source
+// partition and range: the admin connections when a transport is
+// configured, else none (the scan then builds one from the Dialer, which
+// carries TLS/SASL in that case).
+func (p *Processor) scanOptions() checkpoint.ScanOptions {
+	o := checkpoint.ScanOptions{
+		Brokers:         p.o.Brokers,
+		Dialer:          p.o.Dialer,
+		OutputTopic:     p.o.OutputTopic,
+		HeaderTopic:     HeaderSourceTopic,
+		HeaderPartition: HeaderSourcePartition,
+		HeaderOffset:    HeaderSourceOffset,
+	}
+	if p.o.Transport != nil {
+		o.Transport = p.adminRT
+	}
+	return o
 }

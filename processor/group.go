@@ -10,6 +10,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"dedup/processor/assignment"
+	"dedup/processor/cluster"
+	"dedup/processor/output"
 )
 
 // Join failures back off from joinFirstBackoff, doubling to joinMaxBackoff,
@@ -39,7 +41,7 @@ func (p *Processor) consume(ctx context.Context, balancers []kafka.GroupBalancer
 		// next one assigns them, and the routing follows the new counts.
 		WatchPartitionChanges:  true,
 		PartitionWatchInterval: p.o.PartitionWatchInterval,
-		ErrorLogger:            kafkaLogger{log: p.log.With("component", "group")},
+		ErrorLogger:            cluster.Logger{Log: p.log.With("component", "group")},
 	})
 	if err != nil {
 		return fmt.Errorf("create consumer group: %w", err)
@@ -76,7 +78,7 @@ func (p *Processor) consume(ctx context.Context, balancers []kafka.GroupBalancer
 			// most one and waits for this call, so the group does not
 			// rebalance again and again (kafka-go's partition watch ends
 			// each generation while the input topic is missing).
-			_ = p.cluster.wait(egCtx)
+			_ = p.cluster.Wait(egCtx)
 			gen, err := cg.Next(egCtx)
 			switch {
 			case egCtx.Err() != nil, errors.Is(err, kafka.ErrGroupClosed):
@@ -86,24 +88,24 @@ func (p *Processor) consume(ctx context.Context, balancers []kafka.GroupBalancer
 				// attempt (Next hands it the error): pausing here is the
 				// back-off. A cause the cluster watch names (brokers
 				// lost, topic missing) is logged there, once.
-				if cause := p.cluster.err(); cause != nil {
+				if cause := p.cluster.Err(); cause != nil {
 					p.log.Debug("join consumer group", "group", p.o.GroupID, "err", err, "cause", cause)
-					_ = p.cluster.wait(egCtx)
+					_ = p.cluster.Wait(egCtx)
 					continue
 				}
 				streak.failed(p, err)
-				sleep(egCtx, streak.pause())
+				cluster.Sleep(egCtx, streak.pause())
 				continue
 			}
 			streak.joined(p)
-			p.metrics.cluster.generations.Inc()
+			p.metrics.Generations.Inc()
 			if sticky != nil {
 				// What this member holds now is what it reports when it
 				// joins the next generation.
 				sticky.Record(gen)
 			}
 			p.runGeneration(gen)
-			if p.out.broken.Load() {
+			if p.failures.Broken(p.out.Writer()) {
 				p.replaceOutput(egCtx)
 			}
 		}
@@ -123,7 +125,7 @@ type joinStreak struct {
 func (s *joinStreak) failed(p *Processor, err error) {
 	now := time.Now()
 	s.n++
-	p.metrics.cluster.joinFails.Inc()
+	p.metrics.JoinFails.Inc()
 	if s.n == 1 {
 		s.since, s.backoff = now, joinFirstBackoff
 	}
@@ -137,7 +139,7 @@ func (s *joinStreak) failed(p *Processor, err error) {
 }
 
 func (s *joinStreak) pause() time.Duration {
-	d := jitter(s.backoff)
+	d := cluster.Jitter(s.backoff)
 	s.backoff = min(2*s.backoff, joinMaxBackoff)
 	return d
 }
@@ -148,4 +150,95 @@ func (s *joinStreak) joined(p *Processor) {
 			"failed_for", time.Since(s.since).Round(time.Millisecond))
 	}
 	*s = joinStreak{}
+}
+
+// outputConfig is what the output writes with: the member's lease fences
+// every produce.
+func (p *Processor) outputConfig() output.Config {
+	return output.Config{
+		Brokers: p.o.Brokers, Transport: p.o.Transport,
+		Topic: p.o.OutputTopic, InputTopic: p.o.InputTopic, DeadLetterTopic: p.o.DeadLetterTopic,
+		BatchSize: p.o.BatchSize, BatchBytes: p.o.BatchBytes, BatchTimeout: p.o.BatchTimeout,
+		Compression: p.o.Compression,
+		Admin:       p.kadmin,
+		Fence:       p.fenceProduce,
+		Plain:       p.plainProduce,
+
+		OutputErrors:  p.metrics.OutputErrors,
+		ProduceErrors: p.metrics.ProduceErrors.WithLabelValues(p.o.OutputTopic),
+		Latency:       p.metrics.Latency,
+		Log:           p.log,
+		Failures:      p.failures,
+	}
+}
+
+// fenceProduce allows a produce request only under the current
+// generation's valid lease.
+func (p *Processor) fenceProduce() error {
+	l := p.lease.Load()
+	if l == nil {
+		return fmt.Errorf("%w: between generations", ErrFenced)
+	}
+	return l.Fence()
+}
+
+// replaceOutput closes the broken writer (waiting for what is still in
+// it, so that nothing it holds lands after the next restore's scan), drops
+// the admin connections, pauses (100ms, doubling, at most 5s) and opens a
+// new writer. Called between generations, by Run's loop only.
+func (p *Processor) replaceOutput(ctx context.Context) {
+	p.out.Abort()
+	p.admin.CloseIdleConnections()
+	n := p.failures.Replacing()
+	pause := min(5*time.Second, 100*time.Millisecond<<min(n, 6))
+	p.log.Info("writer replaced after a produce failure", "attempt", n+1, "pause", pause)
+	cluster.Sleep(ctx, pause)
+	p.out.Renew()
+}
+
+// watchRecovery fails Run when a produce failure has not been recovered
+// from within RecoveryTimeout.
+func (p *Processor) watchRecovery(ctx context.Context) {
+	t := time.NewTicker(min(time.Second, max(10*time.Millisecond, p.o.RecoveryTimeout/20)))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := p.failures.Overdue(p.o.RecoveryTimeout); err != nil {
+			p.fail(err)
+			return
+		}
+	}
+}
+
+// fail stops Run with err (the first one wins).
+func (p *Processor) fail(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.fatal == nil {
+		p.fatal = err
+		p.log.Error("stopping: fatal error", "err", err)
+	}
+	if p.cancel != nil {
+		p.cancel()
+	}
+}
+
+// refreshClients drops the connections, and with them the cached metadata,
+// of the admin client, the writer and the transport shared with the
+// checkpoint store: after the brokers return or a topic appears, a
+// kafka.Transport would go on answering from metadata up to 6 s old (a
+// topic still unknown, connections that died with the brokers). Nothing
+// succeeds through them while the fault lasts, so nothing is cut short.
+func (p *Processor) refreshClients() {
+	p.admin.CloseIdleConnections()
+	if p.out != nil { // set by Run before the watch starts
+		p.out.Transport().CloseIdleConnections()
+	}
+	if p.o.Transport != nil {
+		p.o.Transport.CloseIdleConnections()
+	}
 }

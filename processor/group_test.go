@@ -133,16 +133,14 @@ func produceInBackground(t *testing.T, e *testEnv, recs []*kgo.Record, chunk int
 	return done
 }
 
-func assignedTo(r *running) float64 { return metricValue(r.p.metrics.assigned) }
+func assignedTo(r *running) float64 { return metricValue(r.p.metrics.Assigned) }
 
 // TestTwoMembersSplitPartitions: two members of one group share the
 // partitions, and together forward every key exactly once.
 func TestTwoMembersSplitPartitions(t *testing.T) {
 	const parts = 4
 	e := newTestEnv(t, parts, parts)
-	store := fileStore(t, "pair")
-	o := e.options("pair")
-	o.Store = store
+	o := e.storedOptions(t, "pair")
 	a := start(t, o)
 	o.Metrics = NewMetrics(newRegistry())
 	b := start(t, o)
@@ -171,9 +169,7 @@ func TestTwoMembersSplitPartitions(t *testing.T) {
 func TestRebalanceWhileFlowing(t *testing.T) {
 	const parts = 4
 	e := newTestEnv(t, parts, parts)
-	store := fileStore(t, "rebalance")
-	o := e.options("rebalance")
-	o.Store = store
+	o := e.storedOptions(t, "rebalance")
 	a := start(t, o)
 	out := e.collect()
 	a.waitReady(t)
@@ -245,9 +241,7 @@ func TestShutdownMidStream(t *testing.T) {
 func TestCrashReplaySuppressed(t *testing.T) {
 	const parts = 2
 	e := newTestEnv(t, parts, parts)
-	store := fileStore(t, "crash")
-	o := e.options("crash")
-	o.Store = store
+	o := e.storedOptions(t, "crash")
 	out := e.collect()
 
 	first := newWorkload(parts, 200, 2, 4)
@@ -270,10 +264,7 @@ func TestCrashReplaySuppressed(t *testing.T) {
 		t.Fatal("second member forwarded nothing; the test would prove nothing")
 	}
 	out.until("second member's outputs", func(rs []outRec) bool { return uint64(len(rs)) >= uint64(len(first.keys))+forwardedByB })
-	b.p.crashed.Store(true) // ...and none at the end, nor a commit
-	if err := b.stop(t); err != nil {
-		t.Fatal(err)
-	}
+	b.crash(t) // ...and none at the end, nor a commit
 
 	o.Metrics = NewMetrics(newRegistry())
 	c := start(t, o)
@@ -286,7 +277,7 @@ func TestCrashReplaySuppressed(t *testing.T) {
 	suppressed := func() float64 {
 		var n float64
 		for p := range parts {
-			n += metricValue(c.p.metrics.replaySuppressed.WithLabelValues(inTopic, fmt.Sprint(p)))
+			n += metricValue(c.p.metrics.ReplaySuppressed.WithLabelValues(inTopic, fmt.Sprint(p)))
 		}
 		return n
 	}
@@ -302,7 +293,7 @@ func TestCrashReplaySuppressed(t *testing.T) {
 	if s := c.p.Progress().Suppressed; s != forwardedByB {
 		t.Errorf("successor suppressed %d replayed records, want %d (what the crashed member forwarded)", s, forwardedByB)
 	}
-	if n := metricValue(c.p.metrics.restores.WithLabelValues("latest")); n != parts {
+	if n := metricValue(c.p.metrics.Restores.WithLabelValues("latest")); n != parts {
 		t.Errorf("dedup_restores_total{source=latest} = %v, want %d", n, parts)
 	}
 }
@@ -368,7 +359,7 @@ func TestRestoreOptionsBackAndForth(t *testing.T) {
 			if !slices.Equal(got, want) {
 				t.Fatalf("got %q, want %q", got, want)
 			}
-			if n := metricValue(c.p.metrics.restores.WithLabelValues("empty")); n != 0 {
+			if n := metricValue(c.p.metrics.Restores.WithLabelValues("empty")); n != 0 {
 				t.Errorf("dedup_restores_total{source=empty} = %v, want 0: the member resumed with its options' pair", n)
 			}
 		})
@@ -459,7 +450,7 @@ func TestRejectedSnapshotKeepsNoLegacy(t *testing.T) {
 	member(newOptions, store, rec(0, "x", "x-1", t0.Add(time.Second)), rec(0, "mark-b", "mark-b", t0.Add(time.Second)))
 	c := member(newOptions, rejectingStore{store}, rec(0, "k0", "k0-2", t0.Add(2*time.Second)),
 		rec(0, "mark-c", "mark-c", t0.Add(2*time.Second)))
-	if n := metricValue(c.p.metrics.restores.WithLabelValues("empty")); n != 1 {
+	if n := metricValue(c.p.metrics.Restores.WithLabelValues("empty")); n != 1 {
 		t.Fatalf("dedup_restores_total{source=empty} = %v, want 1: every snapshot rejected", n)
 	}
 	got := values(out.untilValue("mark-c"))
@@ -486,7 +477,7 @@ func restoreOptionsChanged(t *testing.T, store, change string) {
 	out := e.collect()
 	del := kgo.RecordHeader{Key: retract}
 	filterBytes := func(r *running) float64 {
-		return metricValue(r.p.metrics.filterBytes.WithLabelValues(inTopic, "0"))
+		return metricValue(r.p.metrics.FilterBytes.WithLabelValues(inTopic, "0"))
 	}
 	sizeOf := func(fo rotation.Options) float64 {
 		p, err := rotation.New(fo)
@@ -519,7 +510,7 @@ func restoreOptionsChanged(t *testing.T, store, change string) {
 		rec(0, "new", "new-1", t0.Add(12*time.Second)), rec(0, "new", "new-dup", t0.Add(12*time.Second)),
 		rec(0, "mark-b", "mark-b", t0.Add(13*time.Second)))
 	out.untilValue("mark-b")
-	if n := metricValue(b.p.metrics.restores.WithLabelValues("empty")); n != 1 {
+	if n := metricValue(b.p.metrics.Restores.WithLabelValues("empty")); n != 1 {
 		t.Errorf("dedup_restores_total{source=empty} = %v, want 1", n)
 	}
 	both := sizeOf(before) + sizeOf(o.Filter)

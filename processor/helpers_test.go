@@ -335,3 +335,22 @@ func metricValue(m prometheus.Metric) float64 {
 }
 
 func newRegistry() *prometheus.Registry { return prometheus.NewRegistry() }
+
+// storedOptions are e.options(group) with a file checkpoint store of the
+// group's own.
+func (e *testEnv) storedOptions(t testing.TB, group string) Options {
+	t.Helper()
+	o := e.options(group)
+	o.Store = fileStore(t, group)
+	return o
+}
+
+// crash stops r like a killed process: no final checkpoint, no final
+// commit.
+func (r *running) crash(t testing.TB) {
+	t.Helper()
+	r.p.crashed.Store(true)
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -59,7 +59,7 @@ func TestMetricsEager(t *testing.T) {
 			t.Errorf("%s not exposed after New", name)
 		}
 	}
-	if v := metricValue(r.p.metrics.produceErrors.WithLabelValues(outTopic)); v != 0 {
+	if v := metricValue(r.p.metrics.ProduceErrors.WithLabelValues(outTopic)); v != 0 {
 		t.Errorf("dedup_produce_errors_total{topic=%q} = %v before any produce", outTopic, v)
 	}
 	r.waitReady(t)
@@ -112,7 +112,7 @@ func TestMetricsFollowPartitions(t *testing.T) {
 	e.produce(sentinels(parts, t0)...)
 	out.untilSentinels(parts)
 	forwarded := func(r *running, part string) float64 {
-		return metricValue(r.p.metrics.messages.WithLabelValues(inTopic, part, OutcomeForwarded))
+		return metricValue(r.p.metrics.Messages.WithLabelValues(inTopic, part, OutcomeForwarded))
 	}
 	eventually(t, 10*time.Second, "a's counters published", func() bool {
 		return forwarded(a, "0") == 2 && forwarded(a, "1") == 2
@@ -165,7 +165,7 @@ func TestMemoryPredictedFollowsAssignment(t *testing.T) {
 	o.Store = fileStore(t, "predicted")
 	o.Metrics = NewMetrics(newRegistry())
 	a := start(t, o)
-	predicted := func(r *running) int64 { return int64(metricValue(r.p.metrics.memPredicted)) }
+	predicted := func(r *running) int64 { return int64(metricValue(r.p.metrics.MemPredicted)) }
 	pair, err := rotation.New(o.Filter)
 	if err != nil {
 		t.Fatal(err)

@@ -98,16 +98,16 @@ func testStageOverload(t *testing.T, n, load int) {
 	counter := func(name string) float64 {
 		switch name {
 		case "overflow":
-			return metricValue(m.overflows.WithLabelValues(inTopic, "0"))
+			return metricValue(m.Overflows.WithLabelValues(inTopic, "0"))
 		case "early":
-			return metricValue(m.earlyRotations.WithLabelValues(inTopic, "0"))
+			return metricValue(m.EarlyRotations.WithLabelValues(inTopic, "0"))
 		case "forgotten":
-			return metricValue(m.forgottenKeys.WithLabelValues(inTopic, "0"))
+			return metricValue(m.ForgottenKeys.WithLabelValues(inTopic, "0"))
 		}
-		return metricValue(m.rotations.WithLabelValues(inTopic, "0"))
+		return metricValue(m.Rotations.WithLabelValues(inTopic, "0"))
 	}
 	eventually(t, 10*time.Second, "counters published", func() bool {
-		return metricValue(m.messages.WithLabelValues(inTopic, "0", OutcomeDuplicate)) == float64(dups+lost) &&
+		return metricValue(m.Messages.WithLabelValues(inTopic, "0", OutcomeDuplicate)) == float64(dups+lost) &&
 			counter("early") > 0
 	})
 	if counter("overflow") == 0 {
@@ -115,7 +115,7 @@ func testStageOverload(t *testing.T, n, load int) {
 	}
 	// An early rotation makes the generation whose stash filled the
 	// previous one; nothing has rotated it away since.
-	if v := metricValue(m.stashed.WithLabelValues(inTopic, "0", "previous")); v == 0 {
+	if v := metricValue(m.Stashed.WithLabelValues(inTopic, "0", "previous")); v == 0 {
 		t.Errorf("dedup_filter_stashed{generation=\"previous\"} = 0 after %v early rotations", counter("early"))
 	}
 	// Early rotations are not window rotations: every record is in one window.
@@ -141,9 +141,9 @@ func testStageOverload(t *testing.T, n, load int) {
 	out.untilValue("after-restart")
 	m = r2.p.metrics
 	eventually(t, 10*time.Second, "the record after the restart counted", func() bool {
-		return metricValue(m.messages.WithLabelValues(inTopic, "0", OutcomeForwarded)) >= 1
+		return metricValue(m.Messages.WithLabelValues(inTopic, "0", OutcomeForwarded)) >= 1
 	})
-	if v := metricValue(m.restores.WithLabelValues("latest")); v != 1 {
+	if v := metricValue(m.Restores.WithLabelValues("latest")); v != 1 {
 		t.Fatalf("restores from the latest checkpoint = %v, want 1", v)
 	}
 	for _, name := range []string{"overflow", "early", "forgotten", "rotations"} {

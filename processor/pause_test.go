@@ -29,8 +29,8 @@ func TestCheckpointPause(t *testing.T) {
 	o.Store = fileStore(t, "pause")
 	r := start(t, o)
 	r.waitReady(t)
-	pause := r.p.metrics.checkpointPause
-	saved := r.p.metrics.checkpoints.WithLabelValues(inTopic, "0")
+	pause := r.p.metrics.CheckpointPause
+	saved := r.p.metrics.Checkpoints.WithLabelValues(inTopic, "0")
 	if n, _ := histogramCount(t, pause); n != 0 {
 		t.Fatalf("%d pauses observed before any input", n)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,11 +14,13 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"dedup/internal/leader"
-	"dedup/key"
 	"dedup/processor/assignment"
+	"dedup/processor/cluster"
+	"dedup/processor/lease"
+	"dedup/processor/metrics"
+	"dedup/processor/output"
 	"dedup/processor/partition"
 	"dedup/rotation"
-	"dedup/sizing"
 )
 
 // Source headers added to every forwarded record.
@@ -38,82 +39,43 @@ type Store = partition.Store
 // ProduceError is a forwarded record the writer failed to deliver.
 type ProduceError = partition.ProduceError
 
-// Options configure a Processor. Zero durations and sizes take the
-// defaults named on each field.
-type Options struct {
-	Brokers     []string
-	Dialer      *kafka.Dialer    // TLS/SASL for the group and the readers (nil = kafka.DefaultDialer)
-	Transport   *kafka.Transport // TLS/SASL for the writer and admin requests (nil = kafka.DefaultTransport)
-	GroupID     string
-	InputTopic  string
-	OutputTopic string
-	// DeadLetterTopic receives the records the output refuses for good
-	// (too large), with a dedup-error header naming why; empty: such a
-	// record is logged, counted and skipped.
-	DeadLetterTopic string
-	StartOffset     int64 // kafka.FirstOffset (default) or kafka.LastOffset: where a partition with no commit and no checkpoint starts
+// HeaderError names why a record went to the dead-letter topic.
+const HeaderError = partition.HeaderError
 
-	SessionTimeout    time.Duration // group session timeout (default 30s)
-	RebalanceTimeout  time.Duration // default: SessionTimeout
-	HeartbeatInterval time.Duration // default: SessionTimeout/10, at most 3s
-	// GroupBalancer names how the group assigns input partitions, in any
-	// case: "sticky" (default), "range" or "roundrobin" (assignment.Balancers).
-	GroupBalancer string
-	// PartitionWatchInterval is how often the member checks the input
-	// topic's partition count; partitions added to it start a rebalance
-	// that assigns them (default 5s).
-	PartitionWatchInterval time.Duration
+// Metrics holds every dedup_ family (package processor/metrics).
+type Metrics = metrics.Metrics
 
-	Key           key.Source // required
-	RetractHeader string     // header whose presence marks a retraction (empty = no retractions)
-	Filter        rotation.Options
+// NewMetrics creates the dedup_ families and registers them on reg
+// (metrics.New).
+func NewMetrics(reg prometheus.Registerer) *Metrics { return metrics.New(reg) }
 
-	// MaxClockSkew is how far ahead of the wall clock a record's timestamp
-	// may be and still move its partition's event time (default
-	// DefaultMaxClockSkew). A record stamped further ahead is decided in
-	// the current window, as a record without timestamp is, and counted in
-	// dedup_timestamp_anomalies_total{kind="future"}. A skew longer than
-	// the window is applied as the window, so that no record the rule lets
-	// through moves the window by more than one rotation.
-	MaxClockSkew time.Duration
-	// Now is the wall clock of the skew rule (nil = time.Now). Read once
-	// per partition tick, never per record.
-	Now func() time.Time
+// What the stage's parts report, named here for the stage's users.
+type OutputError = output.OutputError // a failed produce request, classified
 
-	BatchSize    int           // writer batch, records (default 1000)
-	BatchBytes   int64         // writer batch, bytes (default 1 MiB)
-	BatchTimeout time.Duration // writer linger (default 5ms)
-	// Compression of the writer's batches (zero = none). The broker keeps
-	// a batch as it was produced, so the codec also sets the output's
-	// storage and its consumers' decoding cost.
-	Compression kafka.Compression
+const (
+	OutputRetriable = output.OutputRetriable
+	OutputAmbiguous = output.OutputAmbiguous
+	OutputRefused   = output.OutputRefused
 
-	FetchMinBytes int           // default 1
-	FetchMaxBytes int           // one fetch at most (default 10 MiB)
-	FetchMaxWait  time.Duration // default 250ms
-	// FetchBufferBytes is what the assigned partitions together hold of
-	// records fetched but not yet produced and acknowledged: each
-	// partition's reader queue, fetch size and ack ring are sized from its
-	// share, at least sizing.MinPartitionShare (default
-	// sizing.DefaultFetchBufferBytes).
-	FetchBufferBytes int64
+	OutcomeForwarded    = metrics.OutcomeForwarded
+	OutcomeDuplicate    = metrics.OutcomeDuplicate
+	OutcomeRetraction   = metrics.OutcomeRetraction
+	OutcomeUnkeyed      = metrics.OutcomeUnkeyed
+	OutcomeDeadLettered = metrics.OutcomeDeadLettered
+	OutcomeRefused      = metrics.OutcomeRefused
+	AnomalyFuture       = metrics.AnomalyFuture
+	AnomalyMissing      = metrics.AnomalyMissing
+)
 
-	CheckpointInterval time.Duration // checkpoint (or, without a Store, commit) period (default 10s)
-	Store              Store         // nil = no checkpoints: at-least-once output
-	// OnDamage is what a partition whose every snapshot is damaged does
-	// (CHECKPOINT_ON_DAMAGE; default partition.OnDamageEmpty).
-	OnDamage partition.OnDamage
-
-	// RecoveryTimeout bounds how long outputs may stay undeliverable: after
-	// a produce failure the stage replaces its writer and restores the
-	// partitions in process, again and again with a growing pause, until
-	// the failed records are delivered; if that has not happened after
-	// RecoveryTimeout, Run returns the *ProduceError (default 1m).
-	RecoveryTimeout time.Duration
-
-	Metrics *Metrics     // nil = a private registry
-	Logger  *slog.Logger // nil = slog.Default()
-}
+var (
+	ErrAmbiguous          = output.ErrAmbiguous
+	ErrRefused            = output.ErrRefused
+	ErrOutputRefused      = output.ErrOutputRefused // Healthy: input partitions stopped by a refused output
+	ErrRecovering         = output.ErrRecovering    // Healthy: outputs that failed not yet delivered
+	ErrFenced             = lease.ErrFenced
+	ErrTopicMissing       = cluster.ErrTopicMissing       // Readiness: a topic does not exist
+	ErrBrokersUnreachable = cluster.ErrBrokersUnreachable // Readiness: no broker answers
+)
 
 // Progress holds cumulative counts of input records by outcome, cheap to
 // read at any time.
@@ -135,13 +97,6 @@ func (p Progress) Decided() uint64 {
 // occurrences, retractions and unkeyed records are all forwarded.
 func (p Progress) Written() uint64 { return p.Forwarded + p.Retractions + p.Unkeyed }
 
-// DefaultMaxClockSkew is Options.MaxClockSkew's default: far above the
-// disagreement of synchronised clocks (milliseconds) and a producer's
-// batching delay, far below the windows the stage is run with, and small
-// against the hour-scale mistakes it stops (a wrong time zone, a clock
-// reset, seconds read as milliseconds or milliseconds as microseconds).
-const DefaultMaxClockSkew = 5 * time.Minute
-
 // ErrRunTwice is returned by a second call of Run.
 var ErrRunTwice = errors.New("processor already run")
 
@@ -150,10 +105,6 @@ var ErrRunTwice = errors.New("processor already run")
 // position: the next start replays from the last commit, exactly-once all
 // the same.
 var ErrStopUnfinished = errors.New("stop: final checkpoint or commit failed")
-
-// ErrRecovering is what Healthy reports (wrapped, with the *ProduceError)
-// while outputs that failed have not yet been delivered.
-var ErrRecovering = errors.New("recovering from a produce failure")
 
 // Processor deduplicates InputTopic into OutputTopic as one consumer-group
 // member. Its methods are safe for concurrent use; Run is called once.
@@ -183,20 +134,21 @@ type Processor struct {
 	// adminRT is admin as the client and the replay scan use it: its
 	// cached metadata dropped when a leader moves.
 	adminRT *leader.Transport
-	out     *output // the writer of the next generation; Run replaces it after a produce failure
-	// limits and dlq are read and replaced at the start of each generation
-	// by its supervisor (applyLimits); dlq is nil without DeadLetterTopic.
-	limits topicLimits
-	dlq    *deadLetter
+	kadmin  cluster.Admin // the admin requests on client
+	// out holds the writers, made by Run; its writer is replaced after a
+	// produce failure (Run's loop) and when the output limit changes (each
+	// generation's supervisor).
+	out *output.Output
+	// failures are the outputs not yet delivered, by input partition
+	// (recoveries, isolated and stalled partitions), and the broken
+	// writer: the one owner of produce-failure state.
+	failures *output.Failures
 	// The partition readers' dialer: Options.Dialer with connections that
 	// skip needless read-deadline updates (deadlineConn).
 	readDialer *kafka.Dialer
 
 	progress partition.Totals
 
-	replaced atomic.Uint64 // writers replaced after produce failures (tests observe recoveries)
-
-	stalls stalls // input partitions stopped by a refused output
 	// plainProduce hands produce outcomes to kafka.Writer unclassified
 	// (its blind retries) and asks no lease before producing: kafka-go's
 	// own produce path, the reference of the produce-path benchmark only.
@@ -209,10 +161,8 @@ type Processor struct {
 	// generations: the writer sends nothing without a valid one
 	// (fenceProduce). clock is the lease's monotonic clock (nil: the
 	// real one; tests move it).
-	lease atomic.Pointer[lease]
+	lease atomic.Pointer[lease.Lease]
 	clock func() time.Duration
-
-	settle partition.Completion // how the writer's acknowledgements settle
 
 	// crashed makes partitions stop like a killed process: no final
 	// checkpoint, no final commit. Tests of restore and replay set it.
@@ -232,82 +182,19 @@ type Processor struct {
 	inGen      bool
 	assigned   int
 	readyN     int
-	stuck      recovery
 	// damaged: input partitions not started because every snapshot of
 	// each is damaged (CHECKPOINT_ON_DAMAGE=refuse).
 	damaged map[int]*partition.DamagedError
-	// isolateAt: input partition -> offset from which its outputs are
-	// written alone after the broker refused a batch (isolate), until
-	// delivered or unassigned.
-	isolateAt map[int]int64
 
-	cluster *clusterState // what the cluster watch last saw (cluster.go)
-	// outTransport is the current writer's transport, for the cluster
-	// watch to refresh (p.out belongs to Run's loop).
-	outTransport atomic.Pointer[kafka.Transport]
+	cluster *cluster.Watch // the cluster watch and what it last saw
 }
 
 // New validates o, fills defaults and returns a Processor. It does not
 // touch Kafka.
 func New(o Options) (*Processor, error) {
-	var errs []error
-	if len(o.Brokers) == 0 {
-		errs = append(errs, errors.New("no brokers"))
-	}
-	if o.GroupID == "" {
-		errs = append(errs, errors.New("empty group id"))
-	}
-	if o.InputTopic == "" {
-		errs = append(errs, errors.New("empty input topic"))
-	}
-	if o.OutputTopic == "" {
-		errs = append(errs, errors.New("empty output topic"))
-	}
-	if o.InputTopic != "" && o.InputTopic == o.OutputTopic {
-		errs = append(errs, fmt.Errorf("input and output topic are both %q", o.InputTopic))
-	}
-	if o.DeadLetterTopic != "" && (o.DeadLetterTopic == o.InputTopic || o.DeadLetterTopic == o.OutputTopic) {
-		errs = append(errs, fmt.Errorf("dead-letter topic %q is the input or output topic", o.DeadLetterTopic))
-	}
-	if o.Key.IsZero() {
-		errs = append(errs, errors.New("no key source"))
-	}
-	spare, err := rotation.New(o.Filter) // validates the options; kept as the spare pair
+	o, spare, err := validate(o)
 	if err != nil {
-		errs = append(errs, err)
-	}
-	if o.StartOffset == 0 {
-		o.StartOffset = kafka.FirstOffset
-	}
-	if o.GroupBalancer == "" {
-		o.GroupBalancer = assignment.DefaultName
-	}
-	o.GroupBalancer = strings.ToLower(o.GroupBalancer)
-	if _, _, err := assignment.Balancers(o.GroupBalancer, nil); err != nil {
-		errs = append(errs, err)
-	}
-	if o.StartOffset != kafka.FirstOffset && o.StartOffset != kafka.LastOffset {
-		errs = append(errs, fmt.Errorf("start offset %d: want kafka.FirstOffset or kafka.LastOffset", o.StartOffset))
-	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{
-		{"session timeout", o.SessionTimeout}, {"rebalance timeout", o.RebalanceTimeout},
-		{"heartbeat interval", o.HeartbeatInterval}, {"batch timeout", o.BatchTimeout},
-		{"fetch max wait", o.FetchMaxWait}, {"checkpoint interval", o.CheckpointInterval},
-		{"recovery timeout", o.RecoveryTimeout}, {"max clock skew", o.MaxClockSkew},
-		{"partition watch interval", o.PartitionWatchInterval},
-	} {
-		if d.v < 0 {
-			errs = append(errs, fmt.Errorf("%s %v: want >= 0", d.name, d.v))
-		}
-	}
-	if o.BatchSize < 0 || o.BatchBytes < 0 || o.FetchMinBytes < 0 || o.FetchMaxBytes < 0 || o.FetchBufferBytes < 0 {
-		errs = append(errs, errors.New("negative batch or fetch size"))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("validate processor options: %w", err)
+		return nil, err
 	}
 	o = withDefaults(o)
 	p := &Processor{
@@ -316,9 +203,9 @@ func New(o Options) (*Processor, error) {
 		metrics:   o.Metrics,
 		storeKind: storeKind(o.Store),
 		flushAt:   min(o.BatchSize, 1024),
-		admin:     newTransport(o),
+		admin:     cluster.NewTransport(o.Transport),
 
-		readDialer: coalescingDialer(o.Dialer, readDeadlineSlack(o.FetchMaxWait)),
+		readDialer: cluster.CoalescingDialer(o.Dialer, cluster.ReadDeadlineSlack(o.FetchMaxWait)),
 	}
 	p.filter = spare.Options()
 	p.pairBytes = int64(spare.SizeBytes())
@@ -327,98 +214,33 @@ func New(o Options) (*Processor, error) {
 		p.log.Info("max clock skew longer than the window: applied as the window",
 			"max_clock_skew", o.MaxClockSkew, "window", p.filter.Window)
 	}
-	p.settle = p.newCompletion()
 	if o.Store != nil {
 		p.spares = make(chan *rotation.Pair, 1)
 		p.spare = spare
 	}
 	p.adminRT = leader.Follow(p.admin)
 	p.client = &kafka.Client{Addr: kafka.TCP(o.Brokers...), Timeout: 10 * time.Second, Transport: p.adminRT}
-	p.stuck.failedAt = map[int]int64{}
-	p.isolateAt = map[int]int64{}
+	p.kadmin = cluster.Admin{Client: p.client, Input: o.InputTopic, Output: o.OutputTopic}
+	p.failures = output.NewFailures(p.log, o.InputTopic, o.OutputTopic, p.metrics.Stalled)
 	p.series = map[int]struct{}{}
 	p.kept = map[int]keptPair{}
-	p.cluster = newClusterState()
-	for _, t := range p.watchedTopics() {
-		p.metrics.cluster.missing.WithLabelValues(t) // alerts name these series: they exist at 0
-	}
-	p.metrics.fpTarget.Set(o.Filter.FPRate)
-	p.metrics.expectedKeys.Set(float64(o.Filter.ExpectedKeys))
-	p.metrics.windowSeconds.Set(o.Filter.Window.Seconds())
+	p.cluster = cluster.New(cluster.Config{
+		Brokers: o.Brokers, Transport: o.Transport,
+		Input: o.InputTopic, Output: o.OutputTopic, DeadLetter: o.DeadLetterTopic,
+		Log: p.log, Connected: p.metrics.Connected, Missing: p.metrics.Missing,
+		Refresh: p.refreshClients,
+	})
+	p.metrics.FPTarget.Set(o.Filter.FPRate)
+	p.metrics.ExpectedKeys.Set(float64(o.Filter.ExpectedKeys))
+	p.metrics.WindowSeconds.Set(o.Filter.Window.Seconds())
 	p.predictMemory(0, 0)
 	if p.storeKind != "" {
-		p.metrics.checkpointSeconds.WithLabelValues(p.storeKind)
+		p.metrics.CheckpointSeconds.WithLabelValues(p.storeKind)
 	}
 	// Eager: alerts on produce errors name this series, so it exists at 0
 	// before the first failure.
-	p.metrics.produceErrors.WithLabelValues(o.OutputTopic)
+	p.metrics.ProduceErrors.WithLabelValues(o.OutputTopic)
 	return p, nil
-}
-
-func withDefaults(o Options) Options {
-	if o.SessionTimeout == 0 {
-		o.SessionTimeout = 30 * time.Second
-	}
-	if o.RebalanceTimeout == 0 {
-		o.RebalanceTimeout = o.SessionTimeout
-	}
-	if o.HeartbeatInterval == 0 {
-		o.HeartbeatInterval = min(3*time.Second, max(10*time.Millisecond, o.SessionTimeout/10))
-	}
-	if o.PartitionWatchInterval == 0 {
-		o.PartitionWatchInterval = 5 * time.Second
-	}
-	if o.BatchSize == 0 {
-		o.BatchSize = 1000
-	}
-	if o.BatchBytes == 0 {
-		o.BatchBytes = 1 << 20
-	}
-	if o.BatchTimeout == 0 {
-		o.BatchTimeout = 5 * time.Millisecond
-	}
-	if o.FetchMinBytes == 0 {
-		o.FetchMinBytes = 1
-	}
-	if o.FetchMaxBytes == 0 {
-		o.FetchMaxBytes = 10 << 20
-	}
-	if o.FetchMaxWait == 0 {
-		o.FetchMaxWait = 250 * time.Millisecond
-	}
-	if o.FetchBufferBytes == 0 {
-		o.FetchBufferBytes = sizing.DefaultFetchBufferBytes
-	}
-	if o.CheckpointInterval == 0 {
-		o.CheckpointInterval = 10 * time.Second
-	}
-	if o.RecoveryTimeout == 0 {
-		o.RecoveryTimeout = time.Minute
-	}
-	if o.MaxClockSkew == 0 {
-		o.MaxClockSkew = DefaultMaxClockSkew
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	if o.Metrics == nil {
-		o.Metrics = NewMetrics(prometheus.NewRegistry())
-	}
-	return o
-}
-
-// storeKind names a store for the {store} label: the kind it reports.
-func storeKind(s Store) string {
-	if s == nil {
-		return ""
-	}
-	if k, ok := s.(interface{ Kind() string }); ok {
-		return k.Kind()
-	}
-	return "other"
 }
 
 // Run consumes until ctx is cancelled or a fatal error occurs. On cancel it
@@ -446,14 +268,11 @@ func (p *Processor) Run(ctx context.Context) (err error) {
 	p.stopping = ctx
 	p.mu.Unlock()
 
-	p.out = p.newOutput()
+	p.out = output.New(p.outputConfig())
 	defer func() {
 		// Last: Close waits for every batch still in the writer, so nothing
 		// this process queued lands after it exits.
-		err = errors.Join(err, p.out.close())
-		if p.dlq != nil {
-			p.dlq.close()
-		}
+		err = errors.Join(err, p.out.Close())
 		p.admin.CloseIdleConnections()
 	}()
 
@@ -463,13 +282,13 @@ func (p *Processor) Run(ctx context.Context) (err error) {
 	}
 	eg, egCtx := errgroup.WithContext(runCtx)
 	eg.Go(func() error {
-		p.watchCluster(egCtx)
+		p.cluster.Run(egCtx)
 		return nil
 	})
 	eg.Go(func() error {
 		// No group is joined while a topic is missing or the brokers are
 		// lost: a member that cannot consume would only drive generations.
-		if p.cluster.wait(egCtx) != nil {
+		if p.cluster.Wait(egCtx) != nil {
 			return nil
 		}
 		return p.consume(egCtx, balancers, sticky)
@@ -498,7 +317,7 @@ func (p *Processor) Ready() bool { return p.Readiness() == nil }
 // damaged checkpoints (wrapping ErrCheckpointDamaged), or partitions still
 // restoring.
 func (p *Processor) Readiness() error {
-	if err := p.cluster.err(); err != nil {
+	if err := p.cluster.Err(); err != nil {
 		return err
 	}
 	p.mu.Lock()
@@ -527,10 +346,7 @@ func (p *Processor) Healthy() error {
 	if p.fatal != nil {
 		return p.fatal
 	}
-	if !p.stuck.since.IsZero() {
-		return fmt.Errorf("%w since %s: %w", ErrRecovering, p.stuck.since.Format(time.RFC3339), p.stuck.err)
-	}
-	return p.stalls.err()
+	return p.failures.Err()
 }
 
 // Progress returns cumulative counts since New.
@@ -546,18 +362,4 @@ func (p *Processor) Progress() Progress {
 		DeadLettered: p.progress.DeadLettered.Load(),
 		Refused:      p.progress.Refused.Load(),
 	}
-}
-
-// predictMemory sets dedup_memory_predicted_bytes for assigned input
-// partitions and outputs output partitions, with the memory model `dedup
-// size` prints and the deploy tests hold the manifests to (sizing),
-// so that a dashboard can set the resident memory against it. Without a
-// checkpoint store the spare pair is not held.
-func (p *Processor) predictMemory(assigned, outputs int) {
-	live := sizing.Instance{PairBytes: p.pairBytes, Partitions: assigned, OutputPartitions: outputs,
-		FetchBufferBytes: p.o.FetchBufferBytes, ProduceBatchBytes: p.o.BatchBytes}.LiveBytes()
-	if p.o.Store == nil {
-		live -= p.pairBytes
-	}
-	p.metrics.memPredicted.Set(float64(live))
 }

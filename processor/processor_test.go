@@ -70,7 +70,7 @@ func TestSemantics(t *testing.T) {
 	}
 	// Read while the partition is assigned: its series are deleted when
 	// the member stops.
-	m := r.p.metrics.messages
+	m := r.p.metrics.Messages
 	wantOutcomes := map[string]float64{OutcomeForwarded: 5, OutcomeDuplicate: 4, OutcomeRetraction: 2, OutcomeUnkeyed: 2}
 	eventually(t, 10*time.Second, "dedup_messages_total published", func() bool {
 		return metricValue(m.WithLabelValues(inTopic, "0", OutcomeForwarded)) == wantOutcomes[OutcomeForwarded]

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -89,8 +88,7 @@ func startStored(t *testing.T, parts int32, name string) (*testEnv, Options, *co
 	t.Helper()
 	e := newTestEnv(t, parts, parts)
 	group := strings.ReplaceAll(name, " ", "-")
-	o := e.options(group)
-	o.Store = fileStore(t, group)
+	o := e.storedOptions(t, group)
 	out := e.collect()
 	a := start(t, o)
 	a.waitReady(t)
@@ -146,14 +144,14 @@ func TestAmbiguousProduceNotRepeated(t *testing.T) {
 			e.produce(sentinels(parts, t0.Add(time.Hour/2))...)
 			checkExactlyOnce(t, w, out.untilSentinels(parts))
 			eventually(t, 30*time.Second, "healthy again", func() bool { return running() && a.p.Healthy() == nil })
-			if n := metricValue(a.p.metrics.outputErrors.WithLabelValues(OutputAmbiguous)); n < float64(len(at)) {
+			if n := metricValue(a.p.metrics.OutputErrors.WithLabelValues(OutputAmbiguous)); n < float64(len(at)) {
 				t.Errorf("dedup_output_errors_total{kind=ambiguous} = %v, want >= %d", n, len(at))
 			}
-			if a.p.replaced.Load() == 0 {
+			if a.p.out.Replaced() == 0 {
 				t.Error("no writer replaced: the ambiguous outcomes did not go through the restore")
 			}
 			t.Logf("writers replaced %d, replayed records already in the output %d",
-				a.p.replaced.Load(), a.p.Progress().Suppressed)
+				a.p.out.Replaced(), a.p.Progress().Suppressed)
 			if err := a.stop(t); err != nil {
 				t.Fatalf("Run after cancel: %v", err)
 			}
@@ -194,10 +192,10 @@ func TestDefiniteErrorRetried(t *testing.T) {
 	<-produced
 	e.produce(sentinels(parts, t0.Add(time.Hour/2))...)
 	checkExactlyOnce(t, w, out.untilSentinels(parts))
-	if n := a.p.replaced.Load(); n != 0 {
+	if n := a.p.out.Replaced(); n != 0 {
 		t.Errorf("%d writers replaced: a definite NOT_LEADER_OR_FOLLOWER should be retried by the writer", n)
 	}
-	if n := metricValue(a.p.metrics.outputErrors.WithLabelValues(OutputRetriable)); n != float64(len(at)) {
+	if n := metricValue(a.p.metrics.OutputErrors.WithLabelValues(OutputRetriable)); n != float64(len(at)) {
 		t.Errorf("dedup_output_errors_total{kind=retriable} = %v, want %d", n, len(at))
 	}
 	if err := a.p.Healthy(); err != nil {
@@ -271,7 +269,7 @@ func TestOutputRefused(t *testing.T) {
 				t.Fatalf("Healthy() = %v, want the refusal of %s/0 offset %d", err, inTopic, refusedAt)
 			}
 			eventually(t, 5*time.Second, "Ready to drop the stopped partition", func() bool { return !a.p.Ready() })
-			if n := metricValue(a.p.metrics.stalled); n != 1 {
+			if n := metricValue(a.p.metrics.Stalled); n != 1 {
 				t.Errorf("dedup_partitions_stalled = %v, want 1", n)
 			}
 			// Partition 1 keeps flowing.
@@ -280,7 +278,7 @@ func TestOutputRefused(t *testing.T) {
 			if len(a.done) > 0 {
 				t.Fatalf("Run returned on a refusal: %v", <-a.done)
 			}
-			if n := metricValue(a.p.metrics.outputErrors.WithLabelValues(OutputRefused)); n != tc.refusals {
+			if n := metricValue(a.p.metrics.OutputErrors.WithLabelValues(OutputRefused)); n != tc.refusals {
 				t.Errorf("dedup_output_errors_total{kind=refused} = %v, want %v", n, tc.refusals)
 			}
 			if err := a.stop(t); err != nil {
@@ -313,7 +311,7 @@ func TestOutputRefused(t *testing.T) {
 				t.Errorf("%d keys in the output, want %d", len(seen), len(want))
 			}
 			eventually(t, 20*time.Second, "healthy after the fix", func() bool { return b.p.Healthy() == nil })
-			if n := metricValue(b.p.metrics.stalled); n != 0 {
+			if n := metricValue(b.p.metrics.Stalled); n != 0 {
 				t.Errorf("dedup_partitions_stalled = %v after the fix, want 0", n)
 			}
 			if err := b.stop(t); err != nil {
@@ -339,57 +337,4 @@ func refuseProduce(code int16) func(t *testing.T, e *testEnv) func() {
 		})
 		return func() { lifted.Store(true) }
 	}
-}
-
-// TestClassifyProduce: which failures the writer may retry. Only what
-// certainly appended nothing is retriable; a failure after the request
-// was handed to a connection is ambiguous, whatever its error.
-func TestClassifyProduce(t *testing.T) {
-	for _, tc := range []struct {
-		err  error
-		want string
-	}{
-		{opError("dial"), OutputRetriable},
-		{kafka.BrokerNotAvailable, OutputRetriable},
-		{opError("read"), OutputAmbiguous},
-		{context.DeadlineExceeded, OutputAmbiguous},
-		{errors.New("unexpected EOF"), OutputAmbiguous},
-	} {
-		if got, _ := classifyProduce(nil, tc.err); got != tc.want {
-			t.Errorf("%v: %q, want %q", tc.err, got, tc.want)
-		}
-	}
-	for code, want := range map[kafka.Error]string{
-		kafka.NotLeaderForPartition:        OutputRetriable,
-		kafka.NotEnoughReplicas:            OutputRetriable,
-		kafka.UnknownTopicOrPartition:      OutputRetriable,
-		kafka.RequestTimedOut:              OutputAmbiguous,
-		kafka.NotEnoughReplicasAfterAppend: OutputAmbiguous,
-		kafka.KafkaStorageError:            OutputAmbiguous,
-		kafka.Unknown:                      OutputAmbiguous,
-		kafka.MessageSizeTooLarge:          OutputRefused,
-		kafka.RecordListTooLarge:           OutputRefused,
-		kafka.TopicAuthorizationFailed:     OutputRefused,
-	} {
-		if got := codeKind(code); got != want {
-			t.Errorf("%v: %q, want %q", code, got, want)
-		}
-	}
-	// kafka.Writer retries an error that unwraps to a temporary one: an
-	// ambiguous OutputError must not.
-	amb := &OutputError{Kind: OutputAmbiguous, Err: kafka.RequestTimedOut}
-	var temp interface{ Temporary() bool }
-	if errors.As(amb, &temp) && temp.Temporary() {
-		t.Error("an ambiguous OutputError unwraps to a temporary error")
-	}
-	if !refused(&ProduceError{Err: &OutputError{Kind: OutputRefused, Err: kafka.MessageSizeTooLarge}}) ||
-		!refused(&ProduceError{Err: &OutputError{Kind: OutputRetriable, Err: kafka.UnknownTopicOrPartition}}) ||
-		refused(&ProduceError{Err: amb}) {
-		t.Error("refused misclassifies")
-	}
-}
-
-// opError is the *net.OpError a connection reports for op, wrapped.
-func opError(op string) error {
-	return fmt.Errorf("wrapped: %w", &net.OpError{Op: op, Net: "tcp", Err: errors.New("connection refused")})
 }

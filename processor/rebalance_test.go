@@ -37,7 +37,7 @@ func TestGroupBalancerOption(t *testing.T) {
 
 // restoresFrom reads dedup_restores_total{source}.
 func restoresFrom(r *running, source string) float64 {
-	return metricValue(r.p.metrics.restores.WithLabelValues(source))
+	return metricValue(r.p.metrics.Restores.WithLabelValues(source))
 }
 
 // TestRestoreScanBounded: after a crash, a restore scans each output
@@ -76,13 +76,10 @@ func TestRestoreScanBounded(t *testing.T) {
 	}
 	out.until("crashed member's outputs", func(rs []outRec) bool { return uint64(len(rs)) == uint64(len(history.keys))+forwardedByB })
 	// A graceful stop leaves snapshots with exact end offsets.
-	if n := metricValue(b.p.metrics.restoreScanned); n != 0 {
+	if n := metricValue(b.p.metrics.RestoreScanned); n != 0 {
 		t.Errorf("restore after a graceful stop scanned %v records, want 0", n)
 	}
-	b.p.crashed.Store(true)
-	if err := b.stop(t); err != nil {
-		t.Fatal(err)
-	}
+	b.crash(t)
 
 	o.Metrics = NewMetrics(newRegistry())
 	c := start(t, o)
@@ -90,7 +87,7 @@ func TestRestoreScanBounded(t *testing.T) {
 	e.produce(sentinels(parts, t0.Add(time.Hour/2))...)
 	all := &workload{parts: parts, keys: recent.keys}
 	checkExactlyOnce(t, all, out.untilSentinels(parts))
-	if n := metricValue(c.p.metrics.restoreScanned); n != float64(forwardedByB) {
+	if n := metricValue(c.p.metrics.RestoreScanned); n != float64(forwardedByB) {
 		t.Errorf("dedup_restore_scanned_records_total = %v, want %d (the outputs written after the snapshots)", n, forwardedByB)
 	}
 	if err := c.stop(t); err != nil {
@@ -192,7 +189,7 @@ func TestWarmKeep(t *testing.T) {
 	}
 	e.produce(sentinels(parts, t0.Add(time.Hour/2))...)
 	checkExactlyOnce(t, w, out.untilSentinels(parts))
-	if n := metricValue(a.p.metrics.restoreScanned); n != 0 {
+	if n := metricValue(a.p.metrics.RestoreScanned); n != 0 {
 		t.Errorf("restores after clean hand-overs scanned %v output records, want 0", n)
 	}
 }
@@ -246,9 +243,7 @@ func (e *testEnv) addInputPartitions(n int) {
 // crash, restores under the new routing lose and repeat nothing.
 func TestNewInputPartition(t *testing.T) {
 	e := newTestEnv(t, 2, 2)
-	store := fileStore(t, "grow")
-	o := e.options("grow")
-	o.Store = store
+	o := e.storedOptions(t, "grow")
 	o.PartitionWatchInterval = 100 * time.Millisecond
 	out := e.collect()
 	a := start(t, o)
@@ -266,25 +261,19 @@ func TestNewInputPartition(t *testing.T) {
 	eventually(t, 20*time.Second, "first half read", func() bool {
 		return a.p.Progress().In == uint64(len(before.recs)+half)
 	})
-	_, _, err := store.Load(context.Background(), inTopic, 2, func(checkpoint.Meta, io.Reader) error { return nil })
+	_, _, err := o.Store.Load(context.Background(), inTopic, 2, func(checkpoint.Meta, io.Reader) error { return nil })
 	if err != nil {
 		t.Errorf("no checkpoint of the new partition: %v", err)
 	}
 
 	// Crash after forwarding the second half, with no checkpoint after it.
 	o.CheckpointInterval = time.Hour
-	a.p.crashed.Store(true)
-	if err := a.stop(t); err != nil {
-		t.Fatal(err)
-	}
+	a.crash(t)
 	o.Metrics = NewMetrics(newRegistry())
 	b := start(t, o)
 	e.produce(after.recs[half:]...)
 	eventually(t, 20*time.Second, "second half read", func() bool { return b.p.Progress().In >= uint64(len(after.recs)-half) })
-	b.p.crashed.Store(true)
-	if err := b.stop(t); err != nil {
-		t.Fatal(err)
-	}
+	b.crash(t)
 	o.Metrics = NewMetrics(newRegistry())
 	c := start(t, o)
 	c.waitReady(t)
@@ -292,7 +281,7 @@ func TestNewInputPartition(t *testing.T) {
 	all := union(3, before, after)
 	got := out.untilSentinels(3)
 	checkExactlyOnce(t, all, got)
-	if n := metricValue(c.p.metrics.restoreScanned); n == 0 {
+	if n := metricValue(c.p.metrics.RestoreScanned); n == 0 {
 		t.Errorf("the restore after the crash scanned nothing; the test needs outputs to find")
 	}
 }
@@ -347,10 +336,7 @@ func TestWarmKeepMissedGeneration(t *testing.T) {
 		t.Fatal("B forwarded nothing; the test would prove nothing")
 	}
 	out.until("B's outputs", func(rs []outRec) bool { return uint64(len(rs)) == uint64(len(first.keys))+forwardedByB })
-	b.p.crashed.Store(true)
-	if err := b.stop(t); err != nil {
-		t.Fatal(err)
-	}
+	b.crash(t)
 
 	memory := restoresFrom(a, "memory")
 	refuse.Store(false)

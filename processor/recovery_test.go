@@ -95,9 +95,9 @@ func TestBrokerRestart(t *testing.T) {
 		return nil, errors.New("connection dropped by the test"), true
 	})
 	eventually(t, 30*time.Second, "the writer replaced after a produce failure", func() bool {
-		return running() && a.p.replaced.Load() > 0
+		return running() && a.p.out.Replaced() > 0
 	})
-	if metricValue(a.p.metrics.produceErrors.WithLabelValues(outTopic)) == 0 {
+	if metricValue(a.p.metrics.ProduceErrors.WithLabelValues(outTopic)) == 0 {
 		t.Error("writer replaced, but dedup_produce_errors_total did not count the failure")
 	}
 	eventually(t, 30*time.Second, "recovery from the produce failure", func() bool {
@@ -120,5 +120,5 @@ func TestBrokerRestart(t *testing.T) {
 	if err := a.stop(t); err != nil {
 		t.Fatalf("Run after cancel: %v", err)
 	}
-	t.Logf("produce errors: %v records", metricValue(a.p.metrics.produceErrors.WithLabelValues(outTopic)))
+	t.Logf("produce errors: %v records", metricValue(a.p.metrics.ProduceErrors.WithLabelValues(outTopic)))
 }

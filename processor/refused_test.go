@@ -175,9 +175,38 @@ func (c *refusedCase) produce(t *testing.T, a *running, size int, suffix ...stri
 // and that the commit of partition 0 passes the big record.
 func (c *refusedCase) check(t *testing.T, a *running) {
 	t.Helper()
-	got := withoutSentinels(c.out.untilSentinels(refusedParts))
+	c.checkOnce(t, c.out.untilSentinels(refusedParts))
+	if err := a.p.Healthy(); err != nil {
+		t.Errorf("Healthy() = %v: a refused record must not stop the partition", err)
+	}
+	if n := a.p.Progress().Forwarded; n != uint64(len(c.keys)+refusedParts) {
+		t.Errorf("forwarded %d, want %d (the refused record is not forwarded)", n, len(c.keys)+refusedParts)
+	}
+	c.stopPassed(t, a)
+}
+
+func (c *refusedCase) outcome(a *running, outcome string) float64 {
+	return metricValue(a.p.metrics.Messages.WithLabelValues(inTopic, "0", outcome))
+}
+
+// stopPassed stops a and asserts that the commit of partition 0 passes
+// the big record.
+func (c *refusedCase) stopPassed(t *testing.T, a *running) {
+	t.Helper()
+	if err := a.stop(t); err != nil {
+		t.Fatalf("Run after cancel: %v", err)
+	}
+	if cm := committed(t, c.e, c.o.GroupID, 0); cm <= c.bigAt {
+		t.Errorf("committed offset %d of partition 0 does not pass the refused record at %d", cm, c.bigAt)
+	}
+}
+
+// checkOnce asserts recs hold every key but the big one exactly once, and
+// the big one not at all.
+func (c *refusedCase) checkOnce(t *testing.T, recs []outRec) {
+	t.Helper()
 	seen := map[string]int{}
-	for _, r := range got {
+	for _, r := range withoutSentinels(recs) {
 		seen[r.Key]++
 	}
 	for _, k := range c.keys {
@@ -188,22 +217,26 @@ func (c *refusedCase) check(t *testing.T, a *running) {
 	if seen["big"] != 0 {
 		t.Errorf("the refused record is in the output %d times", seen["big"])
 	}
-	if err := a.p.Healthy(); err != nil {
-		t.Errorf("Healthy() = %v: a refused record must not stop the partition", err)
-	}
-	if n := a.p.Progress().Forwarded; n != uint64(len(c.keys)+refusedParts) {
-		t.Errorf("forwarded %d, want %d (the refused record is not forwarded)", n, len(c.keys)+refusedParts)
-	}
-	if err := a.stop(t); err != nil {
-		t.Fatalf("Run after cancel: %v", err)
-	}
-	if cm := committed(t, c.e, c.o.GroupID, 0); cm <= c.bigAt {
-		t.Errorf("committed offset %d of partition 0 does not pass the refused record at %d", cm, c.bigAt)
+}
+
+// wantOutcomes checks partition 0's dedup_messages_total by outcome.
+func (c *refusedCase) wantOutcomes(t *testing.T, a *running, want map[string]float64) {
+	t.Helper()
+	for outcome, n := range want {
+		if got := c.outcome(a, outcome); got != n {
+			t.Errorf("dedup_messages_total{outcome=%s} = %v, want %v", outcome, got, n)
+		}
 	}
 }
 
-func (c *refusedCase) outcome(a *running, outcome string) float64 {
-	return metricValue(a.p.metrics.messages.WithLabelValues(inTopic, "0", outcome))
+// started starts the stage, waits until it is ready and produces the
+// case's records with a big one of size bytes (produce).
+func (c *refusedCase) started(t *testing.T, size int) *running {
+	t.Helper()
+	a := start(t, c.o)
+	a.waitReady(t)
+	c.produce(t, a, size)
+	return a
 }
 
 // TestRefusedRecordSkipped: without DEAD_LETTER_TOPIC a record larger than
@@ -213,14 +246,11 @@ func (c *refusedCase) outcome(a *running, outcome string) float64 {
 // are forwarded and the commit passes it.
 func TestRefusedRecordSkipped(t *testing.T) {
 	c := newRefusedCase(t, "refused-skipped", 2000, -1)
-	a := start(t, c.o)
-	a.waitReady(t)
-	c.produce(t, a, 3000)
-	c.out.untilSentinels(refusedParts)
+	a := c.started(t, 3000)
 	if n := c.outcome(a, OutcomeRefused); n != 1 {
 		t.Errorf("dedup_messages_total{outcome=refused} = %v, want 1", n)
 	}
-	if n := metricValue(a.p.metrics.outputErrors.WithLabelValues(OutputRefused)); n != 1 {
+	if n := metricValue(a.p.metrics.OutputErrors.WithLabelValues(OutputRefused)); n != 1 {
 		t.Errorf("dedup_output_errors_total{kind=refused} = %v, want 1", n)
 	}
 	if a.p.Progress().Refused != 1 {
@@ -241,10 +271,7 @@ func TestRefusedRecordSkipped(t *testing.T) {
 func TestRefusedRecordBatchBytes(t *testing.T) {
 	c := newRefusedCase(t, "refused-batch-bytes", 0, -1)
 	c.o.BatchBytes = 2500
-	a := start(t, c.o)
-	a.waitReady(t)
-	c.produce(t, a, 3000)
-	c.out.untilSentinels(refusedParts)
+	a := c.started(t, 3000)
 	if len(c.logs.lines("record refused by the output", "PRODUCE_BATCH_BYTES=2500")) != 1 {
 		t.Errorf("want one warning naming PRODUCE_BATCH_BYTES=2500; log:\n%s", c.logs)
 	}
@@ -257,10 +284,7 @@ func TestRefusedRecordBatchBytes(t *testing.T) {
 // setting; counted dead_lettered, never forwarded.
 func TestRefusedRecordDeadLettered(t *testing.T) {
 	c := newRefusedCase(t, "refused-dlq", 2000, 0)
-	a := start(t, c.o)
-	a.waitReady(t)
-	c.produce(t, a, 3000)
-	c.out.untilSentinels(refusedParts)
+	a := c.started(t, 3000)
 	dl := readTopic(t, c.e, dlqTopic, 1)
 	if len(dl) != 1 {
 		t.Fatalf("%d records in the dead-letter topic, want 1", len(dl))
@@ -283,12 +307,7 @@ func TestRefusedRecordDeadLettered(t *testing.T) {
 	if e := h[HeaderError]; !strings.Contains(e, "exceeds output limit 1939") || !strings.Contains(e, "max.message.bytes=2000 of topic "+outTopic) {
 		t.Errorf("dedup-error = %q, want the size, the limit and the setting", e)
 	}
-	if n := c.outcome(a, OutcomeDeadLettered); n != 1 {
-		t.Errorf("dedup_messages_total{outcome=dead_lettered} = %v, want 1", n)
-	}
-	if n := c.outcome(a, OutcomeRefused); n != 0 {
-		t.Errorf("dedup_messages_total{outcome=refused} = %v, want 0", n)
-	}
+	c.wantOutcomes(t, a, map[string]float64{OutcomeDeadLettered: 1, OutcomeRefused: 0})
 	c.check(t, a)
 }
 
@@ -296,16 +315,8 @@ func TestRefusedRecordDeadLettered(t *testing.T) {
 // as well is counted refused and logged, and the partition goes on.
 func TestDeadLetterRefusesToo(t *testing.T) {
 	c := newRefusedCase(t, "refused-dlq-too", 2000, 2500)
-	a := start(t, c.o)
-	a.waitReady(t)
-	c.produce(t, a, 3000)
-	c.out.untilSentinels(refusedParts)
-	if n := c.outcome(a, OutcomeRefused); n != 1 {
-		t.Errorf("dedup_messages_total{outcome=refused} = %v, want 1", n)
-	}
-	if n := c.outcome(a, OutcomeDeadLettered); n != 0 {
-		t.Errorf("dedup_messages_total{outcome=dead_lettered} = %v, want 0", n)
-	}
+	a := c.started(t, 3000)
+	c.wantOutcomes(t, a, map[string]float64{OutcomeRefused: 1, OutcomeDeadLettered: 0})
 	if len(c.logs.lines("level=WARN", "dead-letter topic", "offset="+strconv.FormatInt(c.bigAt, 10), dlqTopic)) != 1 {
 		t.Errorf("want one warning naming the dead-letter topic's refusal; log:\n%s", c.logs)
 	}
@@ -332,10 +343,10 @@ func TestRefusedLimitLoweredAtRuntime(t *testing.T) {
 	if dl := readTopic(t, c.e, dlqTopic, 1); len(dl) != 1 || string(dl[0].Key) != "big" {
 		t.Fatalf("dead-letter topic holds %d records, want the big one", len(dl))
 	}
-	if n := metricValue(a.p.metrics.stalled); n != 0 {
+	if n := metricValue(a.p.metrics.Stalled); n != 0 {
 		t.Errorf("dedup_partitions_stalled = %v, want 0", n)
 	}
-	if n := metricValue(a.p.metrics.outputErrors.WithLabelValues(OutputRefused)); n < 2 {
+	if n := metricValue(a.p.metrics.OutputErrors.WithLabelValues(OutputRefused)); n < 2 {
 		t.Errorf("dedup_output_errors_total{kind=refused} = %v, want the broker's refusal and the check's", n)
 	}
 	eventually(t, 10*time.Second, "recovered", func() bool { return a.p.Healthy() == nil })
@@ -348,22 +359,8 @@ func TestRefusedLimitLoweredAtRuntime(t *testing.T) {
 		}
 		last[r.Partition] = r.SrcOffset
 	}
-	got := withoutSentinels(c.out.recs)
-	seen := map[string]int{}
-	for _, r := range got {
-		seen[r.Key]++
-	}
-	for _, k := range c.keys {
-		if seen[k] != 1 {
-			t.Errorf("key %q in the output %d times, want once", k, seen[k])
-		}
-	}
-	if err := a.stop(t); err != nil {
-		t.Fatal(err)
-	}
-	if cm := committed(t, c.e, c.o.GroupID, 0); cm <= c.bigAt {
-		t.Errorf("committed offset %d of partition 0 does not pass the refused record at %d", cm, c.bigAt)
-	}
+	c.checkOnce(t, c.out.recs)
+	c.stopPassed(t, a)
 }
 
 // TestDeadLetterTopicMissing: a missing dead-letter topic is reported like
@@ -378,14 +375,14 @@ func TestDeadLetterTopicMissing(t *testing.T) {
 		err := a.p.Readiness()
 		return errors.Is(err, ErrTopicMissing) && strings.Contains(err.Error(), dlqTopic)
 	})
-	if n := metricValue(a.p.metrics.cluster.missing.WithLabelValues(dlqTopic)); n != 1 {
+	if n := metricValue(a.p.metrics.Missing.WithLabelValues(dlqTopic)); n != 1 {
 		t.Errorf("dedup_topic_missing{topic=%s} = %v, want 1", dlqTopic, n)
 	}
 	if _, err := kgoAdminCreate(e, dlqTopic); err != nil {
 		t.Fatal(err)
 	}
 	a.waitReady(t)
-	if n := metricValue(a.p.metrics.cluster.missing.WithLabelValues(dlqTopic)); n != 0 {
+	if n := metricValue(a.p.metrics.Missing.WithLabelValues(dlqTopic)); n != 0 {
 		t.Errorf("dedup_topic_missing{topic=%s} = %v after creation, want 0", dlqTopic, n)
 	}
 }
@@ -478,28 +475,11 @@ func TestRecordRefusedInvalid(t *testing.T) {
 	if n := c.outcome(a, OutcomeDeadLettered); n != 1 {
 		t.Errorf("dedup_messages_total{outcome=dead_lettered} = %v, want 1", n)
 	}
-	if n := metricValue(a.p.metrics.stalled); n != 0 {
+	if n := metricValue(a.p.metrics.Stalled); n != 0 {
 		t.Errorf("dedup_partitions_stalled = %v, want 0", n)
 	}
-	got := withoutSentinels(c.out.recs)
-	seen := map[string]int{}
-	for _, r := range got {
-		seen[r.Key]++
-	}
-	for _, k := range c.keys {
-		if seen[k] != 1 {
-			t.Errorf("key %q in the output %d times, want once", k, seen[k])
-		}
-	}
-	if seen["big"] != 0 {
-		t.Errorf("the refused record is in the output %d times", seen["big"])
-	}
-	if err := a.stop(t); err != nil {
-		t.Fatal(err)
-	}
-	if cm := committed(t, c.e, c.o.GroupID, 0); cm <= c.bigAt {
-		t.Errorf("committed offset %d of partition 0 does not pass the refused record at %d", cm, c.bigAt)
-	}
+	c.checkOnce(t, c.out.recs)
+	c.stopPassed(t, a)
 }
 
 // TestDeadLetterWaitedForBeforeCommit: the dead-letter write of a refused

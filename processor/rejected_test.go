@@ -59,10 +59,7 @@ func checkAllRejected(t *testing.T, e *testEnv, st interface {
 		t.Fatal("nothing forwarded: the test would prove nothing")
 	}
 	out.until("first member's outputs", func(rs []outRec) bool { return uint64(len(rs)) >= forwarded })
-	a.p.crashed.Store(true) // no final checkpoint, no final commit
-	if err := a.stop(t); err != nil {
-		t.Fatal(err)
-	}
+	a.crash(t) // no final checkpoint, no final commit
 	entries, err := st.List(context.Background())
 	if err != nil || len(entries) < parts {
 		t.Fatalf("list: %d entries, %v", len(entries), err)
@@ -85,7 +82,7 @@ func checkAllRejected(t *testing.T, e *testEnv, st interface {
 	checkNothingLost(t, all, got)
 	// Each damaged snapshot counted once, on its partition's series.
 	for p := range int(parts) {
-		if n := metricValue(b.p.metrics.checkpointDamaged.WithLabelValues(inTopic, strconv.Itoa(p))); n != float64(perPart[p]) {
+		if n := metricValue(b.p.metrics.CheckpointDamaged.WithLabelValues(inTopic, strconv.Itoa(p))); n != float64(perPart[p]) {
 			t.Errorf("dedup_checkpoint_damaged_total{partition=%d} = %v, want %d", p, n, perPart[p])
 		}
 	}
@@ -95,7 +92,7 @@ func checkAllRejected(t *testing.T, e *testEnv, st interface {
 	if s := b.p.Progress().Suppressed; s != forwarded {
 		t.Errorf("successor suppressed %d replayed records, want %d (what the crashed member forwarded)", s, forwarded)
 	}
-	if n := metricValue(b.p.metrics.restores.WithLabelValues("empty")); n != parts {
+	if n := metricValue(b.p.metrics.Restores.WithLabelValues("empty")); n != parts {
 		t.Errorf("dedup_restores_total{source=empty} = %v, want %d", n, parts)
 	}
 }

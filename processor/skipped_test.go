@@ -102,7 +102,7 @@ func span(n0, n1 int) []int {
 // expected to start.
 func checkSkipped(t *testing.T, m *Metrics, log string, expected, start int64, at string) {
 	t.Helper()
-	if got := metricValue(m.inputSkipped.WithLabelValues(inTopic, "0")); got != float64(start-expected) {
+	if got := metricValue(m.InputSkipped.WithLabelValues(inTopic, "0")); got != float64(start-expected) {
 		t.Errorf("dedup_input_skipped_offsets_total{partition=0} = %v, want %d", got, start-expected)
 	}
 	lines := skipLines(log)

@@ -10,12 +10,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// fixedClock is a wall clock that reads t: the partitions' Deps.Now.
+// fixedClock is a wall clock that reads t: Options.Now, the partitions' Deps.Clock.
 func fixedClock(t time.Time) func() time.Time { return func() time.Time { return t } }
 
 // anomalies reads dedup_timestamp_anomalies_total{kind} of input partition 0.
 func anomalies(r *running, kind string) float64 {
-	return metricValue(r.p.metrics.tsAnomalies.WithLabelValues(inTopic, "0", kind))
+	return metricValue(r.p.metrics.TimestampAnomalies.WithLabelValues(inTopic, "0", kind))
 }
 
 // keyed returns n records of keys prefix0..prefix{n-1} with values
@@ -90,12 +90,12 @@ func TestFutureTimestampsDoNotMoveTheWindow(t *testing.T) {
 	}
 	eventually(t, 10*time.Second, "anomalies and rotations published", func() bool {
 		return anomalies(r, AnomalyFuture) == 3 && anomalies(r, AnomalyMissing) == 2 &&
-			metricValue(r.p.metrics.rotations.WithLabelValues(inTopic, "0")) >= 1
+			metricValue(r.p.metrics.Rotations.WithLabelValues(inTopic, "0")) >= 1
 	})
-	if v := metricValue(r.p.metrics.rotations.WithLabelValues(inTopic, "0")); v != 1 {
+	if v := metricValue(r.p.metrics.Rotations.WithLabelValues(inTopic, "0")); v != 1 {
 		t.Errorf("dedup_rotations_total = %v, want 1 (the honest jump two windows ahead only)", v)
 	}
-	if v := metricValue(r.p.metrics.tsRewritten.WithLabelValues(inTopic, "0")); v != 1 {
+	if v := metricValue(r.p.metrics.TimestampRewritten.WithLabelValues(inTopic, "0")); v != 1 {
 		t.Errorf("dedup_timestamp_rewritten_total = %v, want 1", v)
 	}
 	if p := r.p.Progress(); p.Duplicates != uint64(3*n+n/2+2) {
@@ -133,7 +133,7 @@ func TestMaxClockSkewBoundary(t *testing.T) {
 			}
 			eventually(t, 10*time.Second, "counters published", func() bool {
 				return r.p.Progress().In == 4 && anomalies(r, AnomalyFuture) == c.future &&
-					metricValue(r.p.metrics.rotations.WithLabelValues(inTopic, "0")) == c.rotated
+					metricValue(r.p.metrics.Rotations.WithLabelValues(inTopic, "0")) == c.rotated
 			})
 		})
 	}

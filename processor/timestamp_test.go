@@ -113,7 +113,7 @@ func TestTimestampsKept(t *testing.T) {
 		}
 	}
 	eventually(t, 10*time.Second, "timestamp counters published", func() bool {
-		return metricValue(r.p.metrics.tsRewritten.WithLabelValues(inTopic, "0")) == 3 &&
+		return metricValue(r.p.metrics.TimestampRewritten.WithLabelValues(inTopic, "0")) == 3 &&
 			anomalies(r, AnomalyMissing) == 3 && anomalies(r, AnomalyFuture) == 1
 	})
 }

@@ -35,10 +35,18 @@ import (
 // The worker never waits for the spare: until its saver has it, the
 // partition simply goes on consuming. The final checkpoint at revocation
 // needs no spare: the worker has stopped, so its own pair is saved.
+//
+// The saver goroutine reaches its partition only through the checkpointer:
+// the copies below, fixed before it starts, the parts safe for concurrent
+// use (the ack tracker, epoch, fails) and the channels; never the Worker.
 type checkpointer struct {
 	interval time.Duration
 	store    Store
 	spares   chan *rotation.Pair // nil without a store
+	d        Deps                // the worker's, as Start completed it
+	log      *slog.Logger
+	acks     *ackTracker
+	replay   replayMark
 
 	// held is the spare while this saver has it. Set by the saver before
 	// it raises wanted (the atomic store orders it before the worker's
@@ -82,20 +90,21 @@ type cpResult struct {
 	err    error
 }
 
-func (c *checkpointer) init(interval time.Duration, store Store, spares chan *rotation.Pair, committed int64) {
-	c.interval = interval
-	c.store = store
-	c.spares = spares
+func (c *checkpointer) init(d Deps, log *slog.Logger, acks *ackTracker, replay replayMark, committed int64) {
+	c.interval = d.CheckpointInterval
+	c.store = d.Store
+	c.spares = d.Spares
+	c.d, c.log, c.acks, c.replay = d, log, acks, replay
 	c.start = make(chan struct{}, 1)
 	c.snap = make(chan handoff, 1)
 	c.done = make(chan cpResult, 1)
 	c.stop = make(chan struct{})
 	c.exited = make(chan struct{})
 	c.last = committed
-	c.next = time.Now().Add(interval)
+	c.next = time.Now().Add(c.interval)
 }
 
-func (c *checkpointer) startSaver(w *Worker) {
+func (c *checkpointer) startSaver() {
 	go func() {
 		defer close(c.exited)
 		for {
@@ -104,7 +113,7 @@ func (c *checkpointer) startSaver(w *Worker) {
 			case <-c.stop:
 				return
 			}
-			r, stopped := c.checkpoint(w)
+			r, stopped := c.checkpoint()
 			if stopped {
 				return
 			}
@@ -115,7 +124,7 @@ func (c *checkpointer) startSaver(w *Worker) {
 
 // checkpoint is steps 2-6 on the saver side; stopped reports that the
 // worker stopped before handing off its copy.
-func (c *checkpointer) checkpoint(w *Worker) (r cpResult, stopped bool) {
+func (c *checkpointer) checkpoint() (r cpResult, stopped bool) {
 	if c.spares != nil {
 		select {
 		case c.held = <-c.spares:
@@ -128,8 +137,8 @@ func (c *checkpointer) checkpoint(w *Worker) (r cpResult, stopped bool) {
 	var ends outputMark
 	if c.store != nil {
 		var err error
-		if ends, err = w.outputMark(context.Background()); err != nil {
-			return cpResult{err: w.checkpointFailed(err)}, false
+		if ends, err = c.outputMark(context.Background()); err != nil {
+			return cpResult{err: c.checkpointFailed(err)}, false
 		}
 	}
 	c.wanted.Store(true)
@@ -141,13 +150,13 @@ func (c *checkpointer) checkpoint(w *Worker) (r cpResult, stopped bool) {
 		return cpResult{}, true
 	}
 	pos := h.pos
-	if err := w.saveCheckpoint(context.Background(), pos, ends, partitionState{pair: c.held, legacy: h.legacy}, began); err != nil {
+	if err := c.saveCheckpoint(context.Background(), pos, ends, partitionState{pair: c.held, legacy: h.legacy}, began); err != nil {
 		return cpResult{offset: pos, err: err}, false
 	}
 	c.release() // the copy is saved: the next partition may take the spare now
-	err := w.commitCheckpoint(context.Background(), pos, w.scanStart(pos, ends).ends)
+	err := c.commitCheckpoint(context.Background(), pos, c.replay.scanStart(pos, ends).ends)
 	if err == nil {
-		w.checkpointSucceeded()
+		c.checkpointSucceeded()
 	}
 	return cpResult{offset: pos, err: err}, false
 }
@@ -208,78 +217,78 @@ type outputMark struct {
 
 // outputMark reads the output's end offsets now, under this generation's
 // routing.
-func (w *Worker) outputMark(ctx context.Context) (outputMark, error) {
-	ends, err := w.d.OutputEnds(ctx)
+func (c *checkpointer) outputMark(ctx context.Context) (outputMark, error) {
+	ends, err := c.d.Offsets.OutputEnds(ctx)
 	if err != nil {
 		return outputMark{}, fmt.Errorf("read output end offsets: %w", err)
 	}
-	return outputMark{ends: ends, inputs: w.d.Route.InputPartitions(), outputs: w.d.Route.OutputPartitions()}, nil
+	return outputMark{ends: ends, inputs: c.d.Route.InputPartitions(), outputs: c.d.Route.OutputPartitions()}, nil
 }
 
 // finishCheckpoint is steps 4-6 for a pair nobody else writes to (the
 // stopped worker's own pair, the initial anchor).
 func (w *Worker) finishCheckpoint(ctx context.Context, pos int64, ends outputMark, began time.Time) error {
-	if err := w.saveCheckpoint(ctx, pos, ends, partitionState{pair: w.pair, legacy: w.legacy}, began); err != nil {
+	if err := w.cp.saveCheckpoint(ctx, pos, ends, partitionState{pair: w.pair, legacy: w.legacy}, began); err != nil {
 		return err
 	}
-	if err := w.commitCheckpoint(ctx, pos, w.scanStart(pos, ends).ends); err != nil {
+	if err := w.cp.commitCheckpoint(ctx, pos, w.cp.replay.scanStart(pos, ends).ends); err != nil {
 		return err
 	}
-	w.checkpointSucceeded()
+	w.cp.checkpointSucceeded()
 	return nil
 }
 
 // saveCheckpoint is steps 4-5: wait for acknowledgements below pos and save
 // state (when checkpointing).
-func (w *Worker) saveCheckpoint(ctx context.Context, pos int64, ends outputMark, state partitionState, began time.Time) error {
-	if err := w.acks.waitAcknowledged(ctx, pos); err != nil {
-		return w.checkpointFailed(fmt.Errorf("wait for outputs below %d: %w", pos, err))
+func (c *checkpointer) saveCheckpoint(ctx context.Context, pos int64, ends outputMark, state partitionState, began time.Time) error {
+	if err := c.acks.waitAcknowledged(ctx, pos); err != nil {
+		return c.checkpointFailed(fmt.Errorf("wait for outputs below %d: %w", pos, err))
 	}
-	if w.cp.store == nil {
+	if c.store == nil {
 		return nil
 	}
-	if w.d.Fence != nil {
+	if c.d.Membership != nil {
 		// A member whose membership is not confirmed may have lost the
 		// partition: its snapshot could outrank the new owner's.
-		if err := w.d.Fence(); err != nil {
-			return w.checkpointFailed(fmt.Errorf("save checkpoint at %d: %w", pos, err))
+		if err := c.d.Membership.Fence(); err != nil {
+			return c.checkpointFailed(fmt.Errorf("save checkpoint at %d: %w", pos, err))
 		}
 	}
-	mark := w.scanStart(pos, ends)
+	mark := c.replay.scanStart(pos, ends)
 	meta := checkpoint.Meta{
-		Group:            w.d.Group,
-		Topic:            w.d.Topic,
-		Partition:        w.d.Partition,
+		Group:            c.d.GroupID,
+		Topic:            c.d.Topic,
+		Partition:        c.d.Partition,
 		Offset:           pos,
-		OutputTopic:      w.d.OutputTopic,
+		OutputTopic:      c.d.OutputTopic,
 		OutputEnds:       mark.ends,
 		Created:          time.Now(),
 		InputPartitions:  mark.inputs,
 		OutputPartitions: mark.outputs,
-		Generation:       w.d.Generation,
-		Epoch:            w.cp.epoch.Load(),
+		Generation:       c.d.Generation,
+		Epoch:            c.epoch.Load(),
 	}
 	// A damaged snapshot the Save's pruning finds is counted here.
-	ctx = checkpoint.WithDamageReport(ctx, w.damageFound)
-	m, err := w.cp.store.Save(ctx, meta, state.payload())
+	ctx = checkpoint.WithDamageReport(ctx, c.d.Metrics.damageFound)
+	m, err := c.store.Save(ctx, meta, state.payload())
 	var stale *checkpoint.StaleError
-	if errors.As(err, &stale) && w.d.Confirm != nil && w.d.Confirm(ctx) == nil {
+	if errors.As(err, &stale) && c.d.Membership != nil && c.d.Membership.Confirm(ctx) == nil {
 		// The store holds a newer generation's snapshot, yet the
 		// coordinator confirms this generation after it was written: a
 		// live group's generations only increase, so that snapshot is of
 		// an earlier life of the group (deleted and created again, or a
 		// broker that lost its state). Start a new epoch above it.
 		meta.Epoch = stale.HeldEpoch + 1
-		w.log.Warn("checkpoint of an earlier life of the group: starting a new epoch",
+		c.log.Warn("checkpoint of an earlier life of the group: starting a new epoch",
 			"held_generation", stale.HeldGeneration, "held_epoch", stale.HeldEpoch,
-			"generation", w.d.Generation, "epoch", meta.Epoch)
-		w.cp.epoch.Store(meta.Epoch)
-		m, err = w.cp.store.Save(ctx, meta, state.payload())
+			"generation", c.d.Generation, "epoch", meta.Epoch)
+		c.epoch.Store(meta.Epoch)
+		m, err = c.store.Save(ctx, meta, state.payload())
 	}
 	if err != nil {
-		return w.checkpointFailed(fmt.Errorf("save checkpoint at %d: %w", pos, err))
+		return c.checkpointFailed(fmt.Errorf("save checkpoint at %d: %w", pos, err))
 	}
-	pm := w.d.Metrics
+	pm := c.d.Metrics
 	pm.CheckpointSeconds.Observe(time.Since(began).Seconds())
 	pm.CheckpointRaw.Set(float64(m.RawBytes))
 	pm.CheckpointStored.Set(float64(m.StoredBytes))
@@ -290,25 +299,25 @@ func (w *Worker) saveCheckpoint(ctx context.Context, pos int64, ends outputMark,
 
 // commitCheckpoint is step 6; ends (the checkpoint's scan start) go
 // with the commit, for a restore whose snapshots are all rejected.
-func (w *Worker) commitCheckpoint(ctx context.Context, pos int64, ends map[int]int64) error {
-	if err := w.d.Commit(ctx, pos, ends); err != nil {
+func (c *checkpointer) commitCheckpoint(ctx context.Context, pos int64, ends map[int]int64) error {
+	if err := c.d.Group.Commit(ctx, pos, ends); err != nil {
 		// The snapshot stands; the next checkpoint or a restore (which
 		// prefers the snapshot's offset) makes up for the missing commit.
-		return w.checkpointFailed(fmt.Errorf("commit %d: %w", pos, err))
+		return c.checkpointFailed(fmt.Errorf("commit %d: %w", pos, err))
 	}
 	return nil
 }
 
-func (w *Worker) checkpointFailed(err error) error {
-	if w.cp.store != nil {
-		w.d.Metrics.CheckpointFails.Inc()
+func (c *checkpointer) checkpointFailed(err error) error {
+	if c.store != nil {
+		c.d.Metrics.CheckpointFails.Inc()
 	}
-	w.cp.fails.failed(w.log, err)
+	c.fails.failed(c.log, err)
 	return err
 }
 
 // checkpointSucceeded ends a streak of failures, saying so once.
-func (w *Worker) checkpointSucceeded() { w.cp.fails.succeeded(w.log) }
+func (c *checkpointer) checkpointSucceeded() { c.fails.succeeded(c.log) }
 
 // failWarnEvery is how often a streak of failed checkpoints is logged
 // again while it lasts: a failure per interval (seconds) is one line at

@@ -38,8 +38,8 @@ func (e *DamagedError) Unwrap() error { return e.Load }
 
 // damageFound counts a damaged snapshot of the partition the store found;
 // the store has logged it, naming it.
-func (w *Worker) damageFound(checkpoint.Damage) {
-	if c := w.d.Metrics.CheckpointDamaged; c != nil {
+func (m *Metrics) damageFound(checkpoint.Damage) {
+	if c := m.CheckpointDamaged; c != nil {
 		c.Inc()
 	}
 }

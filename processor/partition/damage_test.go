@@ -32,8 +32,7 @@ func damagedWorker(t *testing.T, on OnDamage) (*Worker, prometheus.Counter) {
 	}
 	damaged := prometheus.NewCounter(prometheus.CounterOpts{Name: "damaged"})
 	w := &Worker{d: Deps{Topic: "in", Partition: 0, Store: st, OnDamage: on,
-		CommittedEnds: func(context.Context) (int64, map[int]int64, error) { return -1, nil, nil },
-		Metrics:       &Metrics{CheckpointDamaged: damaged}}, log: slog.New(slog.DiscardHandler)}
+		Group: testOwner{}, Metrics: &Metrics{CheckpointDamaged: damaged}}, log: slog.New(slog.DiscardHandler)}
 	return w, damaged
 }
 
@@ -82,8 +81,7 @@ func (readFailingStore) Load(_ context.Context, topic string, partition int, _ f
 func TestRestoreReadFailureIsNoDamage(t *testing.T) {
 	for _, on := range []OnDamage{OnDamageEmpty, OnDamageRefuse} {
 		w := &Worker{d: Deps{Topic: "in", Partition: 0, Store: readFailingStore{}, OnDamage: on,
-			CommittedEnds: func(context.Context) (int64, map[int]int64, error) { return -1, nil, nil },
-			Metrics:       &Metrics{}}, log: slog.New(slog.DiscardHandler)}
+			Group: testOwner{}, Metrics: &Metrics{}}, log: slog.New(slog.DiscardHandler)}
 		_, err := w.restore(context.Background())
 		if err == nil || errors.As(err, new(*DamagedError)) || !errors.As(err, new(*checkpoint.ReadError)) {
 			t.Errorf("%q: restore: %v, want the read failure", on, err)

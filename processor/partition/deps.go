@@ -36,10 +36,73 @@ type Store interface {
 	Load(ctx context.Context, topic string, partition int, decode func(checkpoint.Meta, io.Reader) error) (checkpoint.Meta, checkpoint.Source, error)
 }
 
+// Membership is the member's proof that it still belongs to the
+// generation (the owner's lease). Both methods may be called from the
+// saver goroutine.
+type Membership interface {
+	// Fence returns nil while the membership is confirmed, else an error:
+	// no checkpoint is saved without it (a member that may have lost the
+	// partition could outrank the new owner's snapshot).
+	Fence() error
+	// Confirm confirms the membership now (a heartbeat answered).
+	Confirm(ctx context.Context) error
+}
+
+// Group is the consumer group's committed offsets of this partition.
+// Called from the worker and saver goroutines.
+type Group interface {
+	// Commit commits offset (the next to read), with the output end
+	// offsets of the checkpoint at offset (nil without a Store).
+	Commit(ctx context.Context, offset int64, ends map[int]int64) error
+	// CommittedEnds reads the committed offset (< 0: none) and the output
+	// end offsets recorded with it (nil: none): the replay scan's start
+	// when every snapshot is rejected.
+	CommittedEnds(ctx context.Context) (offset int64, ends map[int]int64, err error)
+}
+
+// Offsets reads offsets from the brokers.
+type Offsets interface {
+	// OutputEnds reads the end offsets of every output partition of the
+	// generation's routing (Router.AllOutputs). Called from the saver
+	// goroutine too.
+	OutputEnds(ctx context.Context) (map[int]int64, error)
+	// Resolve turns kafka.FirstOffset or kafka.LastOffset into an offset
+	// of the input partition.
+	Resolve(ctx context.Context, logical int64) (int64, error)
+}
+
+// Owner is what the partition hands back to the one that started it.
+// Called from the worker goroutine only.
+type Owner interface {
+	// Delivered: the output of Deps.RecoverAt is acknowledged or was found
+	// in the output.
+	Delivered(offset int64)
+	// Keep is given the pair at the stop when the final checkpoint (or
+	// commit) covers exactly the partition's position, with that position.
+	Keep(pair *rotation.Pair, offset int64)
+	// Crashed, when it reports true at the stop, makes the partition stop
+	// like a killed process: no final checkpoint, no final commit.
+	Crashed() bool
+	// OutputRefused: an output was refused before it was written (too
+	// large, or keyless for a compacted topic).
+	OutputRefused()
+}
+
+// Clock reads the wall clock.
+type Clock interface {
+	Now() time.Time
+}
+
+// systemClock is the default Clock.
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
 // Deps is everything one partition's pipeline uses. The owner builds it
-// per assignment; the partition reaches nothing else.
+// per assignment; the partition reaches nothing else: what it asks of its
+// owner goes through the named interfaces above, no closures.
 type Deps struct {
-	Group       string
+	GroupID     string
 	Generation  int32  // the consumer-group generation: snapshots carry it
 	Topic       string // input topic
 	Partition   int
@@ -53,10 +116,9 @@ type Deps struct {
 	FlushAt       int // outputs buffered before they go to the writer while behind
 	// Limit is the largest output the Writer can deliver: a larger one is
 	// refused before it is written, goes to DeadLetter when set (else it
-	// is skipped), and OutputRefused is called.
-	Limit         Limit
-	DeadLetter    DeadLetter
-	OutputRefused func()
+	// is skipped), and Owner.OutputRefused is called.
+	Limit      Limit
+	DeadLetter DeadLetter
 	// Probe, when set, writes the first IsolateCount outputs at or after
 	// input offset IsolateFrom one at a time, each alone and waited for:
 	// the broker refused a batch holding one of them, and a refusal of a
@@ -72,13 +134,14 @@ type Deps struct {
 	Reader kafka.ReaderConfig
 	Filter rotation.Options // with defaults, as a pair reports them
 
-	// MaxClockSkew is how far ahead of Now a record's timestamp may be and
-	// still move the partition's event time; a record further ahead is
-	// decided in the current window. Positive.
+	// MaxClockSkew is how far ahead of Clock.Now a record's timestamp may
+	// be and still move the partition's event time; a record further ahead
+	// is decided in the current window. Positive.
 	MaxClockSkew time.Duration
-	// Now is the skew rule's wall clock, read once per tick (never per
-	// record). Required; tests replay input at another time with their own.
-	Now func() time.Time
+	// Clock is the skew rule's wall clock, read once per tick (never per
+	// record). Nil: the system's (time.Now); tests replay input at another
+	// time with their own.
+	Clock Clock
 
 	Store              Store               // nil: no checkpoints, commits only
 	Spares             chan *rotation.Pair // the instance's spare pair; nil without a Store
@@ -96,40 +159,24 @@ type Deps struct {
 	// committed offset with the replay scan, as OnDamageEmpty would have.
 	RefusedBefore bool
 
-	// Fence returns nil while the member's membership is confirmed
-	// (its lease holds), else an error: no checkpoint is saved without it.
-	// Confirm confirms the membership now. Nil: no fencing (tests).
-	Fence   func() error
-	Confirm func(ctx context.Context) error
+	// Membership fences checkpoint saves. Nil: no fencing (tests).
+	Membership Membership
+	// Group commits the partition's offsets and reads them back. Required.
+	Group Group
+	// Offsets reads offsets from the brokers. Required.
+	Offsets Offsets
+	// Owner is told what the partition hands back. Nil: nothing is handed
+	// back (no pair is kept, the stop is never a crash's).
+	Owner Owner
 
-	// Commit commits offset (the next to read) of the partition, with the
-	// output end offsets of the checkpoint at offset (nil without a Store).
-	Commit func(ctx context.Context, offset int64, ends map[int]int64) error
-	// CommittedEnds reads the committed offset (< 0: none) and the output
-	// end offsets recorded with it (nil: none): the replay scan's start
-	// when every snapshot is rejected.
-	CommittedEnds func(ctx context.Context) (offset int64, ends map[int]int64, err error)
-	// OutputEnds reads the end offsets of every output partition of the
-	// generation's routing (Route.AllOutputs).
-	OutputEnds func(ctx context.Context) (map[int]int64, error)
-	// Resolve turns kafka.FirstOffset or kafka.LastOffset into an offset.
-	Resolve func(ctx context.Context, logical int64) (int64, error)
 	// RecoverAt is the input offset whose output failed in an earlier
-	// generation and is not yet delivered, or -1; Delivered is called once
-	// its output is acknowledged or found in the output.
+	// generation and is not yet delivered, or -1; Owner.Delivered is
+	// called once its output is acknowledged or found in the output.
 	RecoverAt int64
-	Delivered func(offset int64)
 	// Warm is the partition's pair kept in memory from the generation just
 	// before, covering exactly the inputs below Committed: the partition
 	// resumes with it, without a restore. nil: restore from the Store.
 	Warm *rotation.Pair
-	// Keep, when set, is given the pair at the stop when the final
-	// checkpoint (or commit) covers exactly the partition's position, with
-	// that position.
-	Keep func(pair *rotation.Pair, offset int64)
-	// Crashed, when it reports true at the stop, makes the partition stop
-	// like a killed process: no final checkpoint, no final commit.
-	Crashed func() bool
 
 	Metrics *Metrics
 	Totals  *Totals

@@ -1,15 +1,17 @@
 // Package partition is one input partition's pipeline for one consumer-group
 // generation: read → key → pair → write, then acknowledgement tracking,
 // checkpoints and commits. Start builds it from a Deps (its only link to
-// the rest of the stage) and restores it; Worker.Run consumes until the
-// generation ends and then stops it.
+// the rest of the stage: values, and the named interfaces Membership,
+// Group, Offsets, Owner and Clock for what it asks of its owner) and
+// restores it; Worker.Run consumes until the generation ends and then
+// stops it.
 //
 // What it guarantees:
 //
 //   - Time is the record timestamp. A key forwarded less than one window
 //     earlier is dropped; one forwarded two windows or more earlier is
 //     forwarded; in between, either (rotation.Pair decides). A timestamp
-//     further ahead of Deps.Now than Deps.MaxClockSkew, or none (0 or
+//     further ahead of Deps.Clock than Deps.MaxClockSkew, or none (0 or
 //     negative), does not move time: the record is decided in the current
 //     window, so no record can clear the filters by its timestamp alone.
 //   - A record carrying Deps.RetractHeader removes its key from the filters
@@ -20,7 +22,7 @@
 //     with -1: kafka-go cannot write 0). Router sends them to the input record's
 //     partition when both topics have as many partitions, else where the
 //     Java client's default partitioner (murmur2 of the key) puts them.
-//   - An input offset is committed (Deps.Commit) only after every output
+//   - An input offset is committed (Deps.Group) only after every output
 //     before it is acknowledged (the ack ring, settled by
 //     Completion.Settle); a failed output is never retired, so nothing at or
 //     past it is committed or checkpointed, and Run returns the
@@ -42,7 +44,7 @@
 //     before, covering exactly the inputs below Deps.Committed), Start
 //     resumes with it: no store read, no scan. At the stop, a partition
 //     checkpointed and committed exactly at its position hands its pair to
-//     Deps.Keep.
+//     Deps.Owner (Owner.Keep).
 //   - The hot path waits for nothing but the reader: the writer is
 //     asynchronous, and a periodic checkpoint costs the worker a flush and
 //     an in-memory copy of its pair into the instance's spare (the saver
@@ -58,13 +60,15 @@
 // start), stop.go, checkpointer.go, acks.go (ack ring and the writer's
 // completion), arena.go (output headers), router.go (output partition),
 // metrics.go (counts and gauges), logattr.go (offset log fields), deps.go
-// (what the owner provides), legacy.go and state.go (filters from before an
+// (what the owner provides, and the interfaces it implements), legacy.go and state.go (filters from before an
 // options change, and the snapshot payload), replay.go (where a restore's
 // replay scan starts), refuse.go (records the output cannot take),
 // skipped.go (input below the log start), damage.go (every snapshot
 // damaged: CHECKPOINT_ON_DAMAGE).
 //
 // Concurrency: one worker goroutine owns the reader, pair, arena and ack
-// ring tail; one saver goroutine per partition runs its checkpoints;
+// ring tail; one saver goroutine per partition runs its checkpoints and
+// reaches the partition only through its checkpointer (copies fixed
+// before it starts, concurrency-safe parts, channels), never the Worker;
 // Completion.Settle may run on any writer goroutine.
 package partition

@@ -103,6 +103,14 @@ func (w *Worker) keyless() string {
 	return "record without a key refused by a compacted output (" + w.d.Limit.KeyRequired + ")"
 }
 
+// outputRefused tells the owner that an output is refused before it is
+// written.
+func (w *Worker) outputRefused() {
+	if w.d.Owner != nil {
+		w.d.Owner.OutputRefused()
+	}
+}
+
 // refuse settles a record the output cannot take: it is never forwarded.
 // With a dead-letter topic it goes there, with why in its dedup-error
 // header, and the worker waits for the acknowledgement, so no commit passes

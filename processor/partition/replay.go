@@ -1,5 +1,13 @@
 package partition
 
+// replayMark is what a checkpoint needs of the restore's replay: outputs
+// of inputs below to may already be in the output (Worker.suppressTo), and
+// from is where the restore's scan started. The zero value: no replay.
+type replayMark struct {
+	to   int64
+	from outputMark
+}
+
 // scanStart returns the output mark a checkpoint at input position
 // pos must record: where a restore's replay scan has to start to find
 // every output of an input at or after pos that is already in the output.
@@ -10,11 +18,10 @@ package partition
 // between pos and suppressTo landed before ends were read, so a scan from
 // ends would miss them and the next replay would forward them again. They
 // all lie after the scan start of this worker's own restore, which then
-// stands in for ends, with the partition counts it was read under. Read-only fields set before the saver starts: safe
-// from the saver goroutine.
-func (w *Worker) scanStart(pos int64, ends outputMark) outputMark {
-	if pos < w.suppressTo {
-		return w.replayFrom
+// stands in for ends, with the partition counts it was read under.
+func (r replayMark) scanStart(pos int64, ends outputMark) outputMark {
+	if pos < r.to {
+		return r.from
 	}
 	return ends
 }

@@ -10,7 +10,7 @@ import (
 // partition counts it was read under; at or past it, the mark read for the
 // checkpoint.
 func TestScanStart(t *testing.T) {
-	w := &Worker{suppressTo: 100, replayFrom: outputMark{ends: map[int]int64{0: 5, 1: 7}, inputs: 2, outputs: 2}}
+	r := replayMark{to: 100, from: outputMark{ends: map[int]int64{0: 5, 1: 7}, inputs: 2, outputs: 2}}
 	ends := outputMark{ends: map[int]int64{0: 50, 1: 70, 2: 3}, inputs: 3, outputs: 3}
 	same := func(a, b outputMark) bool {
 		return maps.Equal(a.ends, b.ends) && a.inputs == b.inputs && a.outputs == b.outputs
@@ -19,16 +19,16 @@ func TestScanStart(t *testing.T) {
 		pos  int64
 		want outputMark
 	}{
-		{0, w.replayFrom},
-		{99, w.replayFrom},
+		{0, r.from},
+		{99, r.from},
 		{100, ends},
 		{1000, ends},
 	} {
-		if got := w.scanStart(tc.pos, ends); !same(got, tc.want) {
+		if got := r.scanStart(tc.pos, ends); !same(got, tc.want) {
 			t.Errorf("scanStart(%d) = %+v, want %+v", tc.pos, got, tc.want)
 		}
 	}
-	fresh := &Worker{} // no restore, nothing replayed
+	fresh := replayMark{} // no restore, nothing replayed
 	if got := fresh.scanStart(0, ends); !same(got, ends) {
 		t.Errorf("without a replay: scanStart(0) = %+v, want %+v", got, ends)
 	}

@@ -48,8 +48,8 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 	if d.Probe != nil {
 		w.isolate = d.IsolateCount
 	}
-	if w.d.OutputRefused == nil {
-		w.d.OutputRefused = func() {}
+	if w.d.Clock == nil {
+		w.d.Clock = systemClock{}
 	}
 	w.srcFixed = headerSize(HeaderSourceTopic, len(w.srcTop)) + headerSize(HeaderSourcePartition, len(w.srcPart))
 
@@ -58,6 +58,7 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 	source := checkpoint.SourceEmpty
 	resumed := "committed offset" // what decided start, for a skipped-input warning
 	var anchor *outputMark        // replay-scan start of the initial checkpoint, when known
+	var replay replayMark         // the restore's replay, for the checkpoints' scan start
 	switch {
 	case d.Warm != nil:
 		// Kept from the previous generation at exactly the committed
@@ -84,7 +85,8 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 				anchor = &mark // the scan from there covered everything since
 			}
 			w.legacy = r.legacy
-			w.suppress, w.suppressTo, w.replayFrom = r.suppress, r.suppressTo, mark
+			w.suppress, w.suppressTo = r.suppress, r.suppressTo
+			replay = replayMark{to: r.suppressTo, from: mark}
 		}
 	}
 	if w.pair == nil {
@@ -111,10 +113,10 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 	}
 	if start < 0 {
 		var err error
-		if start, err = d.Resolve(ctx, start); err != nil {
+		if start, err = d.Offsets.Resolve(ctx, start); err != nil {
 			return nil, err
 		}
-	} else if first, err := d.Resolve(ctx, kafka.FirstOffset); err != nil {
+	} else if first, err := d.Offsets.Resolve(ctx, kafka.FirstOffset); err != nil {
 		// The reader's loggers still name a jump to the log start.
 		log.Debug("read log start offset", "err", err)
 	} else if start < first {
@@ -145,7 +147,7 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 	}
 	w.position = start
 	w.hwm = start
-	w.cp.init(d.CheckpointInterval, d.Store, d.Spares, committed)
+	w.cp.init(w.d, log, w.acks, replay, committed)
 	if committed < 0 {
 		w.cp.last = -1
 	}
@@ -164,7 +166,7 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 		if anchor != nil {
 			ends = *anchor
 		} else {
-			ends, err = w.outputMark(ctx)
+			ends, err = w.cp.outputMark(ctx)
 		}
 		if err == nil {
 			err = w.finishCheckpoint(ctx, start, ends, time.Now())
@@ -215,10 +217,10 @@ func (w *Worker) restore(ctx context.Context) (restored, error) {
 		mismatch bool
 	)
 	// Each damaged snapshot the store finds (and logs) is counted.
-	lctx := checkpoint.WithDamageReport(ctx, w.damageFound)
+	lctx := checkpoint.WithDamageReport(ctx, d.Metrics.damageFound)
 	meta, source, err := d.Store.Load(lctx, d.Topic, d.Partition, func(m checkpoint.Meta, r io.Reader) error {
-		if m.Group != "" && m.Group != d.Group {
-			return fmt.Errorf("snapshot of group %q, want %q", m.Group, d.Group)
+		if m.Group != "" && m.Group != d.GroupID {
+			return fmt.Errorf("snapshot of group %q, want %q", m.Group, d.GroupID)
 		}
 		if m.Topic != d.Topic || m.Partition != d.Partition {
 			return fmt.Errorf("snapshot of %s/%d, want %s/%d", m.Topic, m.Partition, d.Topic, d.Partition)
@@ -239,7 +241,7 @@ func (w *Worker) restore(ctx context.Context) (restored, error) {
 		// The operator removed the damaged snapshots of a refused
 		// partition: start empty as OnDamageEmpty would have, with the
 		// replay scan from the commit's output end offsets.
-		off, ends, cerr := d.CommittedEnds(ctx)
+		off, ends, cerr := d.Group.CommittedEnds(ctx)
 		if cerr != nil {
 			return restored{}, fmt.Errorf("damaged checkpoints of %s/%d removed, and %w", d.Topic, d.Partition, cerr)
 		}
@@ -272,7 +274,7 @@ func (w *Worker) restore(ctx context.Context) (restored, error) {
 		// valid: start empty at the committed offset, loudly, with the
 		// replay scan from the output end offsets the commit recorded
 		// (those of the checkpoint at that offset).
-		off, ends, cerr := d.CommittedEnds(ctx)
+		off, ends, cerr := d.Group.CommittedEnds(ctx)
 		if cerr != nil {
 			return restored{}, fmt.Errorf("every checkpoint of %s/%d rejected (%w), and %w", d.Topic, d.Partition, err, cerr)
 		}

@@ -21,13 +21,13 @@ func (w *Worker) stop() error {
 	// offsets are exact: the next owner's restore then scans nothing of
 	// what this one wrote.
 	again := w.position != w.cp.last || (w.d.Store != nil && !w.cp.exact)
-	if again && w.acks.failed() == nil && !w.d.Crashed() {
+	if again && w.acks.failed() == nil && !w.crashed() {
 		// The worker has stopped, so no output of an input >= position will
 		// follow: end offsets read after the acknowledgements are complete.
 		err := w.acks.waitAcknowledged(ctx, w.position)
 		var ends outputMark
 		if err == nil && w.d.Store != nil {
-			ends, err = w.outputMark(ctx)
+			ends, err = w.cp.outputMark(ctx)
 		}
 		if err == nil {
 			err = w.finishCheckpoint(ctx, w.position, ends, began)
@@ -44,7 +44,7 @@ func (w *Worker) stop() error {
 		// inputs below the committed offset and nothing else, and no output
 		// of a later input exists. Should the partition come straight back,
 		// the owner resumes it from memory.
-		w.d.Keep(w.pair, w.position)
+		w.d.Owner.Keep(w.pair, w.position)
 	}
 	w.log.Info("partition revoked", "position", w.position, OffsetAttr("committed", w.cp.last), "kept", kept)
 	return errors.Join(errs...)
@@ -59,7 +59,10 @@ func (w *Worker) stop() error {
 func (w *Worker) keepable() bool {
 	// A partition that still keeps its pair from before the filter options
 	// changed restores from its checkpoint, which holds that pair too.
-	return w.d.Keep != nil && w.legacy == nil && w.position >= 0 && w.position == w.cp.last &&
+	return w.d.Owner != nil && w.legacy == nil && w.position >= 0 && w.position == w.cp.last &&
 		(w.cp.exact || w.d.Store == nil) && w.position >= w.suppressTo &&
-		w.acks.failed() == nil && !w.d.Crashed()
+		w.acks.failed() == nil && !w.crashed()
 }
+
+// crashed reports whether the owner asks for a killed process's stop.
+func (w *Worker) crashed() bool { return w.d.Owner != nil && w.d.Owner.Crashed() }

@@ -3,8 +3,6 @@ package partition
 import (
 	"errors"
 	"testing"
-
-	"dedup/rotation"
 )
 
 // TestKeepable: a stopped partition keeps its pair only when checkpointed
@@ -12,10 +10,9 @@ import (
 // and never while it is still replaying outputs an earlier generation
 // forwarded (those are found again only by a restore's scan).
 func TestKeepable(t *testing.T) {
-	keep := func(*rotation.Pair, int64) {}
 	base := func() *Worker {
 		w := &Worker{
-			d:        Deps{Keep: keep, Crashed: func() bool { return false }, Store: nil},
+			d:        Deps{Owner: testOwner{}, Store: nil},
 			position: 40,
 			acks:     newAckTracker(0, 8),
 		}
@@ -29,8 +26,8 @@ func TestKeepable(t *testing.T) {
 		"still replaying":     func(w *Worker) { w.suppressTo = 41 },
 		"replaying from 0":    func(w *Worker) { w.position, w.cp.last, w.suppressTo = 0, 0, 14 },
 		"committed elsewhere": func(w *Worker) { w.cp.last = 39 },
-		"crashed":             func(w *Worker) { w.d.Crashed = func() bool { return true } },
-		"no keeper":           func(w *Worker) { w.d.Keep = nil },
+		"crashed":             func(w *Worker) { w.d.Owner = testOwner{crashed: true} },
+		"no keeper":           func(w *Worker) { w.d.Owner = nil },
 		"output failed":       func(w *Worker) { w.acks.fail(39, errors.New("lost")) },
 		"never started":       func(w *Worker) { w.position, w.cp.last = -1, -1 },
 	} {

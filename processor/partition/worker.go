@@ -41,7 +41,6 @@ type Worker struct {
 	// already in the output topic. nil once the replay passed them all.
 	suppress   map[int64]struct{}
 	suppressTo int64
-	replayFrom outputMark // where the restore's scan started (scanStart)
 
 	batch   []record        // records read ahead, not yet decided (reused)
 	buf     []kafka.Message // outputs not yet handed to the writer
@@ -64,7 +63,7 @@ type Worker struct {
 	cp checkpointer
 
 	// Input offset whose output failed in an earlier generation, until its
-	// output is delivered (Deps.Delivered); -1 when none.
+	// output is delivered (Owner.Delivered); -1 when none.
 	recoverAt int64
 }
 
@@ -73,10 +72,10 @@ type Worker struct {
 // commits whatever Run finished, also after an error. A *ProduceError means
 // an output was not delivered: nothing at or past it was committed.
 func (w *Worker) Run(ctx context.Context) (err error) {
-	w.cp.startSaver(w)
+	w.cp.startSaver()
 	w.baseline()
 	defer func() { err = errors.Join(err, w.stop()) }()
-	w.futureAfter = w.d.Now().Add(w.d.MaxClockSkew)
+	w.futureAfter = w.d.Clock.Now().Add(w.d.MaxClockSkew)
 	for {
 		fctx, cancel := context.WithTimeout(ctx, tickInterval)
 		ferr := w.consume(fctx)
@@ -238,11 +237,11 @@ func (w *Worker) process(r *record) error {
 	// is found (probe).
 	size := w.outputSize(m)
 	if size > w.d.Limit.Bytes {
-		w.d.OutputRefused()
+		w.outputRefused()
 		return w.refuse(m, size, w.tooLarge(size))
 	}
 	if m.Key == nil && w.d.Limit.KeyRequired != "" {
-		w.d.OutputRefused()
+		w.outputRefused()
 		return w.refuse(m, size, w.keyless())
 	}
 	if w.isolate > 0 && m.Offset >= w.d.IsolateFrom {
@@ -382,17 +381,19 @@ func (w *Worker) warnRemove(err error) {
 var noTimestamp = time.UnixMilli(-1)
 
 // periodic runs between hot-loop slices, at least every tickInterval. now
-// schedules gauges and checkpoints; the skew rule reads Deps.Now, which
+// schedules gauges and checkpoints; the skew rule reads Deps.Clock, which
 // tests replace.
 func (w *Worker) periodic(now time.Time) error {
-	w.futureAfter = w.d.Now().Add(w.d.MaxClockSkew)
+	w.futureAfter = w.d.Clock.Now().Add(w.d.MaxClockSkew)
 	if err := w.flush(); err != nil {
 		return err
 	}
 	if w.recoverAt >= 0 && w.position > w.recoverAt && w.acks.settledBelow(w.recoverAt+1) {
 		// Every output up to the one that failed is acknowledged (flush
 		// published all reserved slots), or it was found in the output.
-		w.d.Delivered(w.recoverAt)
+		if w.d.Owner != nil {
+			w.d.Owner.Delivered(w.recoverAt)
+		}
 		w.recoverAt = -1
 	}
 	w.publishCounts()

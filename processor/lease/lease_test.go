@@ -1,12 +1,14 @@
-package processor
+package lease
 
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
 )
 
 // TestLeaseRefusedHeartbeat: the coordinator's refusals of a heartbeat
@@ -15,11 +17,16 @@ import (
 // confirmation would let a member that woke after its eviction produce
 // behind the new owner.
 func TestLeaseRefusedHeartbeat(t *testing.T) {
-	e := newTestEnv(t, 1, 1)
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "events"))
+	if err != nil {
+		t.Fatalf("start kfake: %v", err)
+	}
+	t.Cleanup(c.Close)
+	brokers := c.ListenAddrs()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	g, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
-		ID: "lease", Brokers: e.brokers, Topics: []string{inTopic},
+		ID: "lease", Brokers: brokers, Topics: []string{"events"},
 		SessionTimeout: 10 * time.Second, RebalanceTimeout: 10 * time.Second,
 	})
 	if err != nil {
@@ -30,7 +37,7 @@ func TestLeaseRefusedHeartbeat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := &kafka.Client{Addr: kafka.TCP(e.brokers...)}
+	client := &kafka.Client{Addr: kafka.TCP(brokers...)}
 	for _, tc := range []struct {
 		name    string
 		member  string
@@ -42,14 +49,14 @@ func TestLeaseRefusedHeartbeat(t *testing.T) {
 		{"removed member", gen.MemberID + "-gone", gen.ID, kafka.UnknownMemberId},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := newLease(client, &kafka.Generation{GroupID: "lease", MemberID: tc.member, ID: tc.gen},
-				10*time.Second, 10*time.Second, nil, testLogger())
-			err := l.confirm(ctx)
+			l := New(client, &kafka.Generation{GroupID: "lease", MemberID: tc.member, ID: tc.gen},
+				10*time.Second, 10*time.Second, nil, slog.New(slog.DiscardHandler))
+			err := l.Confirm(ctx)
 			if tc.refused == nil {
 				if err != nil {
 					t.Fatalf("confirm: %v", err)
 				}
-				if err := l.valid(); err != nil {
+				if err := l.Fence(); err != nil {
 					t.Fatalf("lease after a confirmation: %v", err)
 				}
 				return
@@ -57,7 +64,7 @@ func TestLeaseRefusedHeartbeat(t *testing.T) {
 			if !errors.Is(err, tc.refused) {
 				t.Fatalf("confirm: %v, want %v", err, tc.refused)
 			}
-			if err := l.valid(); !errors.Is(err, ErrFenced) {
+			if err := l.Fence(); !errors.Is(err, ErrFenced) {
 				t.Fatalf("lease after a refused heartbeat: %v, want ErrFenced", err)
 			}
 		})

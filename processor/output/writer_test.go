@@ -1,4 +1,4 @@
-package processor
+package output
 
 import (
 	"context"
@@ -82,7 +82,7 @@ func TestMetadataCache(t *testing.T) {
 		t.Fatalf("%d requests reached the broker, want 5 (one per expired answer)", n)
 	}
 
-	c.aborted.Store(true) // what output.abort does
+	c.aborted.Store(true) // what Writer.abort does
 	if _, err := c.RoundTrip(context.Background(), addr, &metadataAPI.Request{TopicNames: []string{outTopic}}); !errors.Is(err, errAborted) {
 		t.Fatalf("after abort: %v, want errAborted", err)
 	}

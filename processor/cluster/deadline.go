@@ -1,4 +1,4 @@
-package processor
+package cluster
 
 import (
 	"context"
@@ -25,7 +25,7 @@ import (
 // is safe for any timeout of at least 8 × slack: a kept deadline then
 // leaves at least 7/8 of the asked timeout, and one in force that has
 // passed is never kept (the new deadline is later than it by more than
-// the timeout asked). coalescingDialer sets slack to 1/8 of the shortest
+// the timeout asked). CoalescingDialer sets slack to 1/8 of the shortest
 // timeout kafka.Reader asks for.
 //
 // Like every net.Conn it is safe for concurrent use.
@@ -63,11 +63,11 @@ func (c *deadlineConn) SetDeadline(t time.Time) error {
 	return nil
 }
 
-// readDeadlineSlack is the slack of the partition readers' deadlineConns:
+// ReadDeadlineSlack is the slack of the partition readers' deadlineConns:
 // 1/8 of the shortest timeout kafka.Reader sets as a read deadline, the
 // fetch wait (its MaxWait; 10 s when zero) or the wait for each record of a
 // fetch (its ReadBatchTimeout, 10 s).
-func readDeadlineSlack(maxWait time.Duration) time.Duration {
+func ReadDeadlineSlack(maxWait time.Duration) time.Duration {
 	const readerDefault = 10 * time.Second // kafka-go's MaxWait and ReadBatchTimeout defaults
 	if maxWait <= 0 {
 		maxWait = readerDefault
@@ -75,12 +75,12 @@ func readDeadlineSlack(maxWait time.Duration) time.Duration {
 	return min(maxWait, readerDefault) / 8
 }
 
-// coalescingDialer returns a copy of d (kafka.DefaultDialer when nil) whose
+// CoalescingDialer returns a copy of d (kafka.DefaultDialer when nil) whose
 // connections are deadlineConns with the given slack, for the partition
 // readers. TLS, SASL, the resolver and every other setting of d apply
 // unchanged: kafka-go wraps the connection this returns, and a TLS
 // connection passes its deadlines on to it.
-func coalescingDialer(d *kafka.Dialer, slack time.Duration) *kafka.Dialer {
+func CoalescingDialer(d *kafka.Dialer, slack time.Duration) *kafka.Dialer {
 	if d == nil {
 		d = kafka.DefaultDialer
 	}

@@ -1,4 +1,4 @@
-package processor
+package output
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"net"
 
 	"github.com/segmentio/kafka-go"
+
+	"dedup/processor/cluster"
 )
 
 // produceKey is the Kafka API key of Produce requests.
@@ -95,7 +97,7 @@ func (c *fencedConn) scan(b []byte) bool {
 func fenceConns(t *kafka.Transport, fence func() error) {
 	dial := t.Dial
 	if dial == nil {
-		dial = defaultDial
+		dial = cluster.DefaultDial
 	}
 	cfg := t.TLS
 	t.TLS = nil

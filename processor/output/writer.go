@@ -1,4 +1,4 @@
-package processor
+package output
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	produceAPI "github.com/segmentio/kafka-go/protocol/produce"
 
 	"dedup/internal/leader"
+	"dedup/processor/cluster"
 )
 
 // metadataCache is the writer's transport. kafka.Writer.WriteMessages asks
@@ -93,80 +94,47 @@ func (c *metadataCache) RoundTrip(ctx context.Context, addr net.Addr, req kafka.
 	return res, nil
 }
 
-// output is one writer with its own transport (its own connections):
+// Writer is one writer with its own transport (its own connections):
 // kafka.Writer → metadataCache → outcomes → kafka.Transport. A
-// produce failure breaks it: the generation ends, Run closes it (which waits
-// for every batch still in it, so nothing it holds lands after the next
-// restore's replay scan) and starts the next generation with a new one.
-// Acknowledgements of an output only ever reach the ack trackers of the
-// workers that wrote to it (each slot points to its own tracker), and those
-// workers end with its generation.
-type output struct {
+// produce failure breaks it: the generation ends, the group runner has the
+// Output replace it (closing it waits for every batch still in it, so
+// nothing it holds lands after the next restore's replay scan) and starts
+// the next generation with a new one. Acknowledgements of a writer only
+// ever reach the ack trackers of the workers that wrote to it (each slot
+// points to its own tracker), and those workers end with its generation.
+type Writer struct {
 	w         *kafka.Writer
 	rt        *metadataCache
 	transport *kafka.Transport
-	broken    atomic.Bool // a record failed: replace before the next generation
-}
-
-func (p *Processor) newOutput() *output {
-	out := &output{transport: newTransport(p.o)}
-	p.outTransport.Store(out.transport)
-	oc := newOutcomes(leader.Follow(out.transport), p.metrics.outputErrors, out.abort)
-	out.rt = newMetadataCache(oc)
-	if p.plainProduce {
-		oc.blind = true
-	} else {
-		fenceConns(out.transport, p.fenceProduce)
-		out.rt.fence = p.fenceProduce
-	}
-	out.w = newWriter(p.writerOptions(), kafkaLogger{log: p.log.With("component", "writer")}, out.rt,
-		func(msgs []kafka.Message, err error) { p.completion(out, msgs, err) })
-	return out
-}
-
-// fenceProduce allows a produce request only under the current
-// generation's valid lease.
-func (p *Processor) fenceProduce() error {
-	l := p.lease.Load()
-	if l == nil {
-		return fmt.Errorf("%w: between generations", ErrFenced)
-	}
-	return l.valid()
-}
-
-// abort makes every request not yet sent fail at once, so that close does
-// not wait for retries of batches queued behind a dead connection (each
-// would take the writer's full attempts). A request already sent completes
-// (or fails) before close returns.
-func (out *output) abort() { out.rt.aborted.Store(true) }
-
-// close waits for the writer's batches, then drops its connections.
-func (out *output) close() error {
-	err := out.w.Close()
-	out.transport.CloseIdleConnections()
-	if err != nil {
-		return fmt.Errorf("close writer: %w", err)
-	}
-	return nil
+	c         *Config
 }
 
 // newWriter returns the stage's one asynchronous writer, shared by all
-// partitions.
-func newWriter(o Options, log kafka.Logger, transport *metadataCache, completion func([]kafka.Message, error)) *kafka.Writer {
-	return &kafka.Writer{
-		Addr:     kafka.TCP(o.Brokers...),
-		Topic:    o.OutputTopic,
+// partitions, its batches at most batchBytes.
+func newWriter(c *Config, batchBytes int64) *Writer {
+	out := &Writer{transport: cluster.NewTransport(c.Transport), c: c}
+	oc := newOutcomes(leader.Follow(out.transport), c.OutputErrors, out.abort)
+	out.rt = newMetadataCache(oc)
+	if c.Plain {
+		oc.blind = true
+	} else {
+		fenceConns(out.transport, c.Fence)
+		out.rt.fence = c.Fence
+	}
+	out.w = &kafka.Writer{
+		Addr:     kafka.TCP(c.Brokers...),
+		Topic:    c.Topic,
 		Balancer: kafka.BalancerFunc(routeChosen),
 		// The zero value means no acknowledgement at all.
 		RequiredAcks: kafka.RequireAll,
 		// Async with Completion: a worker never waits per record; acks are
 		// tracked per input partition (ackTracker).
 		Async:        true,
-		Completion:   completion,
-		BatchSize:    o.BatchSize,
-		BatchBytes:   o.BatchBytes,
-		BatchTimeout: o.BatchTimeout, // the default 1s would hold partial batches far too long
-		Compression:  o.Compression,
+		Completion:   out.completion,
+		BatchSize:    c.BatchSize,
+		BatchBytes:   batchBytes,
+		BatchTimeout: c.BatchTimeout, // the default 1s would hold partial batches far too long
+		Compression:  c.Compression,
 		// kafka.Writer retries a batch whose error is temporary, whatever
 		// became of the first copy. The transport (outcomes) hands it only
 		// failures that certainly appended nothing as retriable; an
@@ -175,35 +143,32 @@ func newWriter(o Options, log kafka.Logger, transport *metadataCache, completion
 		MaxAttempts:     3,
 		WriteBackoffMin: 50 * time.Millisecond,
 		WriteBackoffMax: 500 * time.Millisecond,
-		Transport:       transport,
-		ErrorLogger:     log,
+		Transport:       out.rt,
+		ErrorLogger:     cluster.Logger{Log: c.Log.With("component", "writer")},
 	}
+	return out
 }
 
-// defaultDial is kafka.DefaultTransport's dialer.
-var defaultDial = (&net.Dialer{Timeout: 3 * time.Second}).DialContext
+// Kafka is the kafka.Writer the partitions write to (partition.Deps.Writer).
+func (out *Writer) Kafka() *kafka.Writer { return out.w }
 
-// newTransport returns a transport with o.Transport's settings (TLS, SASL,
-// dialer, ...) but its own connection pool. kafka.Transport keeps pooled
-// connections to a restarted broker and hands them out after it is back
-// (every writer attempt then fails with "unexpected EOF"); a transport per
-// writer, dropped with it, starts from fresh connections. Exported fields
-// only: the pool is unexported state that must not be copied.
-func newTransport(o Options) *kafka.Transport {
-	t := o.Transport
-	if t == nil {
-		return &kafka.Transport{Dial: defaultDial}
+// abort makes every request not yet sent fail at once, so that close does
+// not wait for retries of batches queued behind a dead connection (each
+// would take the writer's full attempts). A request already sent completes
+// (or fails) before close returns.
+func (out *Writer) abort() { out.rt.aborted.Store(true) }
+
+// close waits for the writer's batches, then drops its connections.
+func (out *Writer) close() error {
+	err := out.w.Close()
+	out.transport.CloseIdleConnections()
+	if err != nil {
+		return fmt.Errorf("close writer: %w", err)
 	}
-	return &kafka.Transport{
-		Dial:           t.Dial,
-		DialTimeout:    t.DialTimeout,
-		IdleTimeout:    t.IdleTimeout,
-		MetadataTTL:    t.MetadataTTL,
-		MetadataTopics: t.MetadataTopics,
-		ClientID:       t.ClientID,
-		TLS:            t.TLS,
-		SASL:           t.SASL,
-		Resolver:       t.Resolver,
-		Context:        t.Context,
-	}
+	return nil
 }
+
+// NewMetadataCache is the writer's metadata cache over next (nil:
+// kafka.DefaultTransport), without fence or classification: the stage's
+// transport as the copy-loop reference of the benchmarks runs it.
+func NewMetadataCache(next kafka.RoundTripper) kafka.RoundTripper { return newMetadataCache(next) }

@@ -1,4 +1,4 @@
-package processor
+package lease
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 // See docs/fencing.md.
 var ErrFenced = errors.New("membership not confirmed: fenced")
 
-// lease is a member's proof that it still belongs to one generation. The
+// Lease is a member's proof that it still belongs to one generation. The
 // coordinator removes a member whose heartbeats stop for the session
 // timeout (or, during a rebalance, the rebalance timeout), counted from the
 // last heartbeat it received; a heartbeat answered without error was
@@ -29,7 +29,7 @@ var ErrFenced = errors.New("membership not confirmed: fenced")
 // can own this member's partitions; the lease ends a margin before that.
 // A member that stalls (GC pause, frozen VM, SIGSTOP) wakes up with an
 // expired lease, whatever its goroutines had queued.
-type lease struct {
+type Lease struct {
 	client *kafka.Client
 	group  string
 	member string
@@ -46,30 +46,33 @@ type lease struct {
 	coord net.Addr   // the group coordinator, nil until found
 }
 
-// leaseTiming derives the window and period from the group's timeouts:
+// Timing derives the window and period from the group's timeouts:
 // the window ends a quarter before the coordinator could evict the member,
 // and a confirmation is attempted every quarter, so a healthy member
 // renews well before its lease ends even when one heartbeat is lost.
-func leaseTiming(session, rebalance time.Duration) (window, period time.Duration) {
+func Timing(session, rebalance time.Duration) (window, period time.Duration) {
 	bound := min(session, rebalance)
 	return bound - bound/4, bound / 4
 }
 
-func newLease(client *kafka.Client, gen *kafka.Generation, session, rebalance time.Duration, now func() time.Duration, log *slog.Logger) *lease {
+// New returns the lease of generation gen, not yet confirmed: Confirm or
+// Run confirms it. now is its monotonic clock (nil: the real one; tests
+// move it).
+func New(client *kafka.Client, gen *kafka.Generation, session, rebalance time.Duration, now func() time.Duration, log *slog.Logger) *Lease {
 	if now == nil {
 		base := time.Now() // carries the monotonic clock: wall-clock jumps do not move the lease
 		now = func() time.Duration { return time.Since(base) }
 	}
-	window, period := leaseTiming(session, rebalance)
-	l := &lease{client: client, group: gen.GroupID, member: gen.MemberID, gen: gen.ID,
+	window, period := Timing(session, rebalance)
+	l := &Lease{client: client, group: gen.GroupID, member: gen.MemberID, gen: gen.ID,
 		window: window, period: period, now: now, log: log}
 	l.confirmed.Store(-1)
 	return l
 }
 
-// valid returns nil while the lease holds, else an error wrapping
-// ErrFenced.
-func (l *lease) valid() error {
+// Fence returns nil while the lease holds, else an error wrapping
+// ErrFenced (partition.Membership).
+func (l *Lease) Fence() error {
 	if l.revoked.Load() {
 		return fmt.Errorf("%w: generation %d is over", ErrFenced, l.gen)
 	}
@@ -83,9 +86,20 @@ func (l *lease) valid() error {
 	return nil
 }
 
-// confirm sends a heartbeat for the generation now and renews the lease
+// Window is how long a confirmation keeps the lease valid.
+func (l *Lease) Window() time.Duration { return l.window }
+
+// Member and Generation name the membership the lease proves.
+func (l *Lease) Member() string    { return l.member }
+func (l *Lease) Generation() int32 { return l.gen }
+
+// ConfirmedNow renews the lease as if a heartbeat sent now had been
+// confirmed: for a lease whose membership is proven otherwise (tests).
+func (l *Lease) ConfirmedNow() { l.confirmed.Store(int64(l.now())) }
+
+// Confirm sends a heartbeat for the generation now and renews the lease
 // from the time it was sent when the coordinator accepts it.
-func (l *lease) confirm(ctx context.Context) error {
+func (l *Lease) Confirm(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.coord == nil {
@@ -153,8 +167,8 @@ func heartbeatError(res *kafka.HeartbeatResponse) error {
 	return nil
 }
 
-// run confirms the lease every period until ctx ends.
-func (l *lease) run(ctx context.Context) {
+// Run confirms the lease every period until ctx ends.
+func (l *Lease) Run(ctx context.Context) {
 	t := time.NewTicker(l.period)
 	defer t.Stop()
 	for {
@@ -164,7 +178,7 @@ func (l *lease) run(ctx context.Context) {
 		case <-t.C:
 		}
 		cctx, cancel := context.WithTimeout(ctx, l.period)
-		err := l.confirm(cctx)
+		err := l.Confirm(cctx)
 		cancel()
 		if err != nil && ctx.Err() == nil {
 			l.log.Debug("membership not confirmed", "err", err)

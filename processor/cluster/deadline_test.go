@@ -1,4 +1,4 @@
-package processor
+package cluster
 
 import (
 	"context"
@@ -155,8 +155,8 @@ func TestReadDeadlineSlack(t *testing.T) {
 		{time.Minute, 10 * time.Second / 8},      // ReadBatchTimeout is shorter
 		{time.Millisecond, time.Millisecond / 8}, // tests' short waits
 	} {
-		if got := readDeadlineSlack(c.maxWait); got != c.want {
-			t.Errorf("readDeadlineSlack(%v) = %v, want %v", c.maxWait, got, c.want)
+		if got := ReadDeadlineSlack(c.maxWait); got != c.want {
+			t.Errorf("ReadDeadlineSlack(%v) = %v, want %v", c.maxWait, got, c.want)
 		}
 	}
 }
@@ -214,7 +214,7 @@ func TestCoalescingDialer(t *testing.T) {
 			return client, nil
 		},
 	}
-	d := coalescingDialer(orig, time.Second)
+	d := CoalescingDialer(orig, time.Second)
 	if d == orig || d.ClientID != "x" || d.Timeout != 3*time.Second {
 		t.Fatalf("dialer %+v: want a copy with the same settings", d)
 	}
@@ -235,7 +235,7 @@ func TestCoalescingDialer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	d = coalescingDialer(nil, time.Second)
+	d = CoalescingDialer(nil, time.Second)
 	if d.Timeout != kafka.DefaultDialer.Timeout {
 		t.Fatalf("timeout %v, want kafka.DefaultDialer's %v", d.Timeout, kafka.DefaultDialer.Timeout)
 	}
@@ -269,7 +269,7 @@ func BenchmarkReadDeadline(b *testing.B) {
 		return float64(time.Since(began).Nanoseconds()) / float64(b.N)
 	}
 	direct := set(client)
-	coalesced := set(&deadlineConn{Conn: client, slack: readDeadlineSlack(250 * time.Millisecond)})
+	coalesced := set(&deadlineConn{Conn: client, slack: ReadDeadlineSlack(250 * time.Millisecond)})
 	b.ReportMetric(direct, "direct-ns/set")
 	b.ReportMetric(coalesced, "coalesced-ns/set")
 	b.ReportMetric(coalesced/direct, "coalesced/direct")

@@ -1,4 +1,4 @@
-package processor
+package output
 
 import (
 	"context"
@@ -9,11 +9,9 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"dedup/internal/leader"
+	"dedup/processor/cluster"
 	"dedup/processor/partition"
 )
-
-// HeaderError names why a record went to the dead-letter topic.
-const HeaderError = partition.HeaderError
 
 // deadLetter writes the records the output refuses to DEAD_LETTER_TOPIC,
 // one at a time, each waited for: refused records are rare, and the
@@ -48,28 +46,28 @@ func writeAlone(ctx context.Context, w *kafka.Writer, msgs ...kafka.Message) err
 // max.message.bytes less the batch header, or 1 MiB (the broker default)
 // until it is read. PRODUCE_BATCH_BYTES does not apply: records are there
 // because they did not fit it.
-func (p *Processor) deadLetterLimit() int64 {
-	if m := p.limits.deadLetter; m > 0 {
+func (o *Output) deadLetterLimit() int64 {
+	if m := o.limits.deadLetter; m > 0 {
 		return m - batchOverhead
 	}
 	return 1<<20 - batchOverhead
 }
 
-func (p *Processor) newDeadLetter() *deadLetter {
-	d := &deadLetter{transport: newTransport(p.o), limit: p.deadLetterLimit(), fence: p.fenceProduce}
+func (o *Output) newDeadLetter() *deadLetter {
+	d := &deadLetter{transport: cluster.NewTransport(o.c.Transport), limit: o.deadLetterLimit(), fence: o.c.Fence}
 	d.w = &kafka.Writer{
-		Addr:         kafka.TCP(p.o.Brokers...),
-		Topic:        p.o.DeadLetterTopic,
+		Addr:         kafka.TCP(o.c.Brokers...),
+		Topic:        o.c.DeadLetterTopic,
 		Balancer:     &kafka.Hash{}, // a key's records stay in order
 		RequiredAcks: kafka.RequireAll,
 		BatchSize:    1, // one record per request: sent at once, refused alone
 		BatchBytes:   d.limit,
 		MaxAttempts:  3,
-		Compression:  p.o.Compression,
+		Compression:  o.c.Compression,
 		Transport:    leader.Follow(d.transport),
-		ErrorLogger:  kafkaLogger{log: p.log.With("component", "dead-letter writer")},
+		ErrorLogger:  cluster.Logger{Log: o.c.Log.With("component", "dead-letter writer")},
 	}
-	if p.plainProduce {
+	if o.c.Plain {
 		d.fence = nil
 	}
 	return d

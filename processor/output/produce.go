@@ -1,12 +1,10 @@
-package processor
+package output
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"net"
-	"sort"
-	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
@@ -31,10 +29,10 @@ const (
 	// OutputRefused: the broker refuses the records for good
 	// (MESSAGE_TOO_LARGE, an authorization failure, ...), or the size check
 	// refused a record before writing it. A refusal of the records
-	// themselves (recordRefused) ends the generation, and the partitions
+	// themselves (RecordRefused) ends the generation, and the partitions
 	// write their next outputs alone to name the record; any other stops
 	// the input partitions they came from
-	// (Processor.Healthy fails) until the cause is fixed and the partition
+	// (the group runner reports it unhealthy) until the cause is fixed and the partition
 	// is assigned again.
 	OutputRefused = "refused"
 )
@@ -115,7 +113,7 @@ func (o *outcomes) RoundTrip(ctx context.Context, addr net.Addr, req kafka.Reque
 	// ends the generation: aborting at once keeps the later batches of the
 	// same output partition, which kafka-go sends once a failed one is
 	// given up, from landing ahead of the records being resolved.
-	if kind == OutputAmbiguous || (kind == OutputRefused && recordRefused(cause)) {
+	if kind == OutputAmbiguous || (kind == OutputRefused && RecordRefused(cause)) {
 		o.abort()
 	}
 	oe := &OutputError{Kind: kind, Err: cause, Partition: -1}
@@ -191,21 +189,21 @@ func codeKind(e kafka.Error) string {
 	return OutputAmbiguous
 }
 
-// refused reports whether a produce failure is permanent: the broker
+// Refused reports whether a produce failure is permanent: the broker
 // refused the records for good, a topic stayed unknown through the
 // writer's retries (deleted), or a record is larger than the writer's
 // batch limit.
-func refused(err error) bool {
+func Refused(err error) bool {
 	var tooLarge kafka.MessageTooLargeError
 	return errors.Is(err, ErrRefused) || errors.Is(err, kafka.UnknownTopicOrPartition) ||
 		errors.As(err, &tooLarge)
 }
 
-// recordRefused reports whether a produce failure is a refusal of the
+// RecordRefused reports whether a produce failure is a refusal of the
 // records themselves (too large, invalid, corrupt after the writer's
 // retries), rather than of the topic or the principal: one record of the
 // batch may be the cause, which writing them alone finds (probe.go).
-func recordRefused(err error) bool {
+func RecordRefused(err error) bool {
 	for _, e := range []error{kafka.MessageSizeTooLarge, kafka.RecordListTooLarge, kafka.InvalidMessageSize,
 		kafka.InvalidRecord, kafka.InvalidMessage} {
 		if errors.Is(err, e) {
@@ -213,131 +211,4 @@ func recordRefused(err error) bool {
 		}
 	}
 	return false
-}
-
-// isolate notes that partition's outputs from the refused offset on are
-// to be written alone in its next generations, until delivered.
-func (p *Processor) isolate(perr *ProduceError) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if off, ok := p.isolateAt[perr.Partition]; !ok || perr.Offset < off {
-		p.isolateAt[perr.Partition] = perr.Offset
-	}
-}
-
-// isolateFrom returns the input offset from which partition writes its
-// outputs alone, or -1.
-func (p *Processor) isolateFrom(partition int) int64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if off, ok := p.isolateAt[partition]; ok {
-		return off
-	}
-	return -1
-}
-
-// isolating reports whether a partition writes outputs alone.
-func (p *Processor) isolating() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.isolateAt) > 0
-}
-
-// stalls are the input partitions stopped by a refused output: partition
-// -> the refused record. Safe for concurrent use.
-type stalls struct {
-	mu sync.Mutex
-	at map[int]*ProduceError
-}
-
-// add records a stopped partition and returns how many are stopped.
-func (s *stalls) add(perr *ProduceError) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.at == nil {
-		s.at = map[int]*ProduceError{}
-	}
-	s.at[perr.Partition] = perr
-	return len(s.at)
-}
-
-// offset returns the refused input offset of partition, or -1.
-func (s *stalls) offset(partition int) int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if perr, ok := s.at[partition]; ok {
-		return perr.Offset
-	}
-	return -1
-}
-
-// clear drops partition's stall once the output up to offset is
-// delivered (the refused offset at or below it), and returns how many stay
-// stopped.
-func (s *stalls) clear(partition int, offset int64) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if perr, ok := s.at[partition]; ok && perr.Offset <= offset {
-		delete(s.at, partition)
-	}
-	return len(s.at)
-}
-
-// keep drops the stalls of partitions not in assigned (another member
-// owns them now) and returns how many stay stopped.
-func (s *stalls) keep(assigned []kafka.PartitionAssignment) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for part := range s.at {
-		held := false
-		for _, a := range assigned {
-			held = held || a.ID == part
-		}
-		if !held {
-			delete(s.at, part)
-		}
-	}
-	return len(s.at)
-}
-
-// err returns nil, or ErrOutputRefused with the lowest stopped
-// partition's *ProduceError.
-func (s *stalls) err() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.at) == 0 {
-		return nil
-	}
-	parts := make([]int, 0, len(s.at))
-	for part := range s.at {
-		parts = append(parts, part)
-	}
-	sort.Ints(parts)
-	return fmt.Errorf("%w (input partitions %v): %w", ErrOutputRefused, parts, s.at[parts[0]])
-}
-
-// stall stops an input partition whose output was refused for good: it
-// logs the refused record, counts the partition as stalled and keeps it so
-// for Healthy until the record is delivered (after the cause is fixed and
-// the partition is restored again) or the partition moves to another
-// member. Nothing at or after the refused offset was committed or
-// checkpointed: the worker's ack tracker holds the failure.
-func (p *Processor) stall(perr *ProduceError) {
-	p.metrics.stalled.Set(float64(p.stalls.add(perr)))
-	p.mu.Lock()
-	// Stopped, not recovering (a record refusal retried once was): the
-	// stall reports it, and no recovery deadline runs for it.
-	delete(p.stuck.failedAt, perr.Partition)
-	if len(p.stuck.failedAt) == 0 {
-		p.stuck = recovery{failedAt: p.stuck.failedAt}
-	}
-	p.mu.Unlock()
-	outPart := -1
-	var oe *OutputError
-	if errors.As(perr, &oe) {
-		outPart = oe.Partition
-	}
-	p.log.Error("output refused a record for good: partition stopped, nothing at or after the offset is committed; fix the cause (ACLs, the topic) and restart the member",
-		"output_topic", p.o.OutputTopic, "output_partition", outPart,
-		"topic", p.o.InputTopic, "partition", perr.Partition, "offset", perr.Offset, "err", perr.Err)
 }

@@ -1,10 +1,11 @@
-package processor
+package output
 
 import (
 	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
+	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"dedup/offsets"
+	"dedup/processor/lease"
 )
 
 // stallConn lets a test stall the member (move the lease's clock) after
@@ -60,10 +62,11 @@ func TestProduceStalledPastFenceNotSent(t *testing.T) {
 	for _, point := range []string{"idle", "dial", "mid-request"} {
 		t.Run(point, func(t *testing.T) {
 			e := newTestEnv(t, 1, 1)
-			clock := newSkewClock()
-			l := &lease{gen: 1, window: time.Second, now: clock.now}
-			l.confirmed.Store(int64(clock.now()))
-			stall := func() { clock.advance(l.window) }
+			var clock atomic.Int64 // the lease's clock: moving it stalls the member, as the lease sees it
+			now := func() time.Duration { return time.Duration(clock.Load()) }
+			l := lease.New(nil, &kafka.Generation{GroupID: "stall", ID: 1}, time.Second, time.Second, now, slog.New(slog.DiscardHandler))
+			l.ConfirmedNow()
+			stall := func() { clock.Add(int64(l.Window())) }
 
 			var (
 				mu        sync.Mutex
@@ -72,8 +75,7 @@ func TestProduceStalledPastFenceNotSent(t *testing.T) {
 				midStall  atomic.Bool
 				netDialer = &net.Dialer{Timeout: 3 * time.Second}
 			)
-			o := e.options("stall")
-			o.Transport = &kafka.Transport{Dial: func(ctx context.Context, network, address string) (net.Conn, error) {
+			transport := &kafka.Transport{Dial: func(ctx context.Context, network, address string) (net.Conn, error) {
 				mu.Lock()
 				g := gate
 				mu.Unlock()
@@ -91,13 +93,9 @@ func TestProduceStalledPastFenceNotSent(t *testing.T) {
 					}
 				}}, nil
 			}}
-			p, err := New(o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p.lease.Store(l)
-			out := p.newOutput()
-			t.Cleanup(func() { _ = out.close() })
+			o := New(e.config(transport, l.Fence))
+			t.Cleanup(func() { _ = o.Close() })
+			out := o.Writer()
 			afterCheck := &stallAfterCheck{next: out.rt.next, stall: stall}
 			out.rt.next = afterCheck
 			client := &kafka.Client{Addr: kafka.TCP(e.brokers...), Transport: out.rt, Timeout: 10 * time.Second}
@@ -149,8 +147,8 @@ func TestProduceStalledPastFenceNotSent(t *testing.T) {
 			if afterCheck.armed.Load() || midStall.Load() {
 				t.Fatal("the stall was not injected")
 			}
-			if err := l.valid(); !errors.Is(err, ErrFenced) {
-				t.Fatalf("lease after the stall: %v, want ErrFenced", err)
+			if err := l.Fence(); !errors.Is(err, lease.ErrFenced) {
+				t.Fatalf("lease after the stall: %v, want lease.ErrFenced", err)
 			}
 
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -228,12 +226,12 @@ func TestFencedConnFraming(t *testing.T) {
 	}
 	t.Run("refused", func(t *testing.T) {
 		rc := &recordConn{}
-		c := &fencedConn{Conn: rc, fence: func() error { return ErrFenced }}
+		c := &fencedConn{Conn: rc, fence: func() error { return lease.ErrFenced }}
 		if _, err := c.Write(meta); err != nil {
 			t.Fatalf("metadata while fenced: %v", err)
 		}
-		if n, err := c.Write(prod); !errors.Is(err, ErrFenced) || n != 0 {
-			t.Fatalf("produce while fenced: wrote %d, %v; want 0 bytes and ErrFenced", n, err)
+		if n, err := c.Write(prod); !errors.Is(err, lease.ErrFenced) || n != 0 {
+			t.Fatalf("produce while fenced: wrote %d, %v; want 0 bytes and lease.ErrFenced", n, err)
 		}
 		if !bytes.Equal(rc.written, meta) {
 			t.Fatal("a byte of the refused produce request reached the connection")
@@ -249,19 +247,19 @@ func TestFencedConnFraming(t *testing.T) {
 			if valid {
 				return nil
 			}
-			return ErrFenced
+			return lease.ErrFenced
 		}}
 		if _, err := c.Write(prod[:50]); err != nil {
 			t.Fatal(err)
 		}
 		valid = false
-		if _, err := c.Write(prod[50:]); !errors.Is(err, ErrFenced) {
-			t.Fatalf("rest of the produce while fenced: %v, want ErrFenced", err)
+		if _, err := c.Write(prod[50:]); !errors.Is(err, lease.ErrFenced) {
+			t.Fatalf("rest of the produce while fenced: %v, want lease.ErrFenced", err)
 		}
 		valid = true
 		for _, w := range [][]byte{prod[50:], meta} {
-			if n, err := c.Write(w); !errors.Is(err, ErrFenced) || n != 0 {
-				t.Fatalf("write of %d bytes after a refusal: wrote %d, %v; want 0 bytes and ErrFenced", len(w), n, err)
+			if n, err := c.Write(w); !errors.Is(err, lease.ErrFenced) || n != 0 {
+				t.Fatalf("write of %d bytes after a refusal: wrote %d, %v; want 0 bytes and lease.ErrFenced", len(w), n, err)
 			}
 		}
 		if !bytes.Equal(rc.written, prod[:50]) {

@@ -1,4 +1,4 @@
-package processor
+package output
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // TestDeliveredClearsEveryEntryAtOrBelow: a partition can hold both a
@@ -30,34 +31,41 @@ func TestDeliveredClearsEveryEntryAtOrBelow(t *testing.T) {
 		{name: "between", stall: 3, stuck: 8, delivered: 6, wantStuck: true, wantFailedOffset: 8},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p := &Processor{
-				log:     slog.New(slog.NewTextHandler(io.Discard, nil)),
-				metrics: NewMetrics(prometheus.NewRegistry()),
-			}
-			p.stuck = recovery{since: time.Now(), failedAt: map[int]int64{0: c.stuck}}
-			p.stalls.add(&ProduceError{Partition: 0, Offset: c.stall, Err: errors.New("refused")})
+			stalled := prometheus.NewGauge(prometheus.GaugeOpts{Name: "stalled"})
+			f := NewFailures(slog.New(slog.NewTextHandler(io.Discard, nil)), "in", "out", stalled)
+			f.since = time.Now()
+			f.failedAt[0] = c.stuck
+			f.stalled[0] = &ProduceError{Partition: 0, Offset: c.stall, Err: errors.New("refused")}
 
-			p.delivered(0, c.delivered)
+			f.Delivered(0, c.delivered)
 
-			if got := p.stalls.offset(0) >= 0; got != c.wantStall {
+			if _, got := f.stalled[0]; got != c.wantStall {
 				t.Errorf("stall kept = %v, want %v", got, c.wantStall)
 			}
-			if _, got := p.stuck.failedAt[0]; got != c.wantStuck {
+			if _, got := f.failedAt[0]; got != c.wantStuck {
 				t.Errorf("stuck entry kept = %v, want %v", got, c.wantStuck)
 			}
-			if got := p.failedOffset(0); got != c.wantFailedOffset {
-				t.Errorf("failedOffset = %d, want %d", got, c.wantFailedOffset)
+			if got := f.FailedOffset(0); got != c.wantFailedOffset {
+				t.Errorf("FailedOffset = %d, want %d", got, c.wantFailedOffset)
 			}
 			wantStalled := 0.0
 			if c.wantStall {
 				wantStalled = 1
 			}
-			if got := metricValue(p.metrics.stalled); got != wantStalled {
+			if got := gaugeValue(stalled); got != wantStalled {
 				t.Errorf("dedup_partitions_stalled = %v, want %v", got, wantStalled)
 			}
-			if got := p.stuck.since.IsZero(); got == c.wantStuck {
+			if got := f.since.IsZero(); got == c.wantStuck {
 				t.Errorf("recovery settled = %v, want %v", got, !c.wantStuck)
 			}
 		})
 	}
+}
+
+func gaugeValue(g prometheus.Gauge) float64 {
+	var d dto.Metric
+	if err := g.Write(&d); err != nil {
+		panic(err)
+	}
+	return d.GetGauge().GetValue()
 }

@@ -1,0 +1,231 @@
+package metrics
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"dedup/processor/output"
+	"dedup/processor/partition"
+)
+
+// Outcomes of one input record, the values of dedup_messages_total{outcome}.
+const (
+	OutcomeForwarded  = "forwarded"
+	OutcomeDuplicate  = "duplicate"
+	OutcomeRetraction = "retraction"
+	OutcomeUnkeyed    = "unkeyed"
+	// The output refused the record for good (too large): written to the
+	// dead-letter topic, or skipped without one.
+	OutcomeDeadLettered = "dead_lettered"
+	OutcomeRefused      = "refused"
+)
+
+// Kinds of dedup_timestamp_anomalies_total: records decided without moving
+// event time.
+const (
+	AnomalyFuture  = "future"  // stamped further ahead of the wall clock than the allowed skew
+	AnomalyMissing = "missing" // no timestamp (0 or negative)
+)
+
+// Metrics holds every dedup_ family. Build it with New, which
+// registers all of them at once so that /metrics lists each family from
+// the start. Safe for concurrent use.
+type Metrics struct {
+	Messages           *prometheus.CounterVec
+	ReplaySuppressed   *prometheus.CounterVec
+	TimestampAnomalies *prometheus.CounterVec
+	TimestampRewritten *prometheus.CounterVec
+	Fill               *prometheus.GaugeVec
+	EstimatedKeys      *prometheus.GaugeVec
+	FPRate             *prometheus.GaugeVec
+	Saturated          *prometheus.GaugeVec
+	FPTarget           prometheus.Gauge
+	ExpectedKeys       prometheus.Gauge
+	WindowSeconds      prometheus.Gauge
+	WindowElapsed      *prometheus.GaugeVec
+	FilterBytes        *prometheus.GaugeVec
+	Rotations          *prometheus.CounterVec
+	Overflows          *prometheus.CounterVec
+	EarlyRotations     *prometheus.CounterVec
+	ForgottenKeys      *prometheus.CounterVec
+	Stashed            *prometheus.GaugeVec
+	Lag                *prometheus.GaugeVec
+	Assigned           prometheus.Gauge
+	MemPredicted       prometheus.Gauge
+	ProduceErrors      *prometheus.CounterVec
+	OutputErrors       *prometheus.CounterVec
+	Stalled            prometheus.Gauge
+	Latency            prometheus.Histogram
+	CheckpointSeconds  *prometheus.HistogramVec
+	CheckpointPause    prometheus.Histogram
+	CheckpointDamaged  *prometheus.CounterVec
+	CheckpointSize     *prometheus.GaugeVec
+	CheckpointLast     *prometheus.GaugeVec
+	Checkpoints        *prometheus.CounterVec
+	CheckpointFails    *prometheus.CounterVec
+	Restores           *prometheus.CounterVec
+	RestoreScanned     prometheus.Counter
+	InputSkipped       *prometheus.CounterVec
+	// The cluster watch's and the group's.
+	Connected   prometheus.Gauge
+	Missing     *prometheus.GaugeVec
+	Generations prometheus.Counter
+	JoinFails   prometheus.Counter
+}
+
+// New creates the dedup_ families and registers them on reg. It
+// panics if reg already holds one of them, as prometheus.MustRegister does:
+// that is a wiring mistake, not a runtime condition.
+func New(reg prometheus.Registerer) *Metrics {
+	pt := []string{"topic", "partition"}
+	ptg := []string{"topic", "partition", "generation"}
+	r := registrar{reg}
+	m := &Metrics{
+		Messages:           r.counterVec("dedup_messages_total", "Input records by outcome: forwarded, duplicate, retraction, unkeyed; dead_lettered and refused for records the output cannot take (too large), written to DEAD_LETTER_TOPIC or skipped.", []string{"topic", "partition", "outcome"}),
+		ReplaySuppressed:   r.counterVec("dedup_replay_suppressed_total", "Replayed input records whose output was already in the output topic, not forwarded again.", pt),
+		TimestampAnomalies: r.counterVec("dedup_timestamp_anomalies_total", "Input records decided without moving event time, by kind: future (stamped further ahead of the wall clock than DEDUP_MAX_CLOCK_SKEW), missing (no timestamp: 0 or negative).", []string{"topic", "partition", "kind"}),
+		TimestampRewritten: r.counterVec("dedup_timestamp_rewritten_total", "Forwarded records read without a timestamp (0 or negative), written with timestamp -1: the writer cannot write 0 or keep another negative value.", pt),
+		Fill:               r.gaugeVec("dedup_filter_fill_ratio", "Fraction of non-zero counters (counting), set bits (plain) or occupied slots (fingerprint) per filter generation.", ptg),
+		EstimatedKeys:      r.gaugeVec("dedup_filter_estimated_keys", "Distinct keys estimated from the fill of each filter generation.", ptg),
+		FPRate:             r.gaugeVec("dedup_filter_false_positive_rate", "Estimated current false-positive rate of each filter generation.", ptg),
+		Saturated:          r.gaugeVec("dedup_filter_saturated_counters", "Counters stuck at their maximum (counting mode); such keys can no longer be removed.", ptg),
+		FPTarget:           r.gauge("dedup_filter_false_positive_target", "Configured target false-positive rate (DEDUP_FP_RATE)."),
+		ExpectedKeys:       r.gauge("dedup_filter_expected_keys", "Configured distinct keys per partition per window (DEDUP_EXPECTED_KEYS)."),
+		WindowSeconds:      r.gauge("dedup_filter_window_seconds", "Configured window length (DEDUP_WINDOW)."),
+		WindowElapsed:      r.gaugeVec("dedup_filter_window_elapsed_ratio", "Fraction of the current window elapsed, by the event time of the last record.", pt),
+		FilterBytes:        r.gaugeVec("dedup_filter_bytes", "Memory held by both filter generations of a partition.", pt),
+		Rotations:          r.counterVec("dedup_rotations_total", "Filter rotations (window boundaries crossed by event time).", pt),
+		Overflows:          r.counterVec("dedup_filter_overflow_total", "Keys the fingerprint filter's buckets refused, kept in the generation's exact stash instead (fingerprint mode; nothing is lost).", pt),
+		EarlyRotations:     r.counterVec("dedup_filter_early_rotations_total", "Rotations forced by a full stash before the window ended (fingerprint mode): far more distinct keys than DEDUP_EXPECTED_KEYS.", pt),
+		ForgottenKeys:      r.counterVec("dedup_filter_forgotten_keys_total", "Keys dropped from the filters by early rotations before their window ended: a later duplicate of one is forwarded again (no new record is dropped).", pt),
+		Stashed:            r.gaugeVec("dedup_filter_stashed", "Fingerprints held in each generation's exact stash (fingerprint mode); the pair rotates early when a stash is full.", ptg),
+		Lag:                r.gaugeVec("dedup_consumer_lag", "Records between the last record read and the partition's high-water mark.", pt),
+		Assigned:           r.gauge("dedup_assigned_partitions", "Input partitions currently assigned to this member."),
+		MemPredicted:       r.gauge("dedup_memory_predicted_bytes", "Live memory this member predicts for itself from its assigned partitions: the model `dedup size` uses (filter pairs of the assigned partitions plus the spare, a fetch per partition, a batch per output partition, the runtime base). Compare with process_resident_memory_bytes."),
+		ProduceErrors:      r.counterVec("dedup_produce_errors_total", "Output records the writer failed to deliver after its retries.", []string{"topic"}),
+		OutputErrors:       r.counterVec("dedup_output_errors_total", "Failed produce requests by kind: retriable (not appended, retried), ambiguous (outcome unknown, resolved by reading the output back), refused (records the output cannot take: too large for the output topic's max.message.bytes or PRODUCE_BATCH_BYTES, found before writing or refused by the broker; other permanent refusals stop the partition).", []string{"kind"}),
+		Stalled:            r.gauge("dedup_partitions_stalled", "Input partitions of this member stopped because the output topic refused one of their records for good."),
+		// 1ms .. ~4.4min
+		Latency: r.histogram("dedup_end_to_end_latency_seconds", "Output acknowledgement time minus input record timestamp.", prometheus.ExponentialBuckets(0.001, 4, 10)),
+		// 1ms .. ~20s
+		CheckpointSeconds: r.histogramVec("dedup_checkpoint_duration_seconds", "Time from the end-offset read to the durable save of a checkpoint.", prometheus.ExponentialBuckets(0.001, 3, 10), []string{"store"}),
+		// 100µs .. ~5.9s: a copy of a few MB up to pairs of GBs.
+		CheckpointPause:   r.histogram("dedup_checkpoint_pause_seconds", "Time a partition's worker stops consuming for a periodic checkpoint: flush of its buffered outputs and copy of its filter pair into the spare.", prometheus.ExponentialBuckets(0.0001, 3, 11)),
+		CheckpointSize:    r.gaugeVec("dedup_checkpoint_size_bytes", "Size of the last checkpoint: raw (uncompressed) and stored.", []string{"topic", "partition", "kind"}),
+		CheckpointLast:    r.gaugeVec("dedup_checkpoint_last_success_timestamp_seconds", "Unix time of the last successful checkpoint; age = time() - this.", pt),
+		Checkpoints:       r.counterVec("dedup_checkpoints_total", "Checkpoints saved and committed.", pt),
+		CheckpointFails:   r.counterVec("dedup_checkpoint_failures_total", "Checkpoints that failed (nothing was committed for them).", pt),
+		Restores:          r.counterVec("dedup_restores_total", "Partition assignments by where the filter state came from: memory (kept from the previous generation), latest, fallback (snapshots of the store) or empty.", []string{"source"}),
+		RestoreScanned:    r.counter("dedup_restore_scanned_records_total", "Output records read by the replay scans of restores from the store."),
+		CheckpointDamaged: r.counterVec("dedup_checkpoint_damaged_total", "Damaged snapshots of the partition found in the checkpoint store (checksum, truncation, format, missing chunk, or refused by decode), each logged at warn naming it; kept aside, never deleted.", pt),
+		InputSkipped:      r.counterVec("dedup_input_skipped_offsets_total", "Input offsets the stage never read because they were below the partition's log start when it got there (deleted by retention or DeleteRecords while the stage was down or behind): their records were neither deduplicated nor forwarded.", pt),
+
+		Connected:   r.gauge("dedup_broker_connected", "1 while the brokers answer the stage's metadata requests, 0 while none does."),
+		Missing:     r.gaugeVec("dedup_topic_missing", "1 while the input, output or dead-letter topic named by the label does not exist; the stage waits for it, not ready.", []string{"topic"}),
+		Generations: r.counter("dedup_group_generations_total", "Consumer-group generations this member joined; a steady rise without partition changes is a rebalance loop."),
+		JoinFails:   r.counter("dedup_group_join_failures_total", "Attempts to join the consumer group that failed (coordinator errors, rejected joins); a member that keeps failing holds no partition."),
+	}
+	for _, s := range []string{string(partition.SourceMemory), "latest", "fallback", "empty"} {
+		m.Restores.WithLabelValues(s)
+	}
+	for _, k := range []string{output.OutputRetriable, output.OutputAmbiguous, output.OutputRefused} {
+		m.OutputErrors.WithLabelValues(k)
+	}
+	return m
+}
+
+// Forget deletes every series of input partition part of topic, so that
+// a partition this member no longer owns leaves no stale values behind.
+func (m *Metrics) Forget(topic string, part int) {
+	l := prometheus.Labels{"topic": topic, "partition": strconv.Itoa(part)}
+	for _, v := range []interface {
+		DeletePartialMatch(prometheus.Labels) int
+	}{
+		m.Messages, m.ReplaySuppressed, m.TimestampAnomalies, m.TimestampRewritten, m.Fill, m.EstimatedKeys, m.FPRate,
+		m.Saturated, m.WindowElapsed, m.FilterBytes, m.Rotations, m.Overflows, m.EarlyRotations,
+		m.ForgottenKeys, m.Stashed, m.Lag, m.CheckpointSize,
+		m.CheckpointLast, m.Checkpoints, m.CheckpointFails, m.InputSkipped, m.CheckpointDamaged,
+	} {
+		v.DeletePartialMatch(l)
+	}
+}
+
+// Partition returns one partition's series; storeKind labels its
+// checkpoint durations.
+func (m *Metrics) Partition(topic string, part int, storeKind string) *partition.Metrics {
+	p := strconv.Itoa(part)
+	pm := &partition.Metrics{
+		Forwarded:        m.Messages.WithLabelValues(topic, p, OutcomeForwarded),
+		Duplicate:        m.Messages.WithLabelValues(topic, p, OutcomeDuplicate),
+		Retraction:       m.Messages.WithLabelValues(topic, p, OutcomeRetraction),
+		Unkeyed:          m.Messages.WithLabelValues(topic, p, OutcomeUnkeyed),
+		Refused:          m.Messages.WithLabelValues(topic, p, OutcomeRefused),
+		DeadLettered:     m.Messages.WithLabelValues(topic, p, OutcomeDeadLettered),
+		ReplaySuppressed: m.ReplaySuppressed.WithLabelValues(topic, p),
+		WindowElapsed:    m.WindowElapsed.WithLabelValues(topic, p),
+		Bytes:            m.FilterBytes.WithLabelValues(topic, p),
+		Lag:              m.Lag.WithLabelValues(topic, p),
+		Rotations:        m.Rotations.WithLabelValues(topic, p),
+		Overflows:        m.Overflows.WithLabelValues(topic, p),
+		EarlyRotations:   m.EarlyRotations.WithLabelValues(topic, p),
+		ForgottenKeys:    m.ForgottenKeys.WithLabelValues(topic, p),
+		CheckpointRaw:    m.CheckpointSize.WithLabelValues(topic, p, "raw"),
+		CheckpointStored: m.CheckpointSize.WithLabelValues(topic, p, "stored"),
+		CheckpointLast:   m.CheckpointLast.WithLabelValues(topic, p),
+		Checkpoints:      m.Checkpoints.WithLabelValues(topic, p),
+		CheckpointFails:  m.CheckpointFails.WithLabelValues(topic, p),
+		CheckpointPause:  m.CheckpointPause,
+		Restores:         m.Restores,
+
+		FutureTimestamps:    m.TimestampAnomalies.WithLabelValues(topic, p, AnomalyFuture),
+		MissingTimestamps:   m.TimestampAnomalies.WithLabelValues(topic, p, AnomalyMissing),
+		RewrittenTimestamps: m.TimestampRewritten.WithLabelValues(topic, p),
+		RestoreScanned:      m.RestoreScanned,
+		SkippedOffsets:      m.InputSkipped.WithLabelValues(topic, p),
+		CheckpointDamaged:   m.CheckpointDamaged.WithLabelValues(topic, p),
+	}
+	if storeKind != "" { // without a store there are no checkpoints to time
+		pm.CheckpointSeconds = m.CheckpointSeconds.WithLabelValues(storeKind)
+	}
+	for i, g := range []string{"current", "previous"} {
+		pm.Fill[i] = m.Fill.WithLabelValues(topic, p, g)
+		pm.EstKeys[i] = m.EstimatedKeys.WithLabelValues(topic, p, g)
+		pm.FPRate[i] = m.FPRate.WithLabelValues(topic, p, g)
+		pm.Saturated[i] = m.Saturated.WithLabelValues(topic, p, g)
+		pm.Stashed[i] = m.Stashed.WithLabelValues(topic, p, g)
+	}
+	return pm
+}
+
+// registrar makes each family and registers it on reg at once.
+type registrar struct{ reg prometheus.Registerer }
+
+func (r registrar) counterVec(name, help string, labels []string) *prometheus.CounterVec {
+	return register(r, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels))
+}
+
+func (r registrar) gaugeVec(name, help string, labels []string) *prometheus.GaugeVec {
+	return register(r, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels))
+}
+
+func (r registrar) counter(name, help string) prometheus.Counter {
+	return register(r, prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help}))
+}
+
+func (r registrar) gauge(name, help string) prometheus.Gauge {
+	return register(r, prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help}))
+}
+
+func (r registrar) histogram(name, help string, buckets []float64) prometheus.Histogram {
+	return register(r, prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}))
+}
+
+func (r registrar) histogramVec(name, help string, buckets []float64, labels []string) *prometheus.HistogramVec {
+	return register(r, prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels))
+}
+
+func register[C prometheus.Collector](r registrar, c C) C {
+	r.reg.MustRegister(c)
+	return c
+}
