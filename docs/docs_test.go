@@ -321,13 +321,8 @@ func TestMeasuredFiguresAreDated(t *testing.T) {
 }
 
 // packagesWithFileLists are the packages whose doc.go lists their files.
-<<<<<<< HEAD
 var packagesWithFileLists = []string{"processor", "processor/partition", "processor/output", "processor/cluster", "processor/lease", "processor/metrics",
 	"checkpoint", "key", "sizing", "internal/config", "internal/service", "internal/check", "internal/demo"}
-=======
-var packagesWithFileLists = []string{"processor", "processor/partition", "processor/output", "processor/cluster", "processor/lease", "processor/metrics", "checkpoint", "key",
-	"sizing", "internal/config", "internal/service", "internal/check", "internal/demo"}
->>>>>>> h14-cmd
 
 // fileName matches a Go file's name in a package doc.
 var fileName = regexp.MustCompile(`\b([a-z0-9_]+(/[a-z0-9_]+)?\.go)\b`)
