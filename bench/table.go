@@ -11,34 +11,23 @@ import (
 // ratio to the stage in counting mode.
 func WriteTable(w io.Writer, r Report) error {
 	ref, hasRef := r.Outcome(StageCounting)
-	base, hasBase := r.Outcome(Copy)
 	rows := [][]string{{
 		"contender", "records/s", "vs stage-counting", "vs copy: records/s, per CPU s", "peak RSS", "vs stage-counting",
 		"RSS over copy / key", "state / key", "dups dropped", "false drops", "dups forwarded",
 	}}
 	for _, o := range r.Outcomes {
-		vsCopy := "—"
-		if hasBase && o.Name != Copy {
-			vsCopy = fmt.Sprintf("%s, %s", roundsRatio(o.Rates, base.Rates), roundsRatio(o.CPURates, base.CPURates))
-		}
 		row := []string{
 			o.Name,
 			count(o.RecordsPerSecond()),
 			ratio(o.RecordsPerSecond(), ref.RecordsPerSecond(), hasRef),
-			vsCopy,
+			vsCopy(r, o),
 			mib(o.PeakRSS),
 			ratio(float64(o.PeakRSS), float64(ref.PeakRSS), hasRef),
-			"—",
-			"—",
+			rssPerKey(r, o),
+			statePerKey(r, o),
 			fmt.Sprint(o.Verify.DupsDropped),
 			fmt.Sprintf("%d (%s)", o.Verify.FalseDrops, percent(float64(o.Verify.FalseDrops), float64(r.Firsts))),
 			fmt.Sprint(o.Verify.DupForwarded + o.Verify.Repeated),
-		}
-		if hasBase && o.Name != Copy {
-			row[6] = fmt.Sprintf("%.1f B", float64(o.PeakRSS-base.PeakRSS)/float64(r.Workload.Keys))
-		}
-		if o.StateHow != "none" {
-			row[7] = fmt.Sprintf("%.1f B", float64(o.StateBytes)/float64(r.Workload.Keys))
 		}
 		rows = append(rows, row)
 	}
@@ -80,7 +69,6 @@ func WriteSweep(w io.Writer, reports []Report) error {
 	for _, r := range reports {
 		ref, hasRef := r.Outcome(StageCounting)
 		exact, hasExact := r.Outcome(ExactSet)
-		base, hasBase := r.Outcome(Copy)
 		for _, o := range r.Outcomes {
 			row := []string{
 				count(float64(r.Workload.Keys)), count(float64(r.Workload.Records)), o.Name,
@@ -88,19 +76,42 @@ func WriteSweep(w io.Writer, reports []Report) error {
 				ratio(o.RecordsPerSecond(), ref.RecordsPerSecond(), hasRef),
 				mib(o.PeakRSS),
 				ratio(float64(o.PeakRSS), float64(exact.PeakRSS), hasExact),
-				"—", "—",
+				rssPerKey(r, o), statePerKey(r, o),
 				percent(float64(o.Verify.FalseDrops), float64(r.Firsts)),
-			}
-			if hasBase && o.Name != Copy {
-				row[7] = fmt.Sprintf("%.1f B", float64(o.PeakRSS-base.PeakRSS)/float64(r.Workload.Keys))
-			}
-			if o.StateHow != "none" {
-				row[8] = fmt.Sprintf("%.1f B", float64(o.StateBytes)/float64(r.Workload.Keys))
 			}
 			rows = append(rows, row)
 		}
 	}
 	return writeMarkdown(w, rows)
+}
+
+// rssPerKey is o's peak RSS over the copy loop's per distinct key; "—"
+// for the copy loop itself or when it did not run.
+// vsCopy is o's records/s and records per CPU second against the copy
+// loop's, each the median of per-round ratios; "—" for the copy loop.
+func vsCopy(r Report, o Outcome) string {
+	base, ok := r.Outcome(Copy)
+	if !ok || o.Name == Copy {
+		return "—"
+	}
+	return fmt.Sprintf("%s, %s", roundsRatio(o.Rates, base.Rates), roundsRatio(o.CPURates, base.CPURates))
+}
+
+func rssPerKey(r Report, o Outcome) string {
+	base, ok := r.Outcome(Copy)
+	if !ok || o.Name == Copy {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f B", float64(o.PeakRSS-base.PeakRSS)/float64(r.Workload.Keys))
+}
+
+// statePerKey is o's checkpointed state per distinct key; "—" for a
+// contender that keeps none.
+func statePerKey(r Report, o Outcome) string {
+	if o.StateHow == "none" {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f B", float64(o.StateBytes)/float64(r.Workload.Keys))
 }
 
 func writeMarkdown(w io.Writer, rows [][]string) error {

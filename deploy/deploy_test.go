@@ -27,6 +27,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"dedup/internal/testkit"
 	"dedup/rotation"
 	"dedup/sizing"
 )
@@ -1309,10 +1310,9 @@ func TestComposeConfig(t *testing.T) {
 // buildDedup builds cmd/dedup into a temporary directory.
 func buildDedup(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "dedup")
-	out, err := exec.Command("go", "build", "-o", bin, path("cmd", "dedup")).CombinedOutput()
+	bin, err := testkit.BuildBinary(t.TempDir())
 	if err != nil {
-		t.Fatalf("go build ./cmd/dedup: %v\n%s", err, out)
+		t.Fatal(err)
 	}
 	return bin
 }

@@ -13,10 +13,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -49,11 +47,9 @@ func TestPrometheusAgainstBinary(t *testing.T) {
 	tmp := t.TempDir()
 	vars := configVarSet(t)
 
-	bin := filepath.Join(tmp, "dedup")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/dedup")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/dedup: %v\n%s", err, out)
+	bin, err := testkit.BuildBinary(tmp)
+	if err != nil {
+		t.Fatal(err)
 	}
 
 	brokerAddr, metricsAddr, promAddr := testkit.FreeAddr(t), testkit.FreeAddr(t), testkit.FreeAddr(t)
@@ -596,23 +592,9 @@ func writeLocalPromConfig(t *testing.T, file, metricsAddr, promAddr string) {
 // ---------------------------------------------------------------------------
 // Processes, traffic and polling.
 
-// syncBuffer collects a process's output for the failure message.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	return len(p), nil
-}
-
-func (b *syncBuffer) tail() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s := string(b.buf)
+// tail is the end of a process's output, for a failure message.
+func tail(out *testkit.SyncBuffer) string {
+	s := out.String()
 	if len(s) > 4000 {
 		s = "..." + s[len(s)-4000:]
 	}
@@ -621,31 +603,21 @@ func (b *syncBuffer) tail() string {
 
 // startProcess starts a process and stops it (SIGTERM, then SIGKILL after
 // 30 s) when the test ends.
-func startProcess(t *testing.T, name, bin string, args, env []string) *syncBuffer {
+func startProcess(t *testing.T, name, bin string, args, env []string) *testkit.SyncBuffer {
 	t.Helper()
-	out := &syncBuffer{}
-	cmd := exec.Command(bin, args...)
-	cmd.Env = env
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	out := &testkit.SyncBuffer{}
+	p := testkit.StartProcessEnv(t, bin, args, env, out, out, func() string { return tail(out) })
+	// Cleanups run last first: this SIGTERM comes before StartProcessEnv's
+	// SIGKILL, which then finds the process gone.
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = p.Cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case err := <-done:
-			if err != nil {
-				t.Logf("%s exited: %v", name, err)
+		case <-p.Done():
+			if code, _ := p.Exited(); code != 0 {
+				t.Logf("%s exited: %s", name, p.Status())
 			}
 		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
 			t.Errorf("%s did not exit within 30s of SIGTERM", name)
-		}
-		if t.Failed() {
-			t.Logf("%s output:\n%s", name, out.tail())
 		}
 	})
 	return out
@@ -661,15 +633,7 @@ func processEnv(vars map[string]configVar, set map[string]string) []string {
 			env = append(env, kv)
 		}
 	}
-	keys := make([]string, 0, len(set))
-	for k := range set {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		env = append(env, k+"="+set[k])
-	}
-	return env
+	return append(env, testkit.Vars(set)...)
 }
 
 func httpOK(u string) error {
@@ -765,9 +729,9 @@ func pollUntil(ctx context.Context, timeout time.Duration, f func() error) error
 	}
 }
 
-func waitFor(ctx context.Context, t *testing.T, what string, log *syncBuffer, f func() error) {
+func waitFor(ctx context.Context, t *testing.T, what string, log *testkit.SyncBuffer, f func() error) {
 	t.Helper()
 	if err := pollUntil(ctx, 90*time.Second, f); err != nil {
-		t.Fatalf("waiting for %s: %v\nlog:\n%s", what, err, log.tail())
+		t.Fatalf("waiting for %s: %v\nlog:\n%s", what, err, tail(log))
 	}
 }

@@ -16,28 +16,11 @@ import (
 // a configuration error must stop the binary before it dials anything.
 func kafkaTrap(t *testing.T) (addr string, conns *atomic.Int64) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
 	conns = new(atomic.Int64)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conns.Add(1)
-			c.Close()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		<-done
-	})
-	return ln.Addr().String(), conns
+	return testkit.Listen(t, func(c net.Conn) {
+		conns.Add(1)
+		c.Close()
+	}), conns
 }
 
 // runBadConfig runs the binary with env and returns its exit code, stderr

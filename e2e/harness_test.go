@@ -320,26 +320,24 @@ func httpStatus(addr, path string) int {
 // waitHealthy waits until /healthz answers 200.
 func waitHealthy(t *testing.T, p *proc, timeout time.Duration) {
 	t.Helper()
-	waitFor(t, timeout, p.name+" /healthz 200", func() error {
-		if err := alive(p); err != nil {
-			return err
-		}
-		if code := httpStatus(p.metrics, "/healthz"); code != http.StatusOK {
-			return fmt.Errorf("%w: /healthz %d", errNotYet, code)
-		}
-		return nil
-	})
+	waitOK(t, p, "/healthz", timeout)
 }
 
 // waitReady waits until /readyz answers 200.
 func waitReady(t *testing.T, p *proc, timeout time.Duration) {
 	t.Helper()
-	waitFor(t, timeout, p.name+" /readyz 200", func() error {
+	waitOK(t, p, "/readyz", timeout)
+}
+
+// waitOK waits until p answers 200 on path, failing at once if p exits.
+func waitOK(t *testing.T, p *proc, path string, timeout time.Duration) {
+	t.Helper()
+	waitFor(t, timeout, p.name+" "+path+" 200", func() error {
 		if err := alive(p); err != nil {
 			return err
 		}
-		if code := httpStatus(p.metrics, "/readyz"); code != http.StatusOK {
-			return fmt.Errorf("%w: /readyz %d", errNotYet, code)
+		if code := httpStatus(p.metrics, path); code != http.StatusOK {
+			return fmt.Errorf("%w: %s %d", errNotYet, path, code)
 		}
 		return nil
 	})

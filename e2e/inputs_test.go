@@ -12,8 +12,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"dedup/internal/testkit"
 )
 
 // listWorkload builds a workload from explicit records, in order: value
@@ -33,15 +34,7 @@ func listWorkload(base time.Time, keys []string, partitions []int32) *workload {
 		})
 		seen[k] = true
 	}
-	w.firstsBefore = make([]int, len(w.recs)+1)
-	for i, r := range w.recs {
-		w.firstsBefore[i+1] = w.firstsBefore[i]
-		if r.first {
-			w.firstsBefore[i+1]++
-		}
-	}
-	w.nFirsts = w.firstsBefore[len(w.recs)]
-	return w
+	return w.counted()
 }
 
 // has reports whether key is in the output seen so far.
@@ -163,11 +156,6 @@ func TestStrictJSONKeys(t *testing.T) {
 // setTopicConfig sets one topic config with IncrementalAlterConfigs.
 func setTopicConfig(t *testing.T, brokers, topic, name, value string) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers))
-	if err != nil {
-		t.Fatalf("create admin client: %v", err)
-	}
-	defer cl.Close()
 	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
 	res := kmsg.NewIncrementalAlterConfigsRequestResource()
 	res.ResourceType = kmsg.ConfigResourceTypeTopic
@@ -178,12 +166,7 @@ func setTopicConfig(t *testing.T, brokers, topic, name, value string) {
 	c.Value = kmsg.StringPtr(value)
 	res.Configs = append(res.Configs, c)
 	req.Resources = append(req.Resources, res)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		t.Fatalf("alter %s %s=%s: %v", topic, name, value, err)
-	}
+	resp := testkit.Request(t, brokers, fmt.Sprintf("alter %s %s=%s", topic, name, value), req).(*kmsg.IncrementalAlterConfigsResponse)
 	for _, r := range resp.Resources {
 		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
 			t.Fatalf("alter %s %s=%s: %v", topic, name, value, err)
@@ -194,11 +177,6 @@ func setTopicConfig(t *testing.T, brokers, topic, name, value string) {
 // committed returns the group's committed input offsets (-1: none).
 func committed(t *testing.T, brokers, group string) map[int32]int64 {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers))
-	if err != nil {
-		t.Fatalf("create admin client: %v", err)
-	}
-	defer cl.Close()
 	req := kmsg.NewPtrOffsetFetchRequest()
 	req.Group = group
 	rt := kmsg.NewOffsetFetchRequestTopic()
@@ -207,12 +185,7 @@ func committed(t *testing.T, brokers, group string) map[int32]int64 {
 		rt.Partitions = append(rt.Partitions, p)
 	}
 	req.Topics = append(req.Topics, rt)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		t.Fatalf("fetch committed offsets: %v", err)
-	}
+	resp := testkit.Request(t, brokers, "fetch committed offsets", req).(*kmsg.OffsetFetchResponse)
 	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
 		t.Fatalf("fetch committed offsets: %v", err)
 	}

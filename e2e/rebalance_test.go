@@ -16,20 +16,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"dedup/internal/testkit"
 )
 
 // produceRange writes w.recs[lo:hi] synchronously and records their input
 // offsets: for tests that need the input to stop at a chosen point.
 func produceRange(t *testing.T, brokers string, w *workload, lo, hi int) {
 	t.Helper()
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(brokers),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.RequiredAcks(kgo.AllISRAcks()),
-	)
-	if err != nil {
-		t.Fatalf("create producer: %v", err)
-	}
+	cl := newProducerClient(t, brokers)
 	defer cl.Close()
 	const batch = 500
 	for b := lo; b < hi; b += batch {
@@ -279,23 +274,14 @@ func TestInputPartitionAdded(t *testing.T) {
 	guard := func() error { return errors.Join(pr.check(), alive(p)) }
 	obs.waitProgress(t, 60*time.Second, int64(w.nFirsts/3), "a third of the keys forwarded", guard)
 
-	adm, err := kgo.NewClient(kgo.SeedBrokers(brokers))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer adm.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	req := kmsg.NewPtrCreatePartitionsRequest()
 	rt := kmsg.NewCreatePartitionsRequestTopic()
 	rt.Topic, rt.Count = inputTopic, numPartitions+1
 	req.Topics = append(req.Topics, rt)
 	req.TimeoutMillis = 10000
-	resp, err := req.RequestWith(ctx, adm)
-	cancel()
-	if err == nil {
-		for _, r := range resp.Topics {
-			err = errors.Join(err, kerr.ErrorForCode(r.ErrorCode))
-		}
+	var err error
+	for _, r := range testkit.Request(t, brokers, "add a partition", req).(*kmsg.CreatePartitionsResponse).Topics {
+		err = errors.Join(err, kerr.ErrorForCode(r.ErrorCode))
 	}
 	if err != nil {
 		t.Fatalf("add a partition to %s: %v", inputTopic, err)
@@ -326,7 +312,7 @@ func TestInputPartitionAdded(t *testing.T) {
 		}
 		return nil
 	})
-	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	err = prod.ProduceSync(ctx, added[3:]...).FirstErr()
 	cancel()
 	if err != nil {

@@ -81,6 +81,11 @@ func newWorkload(rng *rand.Rand, n int, base time.Time) *workload {
 	for p := int32(0); p < numPartitions; p++ {
 		add(fmt.Sprintf("%s%d", sentinelPrefix, p), p, true)
 	}
+	return w.counted()
+}
+
+// counted fills firstsBefore and nFirsts from w.recs.
+func (w *workload) counted() *workload {
 	w.firstsBefore = make([]int, len(w.recs)+1)
 	for i, r := range w.recs {
 		w.firstsBefore[i+1] = w.firstsBefore[i]
@@ -131,14 +136,7 @@ func startProducer(t *testing.T, brokers string, w *workload, obs *observer, max
 // past pr.limit (all records until lowered; see nemesisRun.hold).
 func startPacedProducer(t *testing.T, brokers string, w *workload, obs *observer, maxAhead, perSecond int) *producer {
 	t.Helper()
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(brokers),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.RequiredAcks(kgo.AllISRAcks()),
-	)
-	if err != nil {
-		t.Fatalf("create producer: %v", err)
-	}
+	cl := newProducerClient(t, brokers)
 	ctx, cancel := context.WithCancel(context.Background())
 	pr := &producer{w: w, obs: obs, maxAhead: maxAhead, perSecond: perSecond, done: make(chan struct{})}
 	pr.limit.Store(int64(len(w.recs)))
@@ -536,4 +534,20 @@ func verify(t *testing.T, w *workload, out []outRecord) {
 	report(fmt.Sprintf("keys in the output more than once (%d same-input copies, %d later duplicates forwarded)", replays, forwardedDups), twice)
 	report("output records that differ from their input", wrong)
 	report("output records whose key is no first occurrence", unexpected)
+}
+
+// newProducerClient is the client the tests produce the workload with:
+// records go to the partition the workload chose, acknowledged by all
+// in-sync replicas.
+func newProducerClient(t *testing.T, brokers string) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(brokers),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+	)
+	if err != nil {
+		t.Fatalf("create producer: %v", err)
+	}
+	return cl
 }

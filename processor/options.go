@@ -223,7 +223,7 @@ func storeKind(s Store) string {
 
 // predictMemory sets dedup_memory_predicted_bytes for assigned input
 // partitions and outputs output partitions, with the memory model `dedup
-// size` prints and the deploy tests hold the manifests to (cmd/dedup/sizing),
+// size` prints and the deploy tests hold the manifests to (package sizing),
 // so that a dashboard can set the resident memory against it. Without a
 // checkpoint store the spare pair is not held.
 func (p *Processor) predictMemory(assigned, outputs int) {

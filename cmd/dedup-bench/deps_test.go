@@ -4,11 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
+
+	"dedup/internal/testkit"
 )
 
 // benchOnly are the import-path prefixes of packages only the benchmarks
@@ -21,8 +21,8 @@ var benchOnly = []string{
 }
 
 // serviceMayUse are packages under a benchOnly prefix that the service
-// binary may link: the workload's key scheme is standard library only and
-// `dedup size` derives its measured false-positive rate from it.
+// binary may link: the workload generator is standard library only and
+// `dedup demo` draws its keyed records from it.
 var serviceMayUse = []string{"dedup/bench/workload"}
 
 // kgo is franz-go's client. The benchmarks' harness produces with it; the
@@ -33,7 +33,7 @@ const kgo = "github.com/twmb/franz-go/pkg/kgo"
 // binary links (`go list -deps ./cmd/dedup`) and fails on any that only the
 // benchmarks use, and on any project package that imports franz-go's client.
 func TestServiceBinaryLinksNoBenchmarkTooling(t *testing.T) {
-	out, err := exec.Command(goTool(), "list", "-deps", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "dedup/cmd/dedup").Output()
+	out, err := exec.Command(testkit.GoTool(), "list", "-deps", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "dedup/cmd/dedup").Output()
 	if err != nil {
 		t.Fatalf("go list -deps dedup/cmd/dedup: %v", err)
 	}
@@ -68,7 +68,7 @@ func TestServiceBinaryLinksNoBenchmarkTooling(t *testing.T) {
 // TestBenchOnlyPackagesAreFoundByTheCheck makes sure the check above would
 // see the benchmark tooling: this command itself links it.
 func TestBenchOnlyPackagesAreFoundByTheCheck(t *testing.T) {
-	out, err := exec.Command(goTool(), "list", "-deps", "dedup/cmd/dedup-bench").Output()
+	out, err := exec.Command(testkit.GoTool(), "list", "-deps", "dedup/cmd/dedup-bench").Output()
 	if err != nil {
 		t.Fatalf("go list -deps dedup/cmd/dedup-bench: %v", err)
 	}
@@ -77,11 +77,4 @@ func TestBenchOnlyPackagesAreFoundByTheCheck(t *testing.T) {
 			t.Errorf("dedup-bench does not link %s; the service-binary check's list is stale", want)
 		}
 	}
-}
-
-func goTool() string {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	return filepath.Join(runtime.GOROOT(), "bin", "go")
 }

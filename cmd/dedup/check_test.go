@@ -210,8 +210,7 @@ func checkShape(lines []string) []string {
 // embedded broker of a running stage, checks its topics and the file store,
 // and exits 0, with the checks the example in docs/operations.md shows.
 func TestCheckRunningEmbeddedStage(t *testing.T) {
-	env := testEnv(t)
-	env["EMBEDDED_BROKER_ADDR"] = testkit.FreeAddr(t)
+	env := embeddedEnv(t, nil)
 	stage := startBinary(t, env)
 	waitReady(t, stage, env["METRICS_ADDR"])
 
@@ -242,9 +241,7 @@ func TestCheckRunningEmbeddedStage(t *testing.T) {
 			t.Errorf("the example's setting line %q is not printed so", l)
 		}
 	}
-	if code := stage.stop(t, 30*time.Second); code != exitOK {
-		t.Errorf("stage exit %d after the check, want 0", code)
-	}
+	stage.stopOK(t, "stage")
 }
 
 // TestCheckUnreachableBroker: a broker that refuses connections and one
@@ -344,8 +341,7 @@ func TestCheckConfigError(t *testing.T) {
 // created fails the write check (exit 1). Its parent is a file, which
 // stops root as well as any other user.
 func TestCheckFileStoreUnwritable(t *testing.T) {
-	env := testEnv(t)
-	env["EMBEDDED_BROKER_ADDR"] = testkit.FreeAddr(t)
+	env := embeddedEnv(t, nil)
 	file := filepath.Join(t.TempDir(), "not-a-dir")
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)

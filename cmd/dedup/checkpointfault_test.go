@@ -172,11 +172,7 @@ func TestCheckpointStoreOutage(t *testing.T) {
 		checkpointOutage(t, testkit.Cluster(t, 2), env, storeFault{
 			env: testkit.Env{"CHECKPOINT_STORE": "file"},
 			start: func(t *testing.T) {
-				for _, d := range dirs {
-					if err := os.Chmod(d, 0o500); err != nil {
-						t.Fatal(err)
-					}
-				}
+				forEachDir(t, dirs, func(d string) error { return os.Chmod(d, 0o500) })
 				t.Cleanup(func() {
 					for _, d := range dirs {
 						_ = os.Chmod(d, 0o755) // so that TempDir's removal works after a failure
@@ -184,11 +180,7 @@ func TestCheckpointStoreOutage(t *testing.T) {
 				})
 			},
 			end: func(t *testing.T) {
-				for _, d := range dirs {
-					if err := os.Chmod(d, 0o755); err != nil {
-						t.Fatal(err)
-					}
-				}
+				forEachDir(t, dirs, func(d string) error { return os.Chmod(d, 0o755) })
 			},
 		})
 	})
@@ -236,24 +228,14 @@ func TestCheckpointStoreOutage(t *testing.T) {
 		checkpointOutage(t, testkit.Cluster(t, 2), env, storeFault{
 			env: testkit.Env{"CHECKPOINT_STORE": "file"},
 			start: func(t *testing.T) {
-				for _, d := range dirs {
-					if err := os.Rename(d, d+".aside"); err != nil {
-						t.Fatal(err)
-					}
-					if err := os.WriteFile(d, nil, 0o644); err != nil {
-						t.Fatal(err)
-					}
-				}
+				forEachDir(t, dirs, func(d string) error {
+					return errors.Join(os.Rename(d, d+".aside"), os.WriteFile(d, nil, 0o644))
+				})
 			},
 			end: func(t *testing.T) {
-				for _, d := range dirs {
-					if err := os.Remove(d); err != nil {
-						t.Fatal(err)
-					}
-					if err := os.Rename(d+".aside", d); err != nil {
-						t.Fatal(err)
-					}
-				}
+				forEachDir(t, dirs, func(d string) error {
+					return errors.Join(os.Remove(d), os.Rename(d+".aside", d))
+				})
 			},
 		})
 	})
@@ -355,10 +337,18 @@ func checkpointOutage(t *testing.T, cluster *kfake.Cluster, env testkit.Env, f s
 		t.Errorf("last successful checkpoint time %v after the outage, want past %v (%v)", v, lastSuccess, err)
 	}
 	checkExactlyOnce(t, addr, client, keys)
-	if code := bin.stop(t, 30*time.Second); code != exitOK {
-		t.Errorf("exit %d after SIGTERM, want 0", code)
-	}
+	bin.stopOK(t, "")
 	if n := len(logLines(bin.stderr.String(), "level=ERROR")); n > 0 {
 		t.Errorf("%d errors logged, want none:\n%s", n, strings.Join(logLines(bin.stderr.String(), "level=ERROR"), "\n"))
+	}
+}
+
+// forEachDir runs f on every dir and fails the test at the first error.
+func forEachDir(t *testing.T, dirs []string, f func(dir string) error) {
+	t.Helper()
+	for _, d := range dirs {
+		if err := f(d); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -52,14 +51,7 @@ func damagedNewest(t *testing.T, ratio, ext string) {
 	if filepath.Ext(newest) != ext {
 		t.Fatalf("the newest piece is %s, want a %s file", filepath.Base(newest), ext)
 	}
-	raw, err := os.ReadFile(newest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw[len(raw)/3] ^= 0xff
-	if err := os.WriteFile(newest, raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	raw := testkit.Corrupt(t, newest)
 
 	second := startBinary(t, env)
 	waitReady(t, second, metrics)
@@ -83,9 +75,7 @@ func damagedNewest(t *testing.T, ratio, ext string) {
 	testkit.Produce(t, client, after...)
 	waitCommitted(t, cluster, int64(len(all)))
 	checkExactlyOnce(t, cluster.ListenAddrs()[0], client, keys)
-	if code := second.stop(t, 30*time.Second); code != exitOK {
-		t.Errorf("second run: exit %d after SIGTERM, want 0", code)
-	}
+	second.stopOK(t, "second run")
 }
 
 // TestAllSnapshotsDamagedRefuseBinary: every snapshot of partition 0 is
@@ -136,7 +126,5 @@ func TestAllSnapshotsDamagedRefuseBinary(t *testing.T) {
 	testkit.Produce(t, client, after...)
 	waitCommitted(t, cluster, int64(len(all)))
 	checkExactlyOnce(t, cluster.ListenAddrs()[0], client, keys)
-	if code := second.stop(t, 30*time.Second); code != exitOK {
-		t.Errorf("second run: exit %d after SIGTERM, want 0", code)
-	}
+	second.stopOK(t, "second run")
 }

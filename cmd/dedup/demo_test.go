@@ -13,9 +13,7 @@ import (
 // TestDemo runs `dedup demo` as a new user would and checks that within
 // seconds the stage drops generated duplicates and the progress line says so.
 func TestDemo(t *testing.T) {
-	env := testEnv(t)
-	env["EMBEDDED_BROKER_ADDR"] = testkit.FreeAddr(t)
-	env["LOG_LEVEL"] = "info"
+	env := embeddedEnv(t, testkit.Env{"LOG_LEVEL": "info"})
 	metrics := env["METRICS_ADDR"]
 	demo := startInProcess(t, env, "demo", "--rate", "400", "--dup", "0.4", "--retract", "0.05", "--unkeyed", "0.05")
 	testkit.WaitFor(t, "duplicates, retractions and unkeyed records counted", 60*time.Second, func() (bool, error) {

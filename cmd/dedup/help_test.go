@@ -93,10 +93,9 @@ func TestVersion(t *testing.T) {
 // and Go version the toolchain stamped into it (`go version -m`; a build
 // outside a VCS checkout, or with -buildvcs=false, has no commit).
 func TestVersionOfABuiltBinary(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "dedup")
-	build := exec.Command("go", "build", "-ldflags", "-X main.version=v9.9.9-test", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	bin, err := testkit.BuildBinary(t.TempDir(), "-X main.version=v9.9.9-test")
+	if err != nil {
+		t.Fatal(err)
 	}
 	out, err := exec.Command(bin, "version").Output()
 	if err != nil {

@@ -41,10 +41,7 @@ var (
 // it reads from the embedded broker of a running `dedup` at
 // EMBEDDED_BROKER_ADDR.
 func runInspect(ctx context.Context, args []string, lookup config.LookupFunc, stdout, stderr io.Writer) int {
-	if code, ok := noArgs("inspect", args, stdout, stderr); !ok {
-		return code
-	}
-	cfg, log, code := setup(lookup, stderr)
+	cfg, log, code := setupNoArgs("inspect", args, lookup, stderr)
 	if code != exitOK {
 		return code
 	}

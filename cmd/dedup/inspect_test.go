@@ -52,15 +52,7 @@ func TestInspectFileStore(t *testing.T) {
 	if err != nil || len(entries) != 2 {
 		t.Fatalf("List: %v, %d entries", err, len(entries))
 	}
-	bad := entries[1].Where
-	raw, err := os.ReadFile(bad)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw[len(raw)/3] ^= 0xff
-	if err := os.WriteFile(bad, raw, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	testkit.Corrupt(t, entries[1].Where)
 
 	var stdout, stderr bytes.Buffer
 	env := testkit.Env{"DATA_DIR": dataDir}

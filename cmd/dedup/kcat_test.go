@@ -37,11 +37,8 @@ func kcatPath(t *testing.T) string {
 // with duplicates in, the deduplicated topic out, source headers on it.
 func TestKcatInterop(t *testing.T) {
 	kcat := kcatPath(t)
-	env := testEnv(t)
-	brokerAddr := testkit.FreeAddr(t)
-	env["EMBEDDED_BROKER_ADDR"] = brokerAddr
-	env["LOG_LEVEL"] = "info"
-	metrics := env["METRICS_ADDR"]
+	env := embeddedEnv(t, testkit.Env{"LOG_LEVEL": "info"})
+	brokerAddr, metrics := env["EMBEDDED_BROKER_ADDR"], env["METRICS_ADDR"]
 	stage := startInProcess(t, env)
 	waitReady(t, stage, metrics)
 
@@ -142,12 +139,9 @@ func TestREADMEKcatWalkthrough(t *testing.T) {
 		t.Errorf("walkthrough consume command %q lacks -e: it would wait for ever", consumeCmd)
 	}
 
-	env := testEnv(t)
+	env := embeddedEnv(t, testkit.Env{"LOG_LEVEL": "info"})
 	delete(env, "EMBEDDED_PARTITIONS") // a new user's default
-	brokerAddr := testkit.FreeAddr(t)
-	env["EMBEDDED_BROKER_ADDR"] = brokerAddr
-	env["LOG_LEVEL"] = "info"
-	metrics := env["METRICS_ADDR"]
+	brokerAddr, metrics := env["EMBEDDED_BROKER_ADDR"], env["METRICS_ADDR"]
 	stage := startInProcess(t, env)
 	waitReady(t, stage, metrics)
 

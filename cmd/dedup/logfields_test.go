@@ -26,14 +26,10 @@ func TestLogFields(t *testing.T) {
 	first, env := stageAgainst(t, cluster, testkit.Env{"LOG_FORMAT": "json"})
 	testkit.Produce(t, client, keyedWithDuplicates("events", keys, 2)...)
 	testkit.ConsumeN(t, client, "events-deduped", keys)
-	if code := first.stop(t, 30*time.Second); code != exitOK {
-		t.Fatalf("first run: exit %d", code)
-	}
+	first.stopOK(t, "first run")
 	second := startBinary(t, env)
 	waitReady(t, second, env["METRICS_ADDR"])
-	if code := second.stop(t, 30*time.Second); code != exitOK {
-		t.Fatalf("second run: exit %d", code)
-	}
+	second.stopOK(t, "second run")
 
 	for run, log := range []string{first.stderr.String(), second.stderr.String()} {
 		assigned := 0

@@ -116,12 +116,17 @@ func noArgs(name string, args []string, _, stderr io.Writer) (int, bool) {
 	return exitConfig, false
 }
 
+// setupNoArgs is setup for a subcommand that takes no arguments.
+func setupNoArgs(name string, args []string, lookup config.LookupFunc, stderr io.Writer) (*config.Config, *slog.Logger, int) {
+	if code, ok := noArgs(name, args, nil, stderr); !ok {
+		return nil, nil, code
+	}
+	return setup(lookup, stderr)
+}
+
 // runServe is the default command: the stage until a signal.
 func runServe(ctx context.Context, args []string, lookup config.LookupFunc, stdout, stderr io.Writer) int {
-	if code, ok := noArgs("run", args, stdout, stderr); !ok {
-		return code
-	}
-	cfg, log, code := setup(lookup, stderr)
+	cfg, log, code := setupNoArgs("run", args, lookup, stderr)
 	if code != exitOK {
 		return code
 	}

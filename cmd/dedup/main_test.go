@@ -51,6 +51,15 @@ func clusterEnv(t *testing.T, cluster *kfake.Cluster, extra testkit.Env) testkit
 	return env
 }
 
+// embeddedEnv is testEnv with an embedded broker on a free port of its
+// own (EMBEDDED_BROKER_ADDR), with extra on top.
+func embeddedEnv(t *testing.T, extra testkit.Env) testkit.Env {
+	env := testEnv(t)
+	env["EMBEDDED_BROKER_ADDR"] = testkit.FreeAddr(t)
+	maps.Copy(env, extra)
+	return env
+}
+
 // runOnce runs the binary with env until recs are written to the output
 // (forwarded of them) and committed, then stops it and wants exit 0.
 func runOnce(t *testing.T, cluster *kfake.Cluster, env testkit.Env, recs []*kgo.Record, forwarded int) *binary {
@@ -61,9 +70,7 @@ func runOnce(t *testing.T, cluster *kfake.Cluster, env testkit.Env, recs []*kgo.
 	testkit.Produce(t, client, recs...)
 	testkit.ConsumeN(t, client, "events-deduped", forwarded)
 	waitCommitted(t, cluster, int64(len(recs)))
-	if code := bin.stop(t, 30*time.Second); code != exitOK {
-		t.Fatalf("run: exit %d after SIGTERM, want 0", code)
-	}
+	bin.stopOK(t, "run")
 	return bin
 }
 
@@ -112,6 +119,15 @@ func (b *binary) stop(t *testing.T, within time.Duration) int {
 		t.Fatalf("signal dedup: %v", err)
 	}
 	return b.waitExit(t, within)
+}
+
+// stopOK sends SIGTERM and wants exit 0 within 30s; what, when not
+// empty, names the run in the failure.
+func (b *binary) stopOK(t *testing.T, what string) {
+	t.Helper()
+	if code := b.stop(t, 30*time.Second); code != exitOK {
+		t.Fatalf("dedup %s: exit %d after SIGTERM, want 0", what, code)
+	}
 }
 
 // waitExit waits for the process to end and returns its exit code.

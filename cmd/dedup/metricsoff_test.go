@@ -71,10 +71,8 @@ func TestMetricsAddrEmptyNoServer(t *testing.T) {
 		metrics bool
 	}{{"set", true}, {"empty", false}} {
 		t.Run(c.name, func(t *testing.T) {
-			env := testEnv(t)
-			brokerAddr := testkit.FreeAddr(t)
-			env["EMBEDDED_BROKER_ADDR"] = brokerAddr
-			metricsAddr := env["METRICS_ADDR"]
+			env := embeddedEnv(t, nil)
+			brokerAddr, metricsAddr := env["EMBEDDED_BROKER_ADDR"], env["METRICS_ADDR"]
 			if !c.metrics {
 				env["METRICS_ADDR"] = ""
 			}

@@ -91,9 +91,7 @@ func TestRefusedRecordDeadLetteredBinary(t *testing.T) {
 		t.Errorf("dead-letter topic holds %d records, want 1", n)
 	}
 	checkHealthy(t, metrics)
-	if code := bin.stop(t, 30*time.Second); code != exitOK {
-		t.Errorf("exit %d after SIGTERM, want 0", code)
-	}
+	bin.stopOK(t, "")
 }
 
 // TestRefusedRecordSkippedBinary: without DEAD_LETTER_TOPIC, the record is
@@ -120,27 +118,20 @@ func TestRefusedRecordSkippedBinary(t *testing.T) {
 		t.Errorf("%d warnings name the refused record and PRODUCE_BATCH_BYTES, want 1; log:\n%s", len(lines), bin.stderr.String())
 	}
 	checkExactlyOnce(t, addr, client, keys)
-	if code := bin.stop(t, 30*time.Second); code != exitOK {
-		t.Errorf("exit %d after SIGTERM, want 0", code)
-	}
+	bin.stopOK(t, "")
 }
 
 // TestEmbeddedDeadLetterTopic: the embedded broker creates
 // DEAD_LETTER_TOPIC, so the stage (which is not ready while a topic it
 // needs is missing) becomes ready, and the topic's gauge is 0.
 func TestEmbeddedDeadLetterTopic(t *testing.T) {
-	env := testEnv(t)
-	brokerAddr := testkit.FreeAddr(t)
-	env["EMBEDDED_BROKER_ADDR"] = brokerAddr
-	env["DEAD_LETTER_TOPIC"] = "events-dlq"
-	metrics := env["METRICS_ADDR"]
+	env := embeddedEnv(t, testkit.Env{"DEAD_LETTER_TOPIC": "events-dlq"})
+	brokerAddr, metrics := env["EMBEDDED_BROKER_ADDR"], env["METRICS_ADDR"]
 	bin := startBinary(t, env)
 	waitReady(t, bin, metrics)
 	waitMetric(t, metrics, "dedup_topic_missing", 0, `topic="events-dlq"`)
 	if n := testkit.EndOffsets(t, brokerAddr, "events-dlq", 2); n != 0 {
 		t.Errorf("new dead-letter topic holds %d records", n)
 	}
-	if code := bin.stop(t, 30*time.Second); code != exitOK {
-		t.Errorf("exit %d after SIGTERM, want 0", code)
-	}
+	bin.stopOK(t, "")
 }

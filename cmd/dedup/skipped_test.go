@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -17,13 +16,8 @@ import (
 
 // deleteRecords moves the log start of topic's partition p to offset, as
 // retention or an operator's DeleteRecords does.
-func deleteRecords(t *testing.T, opts []kgo.Opt, topic string, p int32, offset int64) {
+func deleteRecords(t *testing.T, brokers, topic string, p int32, offset int64) {
 	t.Helper()
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	req := kmsg.NewPtrDeleteRecordsRequest()
 	req.TimeoutMillis = 10_000
 	rt := kmsg.NewDeleteRecordsRequestTopic()
@@ -32,12 +26,7 @@ func deleteRecords(t *testing.T, opts []kgo.Opt, topic string, p int32, offset i
 	rp.Partition, rp.Offset = p, offset
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		t.Fatalf("delete records: %v", err)
-	}
+	resp := testkit.Request(t, brokers, "delete records", req).(*kmsg.DeleteRecordsResponse)
 	for _, rt := range resp.Topics {
 		for _, rp := range rt.Partitions {
 			if rp.ErrorCode != 0 || rp.LowWatermark != offset {
@@ -67,13 +56,11 @@ func TestSkippedInputAtRestart(t *testing.T) {
 	bin, env := stageAgainst(t, cluster, nil)
 	testkit.Produce(t, client, skippedBefore()...)
 	waitCommitted(t, cluster, 10)
-	if code := bin.stop(t, 30*time.Second); code != exitOK {
-		t.Fatalf("exit %d after SIGTERM, want 0", code)
-	}
+	bin.stopOK(t, "")
 
 	testkit.Produce(t, client, skippedInput()...)
 	// Offsets 5-9 of partition 0 (n000-n004's first copies) go.
-	deleteRecords(t, client, "events", 0, 10)
+	deleteRecords(t, cluster.ListenAddrs()[0], "events", 0, 10)
 
 	bin = startBinary(t, env)
 	metrics := env["METRICS_ADDR"]
@@ -85,9 +72,7 @@ func TestSkippedInputAtRestart(t *testing.T) {
 
 	checkSkipLine(t, bin.stderr.String(), `at="start from checkpoint"`)
 	checkOutput(t, addr, skippedWant())
-	if code := bin.stop(t, 30*time.Second); code != exitOK {
-		t.Errorf("exit %d after SIGTERM, want 0", code)
-	}
+	bin.stopOK(t, "")
 }
 
 // skippedWant is the output of both skipped-input tests, key to value:
@@ -213,7 +198,7 @@ func TestSkippedInputAtRuntime(t *testing.T) {
 		t.Fatal("no fetch of events/0 within 15s")
 	}
 	testkit.Produce(t, client, skippedInput()...)
-	deleteRecords(t, client, "events", 0, 10)
+	deleteRecords(t, cluster.ListenAddrs()[0], "events", 0, 10)
 	hold.Store(false)
 	releaseOnce.Do(func() { close(release) })
 
@@ -223,9 +208,7 @@ func TestSkippedInputAtRuntime(t *testing.T) {
 	waitMetric(t, metrics, "dedup_input_skipped_offsets_total", 0, `partition="1"`)
 	checkSkipLine(t, bin.stderr.String(), `at="reader: `)
 	checkOutput(t, addr, skippedWant())
-	if code := bin.stop(t, 30*time.Second); code != exitOK {
-		t.Errorf("exit %d after SIGTERM, want 0", code)
-	}
+	bin.stopOK(t, "")
 }
 
 // fetchesPartition reports whether req fetches partition p of topic

@@ -98,16 +98,24 @@ func stopEnv(t *testing.T) testkit.Env {
 	}
 }
 
-func TestStopGoRunWithCtrlC(t *testing.T) {
-	env := stopEnv(t)
-	cmd := exec.Command("go", "run", "./cmd/dedup")
-	cmd.Dir = filepath.Join("..", "..")
-	stderr := &testkit.SyncBuffer{}
+// startHealthy starts cmd in a process group of its own with stopEnv and
+// waits until the stage answers /healthz 200.
+func startHealthy(t *testing.T, cmd *exec.Cmd) (env testkit.Env, pgid int, exited chan struct{}, stderr *testkit.SyncBuffer) {
+	t.Helper()
+	env = stopEnv(t)
+	stderr = &testkit.SyncBuffer{}
 	cmd.Stderr = stderr
-	pgid := startGroup(t, cmd, env)
-	exited := make(chan struct{})
+	pgid = startGroup(t, cmd, env)
+	exited = make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
 	waitHealthy(t, env["METRICS_ADDR"], exited)
+	return env, pgid, exited, stderr
+}
+
+func TestStopGoRunWithCtrlC(t *testing.T) {
+	cmd := exec.Command("go", "run", "./cmd/dedup")
+	cmd.Dir = filepath.Join("..", "..")
+	env, pgid, exited, stderr := startHealthy(t, cmd)
 	// Ctrl-C: SIGINT to the foreground process group. The go command
 	// exits 1 after an interrupt whatever the binary's status, so the
 	// binary's clean stop is read from its log.
@@ -118,18 +126,12 @@ func TestStopGoRunWithCtrlC(t *testing.T) {
 }
 
 func TestStopBuiltBinaryWithSIGTERM(t *testing.T) {
-	env := stopEnv(t)
-	bin := filepath.Join(t.TempDir(), "dedup")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	bin, err := testkit.BuildBinary(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
 	cmd := exec.Command(bin)
-	stderr := &testkit.SyncBuffer{}
-	cmd.Stderr = stderr
-	pgid := startGroup(t, cmd, env)
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	waitHealthy(t, env["METRICS_ADDR"], exited)
+	env, pgid, exited, stderr := startHealthy(t, cmd)
 	// kill -TERM <pid of the binary>
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

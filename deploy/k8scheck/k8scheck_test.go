@@ -70,26 +70,17 @@ func TestCheckCatches(t *testing.T) {
 		name, want string
 		mutate     func(t *testing.T, objs []Object) []Object
 	}{
-		{"token mounted on the pod", "automountServiceAccountToken", func(t *testing.T, objs []Object) []Object {
-			dig(t, find(objs, "Deployment"), "spec", "template", "spec")["automountServiceAccountToken"] = true
-			return objs
-		}},
+		{"token mounted on the pod", "automountServiceAccountToken", set("Deployment", "automountServiceAccountToken", []string{"spec", "template", "spec"}, true)},
 		{"token mounted by the service account", "ServiceAccount dedup", func(t *testing.T, objs []Object) []Object {
 			delete(find(objs, "ServiceAccount"), "automountServiceAccountToken")
 			return objs
 		}},
-		{"writable root", "readOnlyRootFilesystem", func(t *testing.T, objs []Object) []Object {
-			dig(t, find(objs, "Deployment"), "spec", "template", "spec", "containers", "0", "securityContext")["readOnlyRootFilesystem"] = false
-			return objs
-		}},
+		{"writable root", "readOnlyRootFilesystem", set("Deployment", "readOnlyRootFilesystem", []string{"spec", "template", "spec", "containers", "0", "securityContext"}, false)},
 		{"capabilities kept", "capabilities", func(t *testing.T, objs []Object) []Object {
 			delete(dig(t, find(objs, "Deployment"), "spec", "template", "spec", "containers", "0", "securityContext"), "capabilities")
 			return objs
 		}},
-		{"init container without hardening", "container check", func(t *testing.T, objs []Object) []Object {
-			dig(t, find(objs, "Deployment"), "spec", "template", "spec")["initContainers"] = []any{map[string]any{"name": "check", "image": "dedup"}}
-			return objs
-		}},
+		{"init container without hardening", "container check", set("Deployment", "initContainers", []string{"spec", "template", "spec"}, []any{map[string]any{"name": "check", "image": "dedup"}})},
 		{"root allowed", "runAsNonRoot", func(t *testing.T, objs []Object) []Object {
 			delete(dig(t, find(objs, "Deployment"), "spec", "template", "spec", "securityContext"), "runAsNonRoot")
 			return objs
@@ -107,34 +98,13 @@ func TestCheckCatches(t *testing.T) {
 			}
 			return out
 		}},
-		{"ingress open to every port", "ingress rule without ports", func(t *testing.T, objs []Object) []Object {
-			dig(t, find(objs, "NetworkPolicy"), "spec")["ingress"] = []any{map[string]any{}}
-			return objs
-		}},
-		{"brokers on another port", "broker port 9093", func(t *testing.T, objs []Object) []Object {
-			dig(t, find(objs, "ConfigMap"), "data")["KAFKA_BROKERS"] = "kafka:9093"
-			return objs
-		}},
-		{"liveness shorter than the recovery timeout", "PRODUCE_RECOVERY_TIMEOUT", func(t *testing.T, objs []Object) []Object {
-			dig(t, find(objs, "Deployment"), "spec", "template", "spec", "containers", "0", "livenessProbe")["failureThreshold"] = 3
-			return objs
-		}},
-		{"recovery timeout raised in the ConfigMap", "PRODUCE_RECOVERY_TIMEOUT 5m0s", func(t *testing.T, objs []Object) []Object {
-			dig(t, find(objs, "ConfigMap"), "data")["PRODUCE_RECOVERY_TIMEOUT"] = "5m"
-			return objs
-		}},
-		{"readiness slower than liveness", "readinessProbe", func(t *testing.T, objs []Object) []Object {
-			dig(t, find(objs, "Deployment"), "spec", "template", "spec", "containers", "0", "readinessProbe")["failureThreshold"] = 100
-			return objs
-		}},
-		{"a variable the binary does not read", "DEDUP_EXPECTED_KEY,", func(t *testing.T, objs []Object) []Object {
-			dig(t, find(objs, "ConfigMap"), "data")["DEDUP_EXPECTED_KEY"] = "5"
-			return objs
-		}},
-		{"more keys than the memory fits", "memory request", func(t *testing.T, objs []Object) []Object {
-			dig(t, find(objs, "ConfigMap"), "data")["DEDUP_EXPECTED_KEYS"] = "50000000"
-			return objs
-		}},
+		{"ingress open to every port", "ingress rule without ports", set("NetworkPolicy", "ingress", []string{"spec"}, []any{map[string]any{}})},
+		{"brokers on another port", "broker port 9093", set("ConfigMap", "KAFKA_BROKERS", []string{"data"}, "kafka:9093")},
+		{"liveness shorter than the recovery timeout", "PRODUCE_RECOVERY_TIMEOUT", set("Deployment", "failureThreshold", []string{"spec", "template", "spec", "containers", "0", "livenessProbe"}, 3)},
+		{"recovery timeout raised in the ConfigMap", "PRODUCE_RECOVERY_TIMEOUT 5m0s", set("ConfigMap", "PRODUCE_RECOVERY_TIMEOUT", []string{"data"}, "5m")},
+		{"readiness slower than liveness", "readinessProbe", set("Deployment", "failureThreshold", []string{"spec", "template", "spec", "containers", "0", "readinessProbe"}, 100)},
+		{"a variable the binary does not read", "DEDUP_EXPECTED_KEY,", set("ConfigMap", "DEDUP_EXPECTED_KEY", []string{"data"}, "5")},
+		{"more keys than the memory fits", "memory request", set("ConfigMap", "DEDUP_EXPECTED_KEYS", []string{"data"}, "50000000")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			objs, opts := manifests(t)
@@ -151,5 +121,14 @@ func TestCheckCatches(t *testing.T) {
 				t.Errorf("want an error naming %q, got %q", tc.want, msgs)
 			}
 		})
+	}
+}
+
+// set is a change to the manifests: the field key of the map at path in
+// the first object of kind set to value.
+func set(kind, key string, path []string, value any) func(*testing.T, []Object) []Object {
+	return func(t *testing.T, objs []Object) []Object {
+		dig(t, find(objs, kind), path...)[key] = value
+		return objs
 	}
 }

@@ -270,13 +270,8 @@ func TestConfigNumberSuffixes(t *testing.T) {
 		t.Errorf("got keys %d, fetch max %d, batch bytes %d, batch size %d, keep %d",
 			cfg.ExpectedKeys, cfg.FetchMaxBytes, cfg.ProduceBatchBytes, cfg.ProduceBatchSize, cfg.CheckpointKeep)
 	}
-	for name, bad := range map[string]string{"DEDUP_EXPECTED_KEYS": "1.5", "FETCH_MAX_BYTES": "10MB", "PRODUCE_BATCH_SIZE": "99999999999999G", "CHECKPOINT_KEEP": "-1k"} {
-		_, err := Load(testkit.Env{name: bad}.Lookup)
-		var ce *Error
-		if !errors.As(err, &ce) || !slices.ContainsFunc(ce.Problems, func(p Problem) bool { return p.Var == name }) {
-			t.Errorf("%s=%s: want a problem naming %s, got %v", name, bad, name, err)
-		}
-	}
+	wantRefused(t, false, setting{"DEDUP_EXPECTED_KEYS", "1.5"}, setting{"FETCH_MAX_BYTES", "10MB"},
+		setting{"PRODUCE_BATCH_SIZE", "99999999999999G"}, setting{"CHECKPOINT_KEEP", "-1k"})
 }
 
 func TestConfigEnumerationsCaseInsensitive(t *testing.T) {
@@ -305,63 +300,70 @@ func TestConfigEnumerationsCaseInsensitive(t *testing.T) {
 // TestConfigFilterLimitsAreRotations checks that the ranges reported by
 // variable are the ones rotation (and so the processor and the snapshot
 // format) would refuse later.
-
 func TestConfigFilterLimitsAreRotations(t *testing.T) {
 	_, err := rotation.New(rotation.Options{ExpectedKeys: rotation.MaxExpectedKeys + 1, FPRate: 0.01, Window: time.Hour})
 	if err == nil || !strings.Contains(err.Error(), fmt.Sprint(uint64(rotation.MaxExpectedKeys))) {
 		t.Errorf("rotation's limit on expected keys is not %d: %v", uint64(rotation.MaxExpectedKeys), err)
 	}
-	for _, c := range []struct{ name, value string }{
-		{"DEDUP_EXPECTED_KEYS", "100000000000"},
-		{"DEDUP_EXPECTED_KEYS", fmt.Sprint(uint64(rotation.MaxExpectedKeys) + 1)},
-		{"DEDUP_FP_RATE", "0.7"},
-		{"DEDUP_FP_RATE", "1e-10"},
-		{"DEDUP_FP_RATE", "NaN"},
-		{"DEDUP_WINDOW", "400000h"},
-	} {
+	wantRefused(t, true,
+		setting{"DEDUP_EXPECTED_KEYS", "100000000000"},
+		setting{"DEDUP_EXPECTED_KEYS", fmt.Sprint(uint64(rotation.MaxExpectedKeys) + 1)},
+		setting{"DEDUP_FP_RATE", "0.7"},
+		setting{"DEDUP_FP_RATE", "1e-10"},
+		setting{"DEDUP_FP_RATE", "NaN"},
+		setting{"DEDUP_WINDOW", "400000h"},
+	)
+	// Inside rotation's range.
+	wantAccepted(t,
+		setting{"DEDUP_EXPECTED_KEYS", fmt.Sprint(uint64(rotation.MaxExpectedKeys))},
+		setting{"DEDUP_FP_RATE", "1e-9"},
+		setting{"DEDUP_FP_RATE", "0.5"},
+		setting{"DEDUP_WINDOW", "300000h"},
+	)
+}
+
+// setting is one variable set to one value.
+type setting struct{ name, value string }
+
+// wantRefused loads each setting alone and wants a problem naming its
+// variable: with only, that one problem and no other.
+func wantRefused(t *testing.T, only bool, cases ...setting) {
+	t.Helper()
+	for _, c := range cases {
 		_, err := Load(testkit.Env{c.name: c.value}.Lookup)
 		var ce *Error
-		if !errors.As(err, &ce) || len(ce.Problems) != 1 || ce.Problems[0].Var != c.name {
-			t.Errorf("%s=%s: want one problem naming %s, got %v", c.name, c.value, c.name, err)
+		named := errors.As(err, &ce) && slices.ContainsFunc(ce.Problems, func(p Problem) bool { return p.Var == c.name })
+		if !named || only && len(ce.Problems) != 1 {
+			t.Errorf("%s=%q: want a problem naming %s (the only one: %v), got %v", c.name, c.value, c.name, only, err)
 		}
 	}
-	for _, c := range []struct{ name, value string }{
-		{"DEDUP_EXPECTED_KEYS", fmt.Sprint(uint64(rotation.MaxExpectedKeys))},
-		{"DEDUP_FP_RATE", "1e-9"},
-		{"DEDUP_FP_RATE", "0.5"},
-		{"DEDUP_WINDOW", "300000h"},
-	} {
+}
+
+// wantAccepted loads each setting alone and wants no problem.
+func wantAccepted(t *testing.T, cases ...setting) {
+	t.Helper()
+	for _, c := range cases {
 		if _, err := Load(testkit.Env{c.name: c.value}.Lookup); err != nil {
-			t.Errorf("%s=%s (inside rotation's range): %v", c.name, c.value, err)
+			t.Errorf("%s=%q: %v", c.name, c.value, err)
 		}
 	}
 }
 
 func TestConfigAddresses(t *testing.T) {
-	for _, c := range []struct{ name, value string }{
-		{"METRICS_ADDR", ":99999"},
-		{"METRICS_ADDR", "bad host!:9464"},
-		{"METRICS_ADDR", "localhost:http"},
-		{"EMBEDDED_BROKER_ADDR", ":99999"},
-		{"EMBEDDED_BROKER_ADDR", "-x-:9092"},
-		{"KAFKA_BROKERS", "k1:9092,k2:70000"},
-	} {
-		_, err := Load(testkit.Env{c.name: c.value}.Lookup)
-		var ce *Error
-		if !errors.As(err, &ce) || !slices.ContainsFunc(ce.Problems, func(p Problem) bool { return p.Var == c.name }) {
-			t.Errorf("%s=%q: want a problem naming %s, got %v", c.name, c.value, c.name, err)
-		}
-	}
-	for _, c := range []struct{ name, value string }{
-		{"METRICS_ADDR", ":0"},
-		{"METRICS_ADDR", "[::1]:9464"},
-		{"METRICS_ADDR", "metrics.internal:9464"},
-		{"EMBEDDED_BROKER_ADDR", "0.0.0.0:9092"},
-	} {
-		if _, err := Load(testkit.Env{c.name: c.value}.Lookup); err != nil {
-			t.Errorf("%s=%q: %v", c.name, c.value, err)
-		}
-	}
+	wantRefused(t, false,
+		setting{"METRICS_ADDR", ":99999"},
+		setting{"METRICS_ADDR", "bad host!:9464"},
+		setting{"METRICS_ADDR", "localhost:http"},
+		setting{"EMBEDDED_BROKER_ADDR", ":99999"},
+		setting{"EMBEDDED_BROKER_ADDR", "-x-:9092"},
+		setting{"KAFKA_BROKERS", "k1:9092,k2:70000"},
+	)
+	wantAccepted(t,
+		setting{"METRICS_ADDR", ":0"},
+		setting{"METRICS_ADDR", "[::1]:9464"},
+		setting{"METRICS_ADDR", "metrics.internal:9464"},
+		setting{"EMBEDDED_BROKER_ADDR", "0.0.0.0:9092"},
+	)
 }
 
 // TestRunRefusesBeforeStarting checks that what the processor or a

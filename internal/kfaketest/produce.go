@@ -1,6 +1,7 @@
 // Package kfaketest holds what fault-injecting tests do to the stage's
-// Produce requests in kfake's control functions: recognise the ones for a
-// topic and answer them with an error. Tests only; the stage's packages do
+// requests in kfake's control functions: recognise the Produce requests
+// for a topic and answer them with an error (produce.go), or refuse an
+// offset commit (commit.go). Tests only; the stage's packages do
 // not import it.
 package kfaketest
 

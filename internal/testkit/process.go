@@ -3,11 +3,12 @@ package testkit
 import (
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"sort"
+	"slices"
 	"testing"
 )
 
@@ -21,13 +22,13 @@ type Process struct {
 // EnvList is env as an exec environment: exactly env's variables, sorted,
 // plus PATH and HOME from the test's own environment.
 func EnvList(env map[string]string) []string {
-	list := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
-	keys := make([]string, 0, len(env))
-	for k := range env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	return append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, Vars(env)...)
+}
+
+// Vars is env as "NAME=value" strings, sorted by name.
+func Vars(env map[string]string) []string {
+	var list []string
+	for _, k := range slices.Sorted(maps.Keys(env)) {
 		list = append(list, k+"="+env[k])
 	}
 	return list
@@ -38,8 +39,14 @@ func EnvList(env map[string]string) []string {
 // runs and, when the test failed, logs what output(), if given, returns.
 func StartProcess(t testing.TB, path string, args []string, env map[string]string, stdout, stderr io.Writer, output func() string) *Process {
 	t.Helper()
+	return StartProcessEnv(t, path, args, EnvList(env), stdout, stderr, output)
+}
+
+// StartProcessEnv is StartProcess with the environment as exec takes it.
+func StartProcessEnv(t testing.TB, path string, args, env []string, stdout, stderr io.Writer, output func() string) *Process {
+	t.Helper()
 	p := &Process{Cmd: exec.Command(path, args...), done: make(chan struct{})}
-	p.Cmd.Env = EnvList(env)
+	p.Cmd.Env = env
 	p.Cmd.Stdout, p.Cmd.Stderr = stdout, stderr
 	if err := p.Cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", path, err)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"dedup/offsets"
 )
@@ -227,4 +229,89 @@ func MetricSum(addr, family string, match ...string) (float64, error) {
 		return 0, fmt.Errorf("no sample of %s%v", family, match)
 	}
 	return sum, sc.Err()
+}
+
+// Listen accepts connections on a loopback port until the test ends and
+// hands each to serve, in a goroutine of its own; Cleanup stops accepting
+// and closes every connection accepted. It returns the address.
+func Listen(t testing.TB, serve func(net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			go serve(c)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
+
+// Request sends req to the cluster at brokers with a client of its own
+// and returns the answer, failing the test when none comes within 15s;
+// what names the request in the failure. The answer's error codes are the
+// caller's to check.
+func Request(t testing.TB, brokers, what string, req kmsg.Request) kmsg.Response {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers))
+	if err != nil {
+		t.Fatalf("%s: create client: %v", what, err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	resp, err := cl.Request(ctx, req)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return resp
+}
+
+// Consistently checks cond every 200ms for d and fails the test at the
+// first error: what must hold for a while, not become true.
+func Consistently(t testing.TB, d time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if err := cond(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond) // polling interval, not synchronisation
+	}
+}
+
+// Corrupt flips a byte a third into the file at path, as a bad disk or a
+// torn write would, and returns the damaged contents.
+func Corrupt(t testing.TB, path string) []byte {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw[len(raw)/3] ^= 0xff
+	if err := os.WriteFile(path, raw, 0o644); err != nil { // the file exists: its mode is kept
+		t.Fatal(err)
+	}
+	return raw
 }
