@@ -152,13 +152,8 @@ func (p *Pair) TakeDelta(d *Delta) {
 // goroutine that owns p. It clears the change bitmaps (1/64 of the filters'
 // memory).
 func (p *Pair) ResetDelta() {
-	switch {
-	case p.cnt != nil:
-		clear(p.cnt.dirty[0])
-		clear(p.cnt.dirty[1])
-	case p.fp != nil:
-		clear(p.fp.dirty[0])
-		clear(p.fp.dirty[1])
+	if d := p.dirtySet(); d != nil {
+		d.reset()
 	}
 	p.deltaSwaps, p.deltaFrom = 0, p.rotations
 }
@@ -188,16 +183,30 @@ func (p *Pair) putDeltaHeader(h *[deltaHeaderSize]byte) {
 	}
 }
 
-// dirtyMap returns the change bitmap of logical generation g (0 current, 1
-// previous); nil in Plain mode, which does not track changes.
-func (p *Pair) dirtyMap(g int) []uint64 {
+// dirtySet returns the change tracking of p's filters; nil in Plain mode,
+// which does not track changes.
+func (p *Pair) dirtySet() *dirtySet {
 	switch {
 	case p.cnt != nil:
-		return p.cnt.dirty[p.cnt.cur^g]
+		return &p.cnt.dirty
 	case p.fp != nil:
-		return p.fp.dirty[p.fp.cur^g]
+		return &p.fp.dirty
 	}
 	return nil
+}
+
+// dirtyMap returns the change bitmap of logical generation g (0 current, 1
+// previous), with every pending mark folded in; nil in Plain mode.
+func (p *Pair) dirtyMap(g int) []uint64 {
+	d := p.dirtySet()
+	if d == nil {
+		return nil
+	}
+	d.fold()
+	if p.cnt != nil {
+		return d.maps[p.cnt.cur^g]
+	}
+	return d.maps[p.fp.cur^g]
 }
 
 // word returns word i of logical generation g's snapshot data.

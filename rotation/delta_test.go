@@ -434,3 +434,102 @@ func ExamplePair_TakeDelta() {
 	fmt.Println(q.Test([]byte("key-7")), d.Words() < 3000)
 	// Output: true true
 }
+
+// deltaBenchSizes are the expected keys per partition of the delta
+// benchmarks: the state grows 16× across them.
+var deltaBenchSizes = []uint64{1 << 20, 4 << 20, 16 << 20}
+
+// deltaSteady returns a fingerprint pair of the stage's default options
+// (ε = 1e-6, 1 h window) sized for n keys at steady state: the previous
+// generation holds n keys, the current one n/2, time advancing so that each
+// window holds n keys. It also returns the time and the next key.
+func deltaSteady(b *testing.B, n uint64) (p *Pair, ts time.Time, step time.Duration, next uint64) {
+	b.Helper()
+	o := Options{ExpectedKeys: n, FPRate: largeFPRateFP, Window: time.Hour, Mode: Fingerprint}
+	p = mustNew(b, o)
+	ts, step = epoch, time.Hour/time.Duration(n)
+	var buf [16]byte
+	for next < n+n/2 {
+		p.TestAndAdd(freshKey(&buf, next), ts)
+		next++
+		ts = ts.Add(step)
+	}
+	p.ResetDelta()
+	return p, ts, step, next
+}
+
+// BenchmarkDeltaBytesPerKey: delta bytes per new key at steady state, 1000
+// new keys per delta, for pairs of 1M, 4M and 16M keys (fingerprint mode,
+// default options), beside a full snapshot's bytes per key for the same
+// interval. The figure should not grow with the state:
+//
+//	go test ./rotation -run '^$' -bench DeltaBytesPerKey -benchtime=200x
+func BenchmarkDeltaBytesPerKey(b *testing.B) {
+	const perDelta = 1000
+	for _, n := range deltaBenchSizes {
+		b.Run(fmt.Sprintf("keys=%dM", n>>20), func(b *testing.B) {
+			p, ts, step, next := deltaSteady(b, n)
+			var d Delta
+			var buf [16]byte
+			var total, words int
+			b.ResetTimer()
+			for range b.N {
+				for range perDelta {
+					p.TestAndAdd(freshKey(&buf, next), ts)
+					next++
+					ts = ts.Add(step)
+				}
+				p.TakeDelta(&d)
+				total += d.Len()
+				words += d.Words()
+			}
+			b.StopTimer()
+			keys := float64(b.N * perDelta)
+			b.ReportMetric(float64(total)/keys, "bytes/key")
+			b.ReportMetric(float64(words)/keys, "words/key")
+			b.ReportMetric(float64(p.SizeBytes()+headerSize)/perDelta, "snapshot-bytes/key")
+		})
+	}
+}
+
+// BenchmarkTakeDelta and BenchmarkApplyDelta time one delta of 1000 new
+// keys on pairs of 1M, 4M and 16M keys (the bitmap scan grows with the
+// pair, the words with the keys):
+//
+//	go test ./rotation -run '^$' -bench 'TakeDelta|ApplyDelta' -benchtime=200x
+func BenchmarkTakeDelta(b *testing.B) { benchDelta(b, false) }
+
+func BenchmarkApplyDelta(b *testing.B) { benchDelta(b, true) }
+
+func benchDelta(b *testing.B, apply bool) {
+	const perDelta = 1000
+	for _, n := range deltaBenchSizes {
+		b.Run(fmt.Sprintf("keys=%dM", n>>20), func(b *testing.B) {
+			p, ts, step, next := deltaSteady(b, n)
+			q := p.Clone()
+			var d Delta
+			var buf [16]byte
+			var r bytes.Reader
+			b.ResetTimer()
+			for range b.N {
+				b.StopTimer()
+				for range perDelta {
+					p.TestAndAdd(freshKey(&buf, next), ts)
+					next++
+					ts = ts.Add(step)
+				}
+				if apply {
+					p.TakeDelta(&d)
+					r.Reset(d.Bytes())
+					b.StartTimer()
+					if _, err := q.ApplyDelta(&r); err != nil {
+						b.Fatal(err)
+					}
+					continue
+				}
+				b.StartTimer()
+				p.TakeDelta(&d)
+			}
+		})
+	}
+}
