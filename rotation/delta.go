@@ -27,7 +27,8 @@ import (
 //	    24    8  Options.Window (nanoseconds)
 //	    32    8  m, as in a snapshot
 //	    40    4  k, as in a snapshot
-//	    44    4  reserved (0)
+//	    44    4  sequence: deltas taken before this one since the base state
+//	             (ResetDelta, ReadFrom, CopyTo into the pair), mod 2³²
 //	    48    8  from: the rotations of the state the delta applies to
 //	    56    8  swaps: generation swap-and-clears to replay first (1: rotate;
 //	             2 or more: clear both)
@@ -85,6 +86,17 @@ func (d *Delta) Words() int { return d.words }
 func (d *Delta) From() uint64 { return d.field(48) }
 func (d *Delta) To() uint64   { return d.field(72) }
 
+// Seq is the delta's place in its chain: 0 for the first delta after the
+// base state (ResetDelta, ReadFrom, CopyTo into the pair), then 1, 2, …
+// (mod 2³²). ApplyDelta takes only the next one, so a lost or repeated
+// delta is refused, not applied.
+func (d *Delta) Seq() uint32 {
+	if len(d.buf) < deltaHeaderSize {
+		return 0
+	}
+	return binary.LittleEndian.Uint32(d.buf[44:])
+}
+
 func (d *Delta) field(off int) uint64 {
 	if len(d.buf) < deltaHeaderSize {
 		return 0
@@ -114,7 +126,10 @@ func (d *Delta) WriteTo(w io.Writer) (int64, error) {
 // TakeDelta captures into d every change of p since its previous TakeDelta
 // or ResetDelta (or since New, ReadFrom, ApplyDelta, or CopyTo into p), and
 // starts tracking afresh. Applied with ApplyDelta to a pair holding the
-// state p had then, the delta gives that pair exactly p's state now.
+// state p had then, the delta gives that pair exactly p's state now. The
+// changes are p's to carry no longer: if the delta is lost (its write
+// fails), no later delta makes up for it, and ApplyDelta refuses the ones
+// after the gap (Seq); take a new base (CopyTo, ResetDelta) instead.
 //
 // It costs a scan of p's change bitmaps (one bit per filter word: 1/64 of
 // the filters' memory) plus the words that changed, and allocates only
@@ -144,6 +159,7 @@ func (p *Pair) TakeDelta(d *Delta) {
 	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 	d.buf, d.words = b, int(n[0]+n[1])
 	p.deltaSwaps, p.deltaFrom = 0, p.rotations
+	p.deltaSeq++
 }
 
 // ResetDelta forgets the changes tracked since the previous TakeDelta: the
@@ -155,7 +171,7 @@ func (p *Pair) ResetDelta() {
 	if d := p.dirtySet(); d != nil {
 		d.reset()
 	}
-	p.deltaSwaps, p.deltaFrom = 0, p.rotations
+	p.deltaSwaps, p.deltaFrom, p.deltaSeq = 0, p.rotations, 0
 }
 
 // putDeltaHeader fills h except the word counts, body length and checksum.
@@ -171,6 +187,7 @@ func (p *Pair) putDeltaHeader(h *[deltaHeaderSize]byte) {
 	binary.LittleEndian.PutUint64(h[24:], uint64(p.opts.Window))
 	binary.LittleEndian.PutUint64(h[32:], p.m)
 	binary.LittleEndian.PutUint32(h[40:], uint32(p.k))
+	binary.LittleEndian.PutUint32(h[44:], p.deltaSeq)
 	binary.LittleEndian.PutUint64(h[48:], p.deltaFrom)
 	binary.LittleEndian.PutUint64(h[56:], p.deltaSwaps)
 	binary.LittleEndian.PutUint64(h[64:], uint64(p.start))
@@ -273,7 +290,9 @@ func deltaInvalid(what string, off int64, format string, args ...any) error {
 
 // ApplyDelta reads one delta written by Delta.WriteTo and applies it to p,
 // which must hold the state the delta was taken from: the same options and
-// geometry, and Stats().Rotations equal to the delta's From. It reads the
+// geometry, Stats().Rotations equal to the delta's From, and the deltas
+// before it in its chain applied (Seq: a pair restored from a base takes
+// delta 0, then 1, …). It reads the
 // whole delta and checks it (checksums, fields, every word index and stash
 // entry) before changing anything, so a refused delta leaves p as it was:
 // a damaged delta is refused with a *CorruptError wrapping ErrTruncated,
@@ -372,8 +391,8 @@ func (p *Pair) checkDeltaHeader(h *[deltaHeaderSize]byte) (deltaHeader, error) {
 	if from := u64(48); from != p.rotations {
 		return dh, fmt.Errorf("apply delta: %w: delta applies to the state after %d rotations, the pair is at %d", ErrDeltaMismatch, from, p.rotations)
 	}
-	if r := binary.LittleEndian.Uint32(h[44:]); r != 0 {
-		return dh, deltaInvalid("delta reserved", 44, "reserved field %#x", r)
+	if seq := binary.LittleEndian.Uint32(h[44:]); seq != p.deltaSeq {
+		return dh, fmt.Errorf("apply delta: %w: delta %d of its chain, the pair expects delta %d", ErrDeltaMismatch, seq, p.deltaSeq)
 	}
 	if h[7]&^1 != 0 {
 		return dh, deltaInvalid("delta flags", 7, "unknown flags %#x", h[7])
@@ -550,5 +569,7 @@ func (p *Pair) applyDeltaBody(dh *deltaHeader, body []byte) {
 	default:
 		p.pcur.added, p.pprev.added = dh.counts[0][0], dh.counts[1][0]
 	}
+	seq := p.deltaSeq
 	p.ResetDelta()
+	p.deltaSeq = seq + 1 // the next delta of the chain
 }

@@ -109,6 +109,9 @@ func TestDeltaReplay(t *testing.T) {
 						t.Fatalf("WriteTo = %d, %v; Len %d", n, err, d.Len())
 					}
 					from, to := d.From(), d.To()
+					if d.Seq() != uint32(step) {
+						t.Fatalf("step %d: delta Seq %d", step, d.Seq())
+					}
 					if to != p.Stats().Rotations || from != q.Stats().Rotations {
 						t.Fatalf("delta From %d To %d; pair at %d, replica at %d", from, to, p.Stats().Rotations, q.Stats().Rotations)
 					}
@@ -282,6 +285,7 @@ func TestDeltaErrors(t *testing.T) {
 		{"fp rate", func(b []byte) []byte { b[16]++; return resealDelta(b) }, ErrDeltaMismatch, ""},
 		{"window", func(b []byte) []byte { b[25]++; return resealDelta(b) }, ErrDeltaMismatch, ""},
 		{"from", func(b []byte) []byte { b[48]++; return resealDelta(b) }, ErrDeltaMismatch, ""},
+		{"sequence", func(b []byte) []byte { b[44]++; return resealDelta(b) }, ErrDeltaMismatch, ""},
 		{"flags", func(b []byte) []byte { b[7] |= 4; return resealDelta(b) }, ErrInvalid, "delta flags"},
 		{"window start", func(b []byte) []byte { b[64]++; return resealDelta(b) }, ErrInvalid, "delta window start"},
 		{"counts", func(b []byte) []byte { b[80]++; return resealDelta(b) }, ErrInvalid, "delta current generation"},
@@ -312,6 +316,33 @@ func TestDeltaErrors(t *testing.T) {
 	}
 	if _, err := q.ApplyDelta(bytes.NewReader(data)); !errors.Is(err, ErrDeltaMismatch) {
 		t.Errorf("applied twice: err = %v", err)
+	}
+	// A lost delta, or one applied twice, in one window (same From): the
+	// sequence refuses them.
+	p2 := base.Clone()
+	q2 := base.Clone()
+	var d1, d2 Delta
+	p2.TestAndAdd(testKey(5, 1), time.Time{})
+	p2.TakeDelta(&d1)
+	p2.TestAndAdd(testKey(5, 2), time.Time{})
+	p2.TakeDelta(&d2)
+	if d1.From() != d2.From() || d1.Seq() != 0 || d2.Seq() != 1 {
+		t.Fatalf("deltas in one window: From %d, %d; Seq %d, %d", d1.From(), d2.From(), d1.Seq(), d2.Seq())
+	}
+	if _, err := q2.ApplyDelta(bytes.NewReader(d2.Bytes())); !errors.Is(err, ErrDeltaMismatch) {
+		t.Errorf("second delta without the first: err = %v", err)
+	}
+	if _, err := q2.ApplyDelta(bytes.NewReader(d1.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q2.ApplyDelta(bytes.NewReader(d1.Bytes())); !errors.Is(err, ErrDeltaMismatch) {
+		t.Errorf("first delta twice: err = %v", err)
+	}
+	if _, err := q2.ApplyDelta(bytes.NewReader(d2.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(encode(t, q2), encode(t, p2)) {
+		t.Error("chain of two deltas did not give the original's state")
 	}
 	// Another mode's pair, a zero pair.
 	fp := mustNew(t, Options{ExpectedKeys: tc.o.ExpectedKeys, FPRate: tc.o.FPRate, Window: tc.o.Window, Mode: Fingerprint})
