@@ -470,56 +470,83 @@ func ExamplePair_TakeDelta() {
 // benchmarks: the state grows 16× across them.
 var deltaBenchSizes = []uint64{1 << 20, 4 << 20, 16 << 20}
 
+// steadyPair is a pair at a point of its steady state, for the delta
+// benchmarks.
+type steadyPair struct {
+	p    *Pair
+	ts   time.Time
+	step time.Duration
+	next uint64 // the next fresh key
+}
+
+// steadyPairs memoises the filled pairs: filling 16M keys takes seconds.
+var steadyPairs = map[[2]uint64]*steadyPair{}
+
 // deltaSteady returns a fingerprint pair of the stage's default options
-// (ε = 1e-6, 1 h window) sized for n keys at steady state: the previous
-// generation holds n keys, the current one n/2, time advancing so that each
-// window holds n keys. It also returns the time and the next key.
-func deltaSteady(b *testing.B, n uint64) (p *Pair, ts time.Time, step time.Duration, next uint64) {
+// (ε = 1e-6, 1 h window) sized for n keys, at steady state with time
+// advancing so that each window holds n keys: the previous generation
+// holds n keys and the current one fill% of n. Callers clone it.
+func deltaSteady(b *testing.B, n, fill uint64) *steadyPair {
 	b.Helper()
-	o := Options{ExpectedKeys: n, FPRate: largeFPRateFP, Window: time.Hour, Mode: Fingerprint}
-	p = mustNew(b, o)
-	ts, step = epoch, time.Hour/time.Duration(n)
-	var buf [16]byte
-	for next < n+n/2 {
-		p.TestAndAdd(freshKey(&buf, next), ts)
-		next++
-		ts = ts.Add(step)
+	if s, ok := steadyPairs[[2]uint64{n, fill}]; ok {
+		return s
 	}
-	p.ResetDelta()
-	return p, ts, step, next
+	o := Options{ExpectedKeys: n, FPRate: largeFPRateFP, Window: time.Hour, Mode: Fingerprint}
+	s := &steadyPair{p: mustNew(b, o), ts: epoch, step: time.Hour / time.Duration(n)}
+	var buf [16]byte
+	for s.next < n+n*fill/100 {
+		s.p.TestAndAdd(freshKey(&buf, s.next), s.ts)
+		s.next++
+		s.ts = s.ts.Add(s.step)
+	}
+	s.p.ResetDelta()
+	steadyPairs[[2]uint64{n, fill}] = s
+	return s
 }
 
 // BenchmarkDeltaBytesPerKey: delta bytes per new key at steady state, 1000
 // new keys per delta, for pairs of 1M, 4M and 16M keys (fingerprint mode,
 // default options), beside a full snapshot's bytes per key for the same
-// interval. The figure should not grow with the state:
+// interval. Every delta starts from the same state (a copy, outside the
+// timer), so the figure does not depend on b.N: mid-window (the current
+// generation half full) and late in the window (90% full: more
+// displacements per insert, each a word more). The figure should not grow
+// with the state:
 //
-//	go test ./rotation -run '^$' -bench DeltaBytesPerKey -benchtime=200x
+//	go test ./rotation -run '^$' -bench DeltaBytesPerKey -benchtime=20x
 func BenchmarkDeltaBytesPerKey(b *testing.B) {
 	const perDelta = 1000
 	for _, n := range deltaBenchSizes {
-		b.Run(fmt.Sprintf("keys=%dM", n>>20), func(b *testing.B) {
-			p, ts, step, next := deltaSteady(b, n)
-			var d Delta
-			var buf [16]byte
-			var total, words int
-			b.ResetTimer()
-			for range b.N {
-				for range perDelta {
-					p.TestAndAdd(freshKey(&buf, next), ts)
-					next++
-					ts = ts.Add(step)
+		for _, fill := range []uint64{50, 90} {
+			b.Run(fmt.Sprintf("keys=%dM/fill=%d%%", n>>20, fill), func(b *testing.B) {
+				s := deltaSteady(b, n, fill)
+				p := s.p.Clone()
+				var d Delta
+				var buf [16]byte
+				var total, words int
+				b.ResetTimer()
+				for i := range b.N {
+					b.StopTimer()
+					if err := s.p.CopyTo(p); err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+					ts := s.ts
+					for j := range uint64(perDelta) {
+						p.TestAndAdd(freshKey(&buf, s.next+uint64(i)*perDelta+j), ts)
+						ts = ts.Add(s.step)
+					}
+					p.TakeDelta(&d)
+					total += d.Len()
+					words += d.Words()
 				}
-				p.TakeDelta(&d)
-				total += d.Len()
-				words += d.Words()
-			}
-			b.StopTimer()
-			keys := float64(b.N * perDelta)
-			b.ReportMetric(float64(total)/keys, "bytes/key")
-			b.ReportMetric(float64(words)/keys, "words/key")
-			b.ReportMetric(float64(p.SizeBytes()+headerSize)/perDelta, "snapshot-bytes/key")
-		})
+				b.StopTimer()
+				keys := float64(b.N * perDelta)
+				b.ReportMetric(float64(total)/keys, "bytes/key")
+				b.ReportMetric(float64(words)/keys, "words/key")
+				b.ReportMetric(float64(p.SizeBytes()+headerSize)/perDelta, "snapshot-bytes/key")
+			})
+		}
 	}
 }
 
@@ -536,8 +563,9 @@ func benchDelta(b *testing.B, apply bool) {
 	const perDelta = 1000
 	for _, n := range deltaBenchSizes {
 		b.Run(fmt.Sprintf("keys=%dM", n>>20), func(b *testing.B) {
-			p, ts, step, next := deltaSteady(b, n)
-			q := p.Clone()
+			s := deltaSteady(b, n, 50)
+			p, q := s.p.Clone(), s.p.Clone()
+			ts, step, next := s.ts, s.step, s.next
 			var d Delta
 			var buf [16]byte
 			var r bytes.Reader
