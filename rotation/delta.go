@@ -123,6 +123,107 @@ func (d *Delta) WriteTo(w io.Writer) (int64, error) {
 	return int64(n), nil
 }
 
+// ReadFrom reads one delta written by WriteTo into d, replacing what d
+// held, and checks its checksums and the header fields that need no pair
+// (options, geometry, word and stash counts, length), so that a store can
+// read, inspect (From, To, Seq, Words, Len) and keep a delta before any
+// pair takes it; ApplyDelta of d.Bytes() checks the rest. A refused delta
+// is a *CorruptError as in ApplyDelta, and leaves d empty.
+func (d *Delta) ReadFrom(r io.Reader) (int64, error) {
+	d.words = 0
+	if cap(d.buf) < deltaHeaderSize {
+		d.buf = make([]byte, deltaHeaderSize)
+	}
+	d.buf = d.buf[:deltaHeaderSize]
+	n, err := d.readFrom(r)
+	if err != nil {
+		d.buf = d.buf[:0]
+		d.words = 0
+	}
+	return n, err
+}
+
+func (d *Delta) readFrom(r io.Reader) (int64, error) {
+	h := (*[deltaHeaderSize]byte)(d.buf)
+	n, err := io.ReadFull(r, h[:])
+	if err != nil {
+		return int64(n), deltaReadError("delta header", int64(n), err)
+	}
+	if err := checkDeltaIntegrity(h); err != nil {
+		return int64(n), err
+	}
+	u64 := func(off int) uint64 { return binary.LittleEndian.Uint64(h[off:]) }
+	o := Options{Mode: Mode(h[6]), ExpectedKeys: u64(8), FPRate: math.Float64frombits(u64(16)), Window: time.Duration(u64(24))}
+	if o.Mode != Counting && o.Mode != Plain && o.Mode != Fingerprint {
+		return int64(n), deltaInvalid("delta mode", 6, "mode %d", h[6])
+	}
+	o, err = o.normalize()
+	if err != nil {
+		return int64(n), deltaInvalid("delta options", 8, "%v", err)
+	}
+	m, k := u64(32), uint64(binary.LittleEndian.Uint32(h[40:]))
+	wantM, _ := geometry(o)
+	if m < wantM/2 || m > 2*wantM || k == 0 || k > maxK {
+		return int64(n), deltaInvalid("delta geometry", 32, "m=%d, k=%d far from the options' m=%d", m, k, wantM)
+	}
+	var genWords uint64
+	switch o.Mode {
+	case Counting:
+		genWords = m / 16
+	case Plain:
+		genWords = (m + 63) / 64
+	default:
+		genWords = (m/slotsPerBucket*(k/2) + 7) / 8
+	}
+	var stashBytes uint64
+	for g := range 2 {
+		if w := u64(136 + 8*g); w > genWords {
+			return int64(n), deltaInvalid("delta word count", int64(136+8*g), "%d words in a generation of %d", w, genWords)
+		}
+		if a, b := u64(80+16*g), u64(88+16*g); !countsValid(o.Mode, m, a, b) {
+			return int64(n), deltaInvalid([2]string{"delta current counts", "delta previous counts"}[g], int64(80+16*g), "counts %d, %d", a, b)
+		} else if o.Mode == Fingerprint {
+			stashBytes += stashEntry * b
+		}
+	}
+	w, body := u64(136)+u64(144), u64(152)
+	if body < w*minDeltaWord+stashBytes+4 || body > w*maxDeltaWord+stashBytes+4 {
+		return int64(n), deltaInvalid("delta body length", 152, "%d bytes for %d words and %d stash bytes", body, w, stashBytes)
+	}
+	total := deltaHeaderSize + int(body)
+	if cap(d.buf) < total {
+		grown := make([]byte, total)
+		copy(grown, d.buf[:deltaHeaderSize])
+		d.buf = grown
+	}
+	d.buf = d.buf[:total]
+	m2, err := io.ReadFull(r, d.buf[deltaHeaderSize:])
+	read := int64(n + m2)
+	if err != nil {
+		return read, deltaReadError("delta body", read, err)
+	}
+	crc := crc32.Checksum(d.buf[:total-4], castagnoli)
+	if stored := binary.LittleEndian.Uint32(d.buf[total-4:]); stored != crc {
+		return read, &CorruptError{What: "delta checksum", Offset: read - 4, Err: fmt.Errorf("%w: stored %08x, computed %08x", ErrChecksum, stored, crc), delta: true}
+	}
+	d.words = int(w)
+	return read, nil
+}
+
+// checkDeltaIntegrity checks a delta header's magic, version and checksum.
+func checkDeltaIntegrity(h *[deltaHeaderSize]byte) error {
+	if string(h[0:4]) != deltaMagic {
+		return deltaInvalid("delta magic", 0, "got %q, want %q", h[0:4], deltaMagic)
+	}
+	if v := binary.LittleEndian.Uint16(h[4:]); v != deltaVersion {
+		return &CorruptError{What: "delta version", Offset: 4, Err: fmt.Errorf("%w %d (this build reads %d)", ErrVersion, v, deltaVersion), delta: true}
+	}
+	if got, want := binary.LittleEndian.Uint32(h[160:]), crc32.Checksum(h[:160], castagnoli); got != want {
+		return &CorruptError{What: "delta header", Offset: 160, Err: fmt.Errorf("%w: stored %08x, computed %08x", ErrChecksum, got, want), delta: true}
+	}
+	return nil
+}
+
 // TakeDelta captures into d every change of p since its previous TakeDelta
 // or ResetDelta (or since New, ReadFrom, ApplyDelta, or CopyTo into p), and
 // starts tracking afresh. Applied with ApplyDelta to a pair holding the
@@ -315,14 +416,8 @@ func (p *Pair) ApplyDelta(r io.Reader) (int64, error) {
 	if err != nil {
 		return int64(n), deltaReadError("delta header", int64(n), err)
 	}
-	if string(h[0:4]) != deltaMagic {
-		return int64(n), deltaInvalid("delta magic", 0, "got %q, want %q", h[0:4], deltaMagic)
-	}
-	if v := binary.LittleEndian.Uint16(h[4:]); v != deltaVersion {
-		return int64(n), &CorruptError{What: "delta version", Offset: 4, Err: fmt.Errorf("%w %d (this build reads %d)", ErrVersion, v, deltaVersion), delta: true}
-	}
-	if got, want := binary.LittleEndian.Uint32(h[160:]), crc32.Checksum(h[:160], castagnoli); got != want {
-		return int64(n), &CorruptError{What: "delta header", Offset: 160, Err: fmt.Errorf("%w: stored %08x, computed %08x", ErrChecksum, got, want), delta: true}
+	if err := checkDeltaIntegrity(h); err != nil {
+		return int64(n), err
 	}
 	dh, err := p.checkDeltaHeader(h)
 	if err != nil {

@@ -115,6 +115,12 @@ func TestDeltaReplay(t *testing.T) {
 					if to != p.Stats().Rotations || from != q.Stats().Rotations {
 						t.Fatalf("delta From %d To %d; pair at %d, replica at %d", from, to, p.Stats().Rotations, q.Stats().Rotations)
 					}
+					var rd Delta
+					if _, err := rd.ReadFrom(bytes.NewReader(buf.Bytes())); err != nil || rd.Len() != d.Len() || rd.Words() != d.Words() ||
+						rd.From() != d.From() || rd.To() != d.To() || rd.Seq() != d.Seq() {
+						t.Fatalf("Delta.ReadFrom: %v; read %d bytes, %d words, from %d to %d seq %d; wrote %d, %d, %d, %d, %d",
+							err, rd.Len(), rd.Words(), rd.From(), rd.To(), rd.Seq(), d.Len(), d.Words(), d.From(), d.To(), d.Seq())
+					}
 					if n, err := q.ApplyDelta(&buf); err != nil || n != int64(d.Len()) {
 						t.Fatalf("seed %d step %d (%d crossings): ApplyDelta = %d, %v (delta %d bytes)", seed, step, crossings, n, err, d.Len())
 					}
@@ -231,6 +237,10 @@ func TestDeltaDamage(t *testing.T) {
 					if !errors.As(err, &ce) {
 						t.Fatalf("byte %d ^ %#x: err = %v, want *CorruptError", i, flip, err)
 					}
+					var rd Delta
+					if _, err := rd.ReadFrom(bytes.NewReader(bad)); !errors.As(err, &ce) || rd.Len() != 0 {
+						t.Fatalf("byte %d ^ %#x: Delta.ReadFrom err = %v (len %d), want *CorruptError", i, flip, err, rd.Len())
+					}
 					if !bytes.Equal(encode(t, q), before) {
 						t.Fatalf("byte %d ^ %#x: refused delta changed the pair", i, flip)
 					}
@@ -242,12 +252,21 @@ func TestDeltaDamage(t *testing.T) {
 				if !errors.Is(err, ErrTruncated) || !errors.As(err, &ce) || ce.Offset != int64(n) {
 					t.Fatalf("truncated to %d of %d bytes: err = %v", n, len(data), err)
 				}
+				var rd Delta
+				if _, err := rd.ReadFrom(bytes.NewReader(data[:n])); !errors.Is(err, ErrTruncated) {
+					t.Fatalf("truncated to %d of %d bytes: Delta.ReadFrom err = %v", n, len(data), err)
+				}
 				if !bytes.Equal(encode(t, q), before) {
 					t.Fatalf("truncated delta changed the pair")
 				}
 			}
-			// The intact delta still applies.
-			if _, err := q.ApplyDelta(bytes.NewReader(data)); err != nil {
+			// The intact delta reads back whole, and still applies.
+			var rd Delta
+			if n, err := rd.ReadFrom(bytes.NewReader(append(bytes.Clone(data), 0xAA))); err != nil || n != int64(len(data)) ||
+				!bytes.Equal(rd.Bytes(), data) || rd.Len() != len(data) {
+				t.Fatalf("Delta.ReadFrom = %d, %v; read back %d bytes of %d", n, err, rd.Len(), len(data))
+			}
+			if _, err := q.ApplyDelta(bytes.NewReader(rd.Bytes())); err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(encode(t, q), encode(t, p)) {
@@ -306,6 +325,14 @@ func TestDeltaErrors(t *testing.T) {
 		}
 		if !bytes.Equal(encode(t, q), before) {
 			t.Errorf("%s: refused delta changed the pair", c.name)
+		}
+		// Delta.ReadFrom, which has no pair, refuses what needs none.
+		switch c.what {
+		case "delta magic", "delta version", "delta header", "delta checksum", "delta word count", "delta body length":
+			var rd Delta
+			if _, err := rd.ReadFrom(bytes.NewReader(c.edit(bytes.Clone(data)))); !errors.Is(err, c.want) || !errors.As(err, &ce) || ce.What != c.what {
+				t.Errorf("%s: Delta.ReadFrom err = %v, want %v in %q", c.name, err, c.want, c.what)
+			}
 		}
 	}
 	// Applied twice: the second time the pair is no longer at From (the
@@ -423,9 +450,14 @@ func FuzzApplyDelta(f *testing.F) {
 		if reseal && len(data) >= deltaHeaderSize+4 {
 			data = resealDelta(bytes.Clone(data))
 		}
+		var rd Delta
+		_, rerr := rd.ReadFrom(bytes.NewReader(data))
 		q := base.Clone()
 		before := encode(t, q)
 		n, err := q.ApplyDelta(bytes.NewReader(data))
+		if err == nil && (rerr != nil || int64(rd.Len()) != n) {
+			t.Fatalf("applied delta of %d bytes; Delta.ReadFrom read %d: %v", n, rd.Len(), rerr)
+		}
 		if err != nil {
 			if !bytes.Equal(encode(t, q), before) {
 				t.Fatal("refused delta changed the pair")
