@@ -114,8 +114,10 @@
 // its size follows the keys changed, not the size of the pair. Plain mode's
 // bit filters place their bits themselves, so its deltas carry every word.
 // A delta fits only the state it was taken from (same options, rotations
-// equal to its From); anything else is refused with ErrDeltaMismatch, a
-// damaged delta with a *CorruptError, and either way the pair is unchanged.
+// equal to its From, the deltas before it in its chain applied: Seq);
+// anything else is refused with ErrDeltaMismatch, a damaged delta with a
+// *CorruptError, and either way the pair is unchanged. Delta.ReadFrom reads
+// and checks a delta without a pair, for a store to inspect or keep.
 //
 // # Concurrency
 //
