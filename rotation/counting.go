@@ -22,11 +22,10 @@ type counting struct {
 	cur       int       // generation (0 or 1) that is current
 	nonzero   [2]uint64 // per generation: counters > 0
 	saturated [2]uint64 // per generation: counters == 15
-	// dirty has, per generation (physical half, not current/previous), one
-	// bit per word of the generation (bit 8b+w: word w of block b) set by
-	// every change since the last TakeDelta; a clear of the generation
-	// clears it too (delta.go).
-	dirty [2][]uint64
+	// dirty marks, per generation, the words every change since the last
+	// TakeDelta wrote (word 8b+w: word w of block b); a clear of the
+	// generation clears its marks too (delta.go).
+	dirty dirtySet
 }
 
 // probe is where a key lives: its block, and per word a mask with the high
@@ -47,11 +46,7 @@ const (
 func newCounting(blocks uint64, k int) *counting {
 	words := make([]uint64, blocks*bucketWords)
 	adviseHuge(words)
-	c := &counting{words: words, blocks: blocks, k: k}
-	for g := range 2 {
-		c.dirty[g] = make([]uint64, (blocks+7)/8)
-	}
-	return c
+	return &counting{words: words, blocks: blocks, k: k, dirty: newDirtySet(blocks*blockWords, 0)}
 }
 
 // nonzero8 has bit 3 of every non-zero nibble of x set (and garbage in bits
@@ -135,10 +130,10 @@ func (c *counting) testAndAdd(pr *probe) bool {
 }
 
 // markBlock marks the words of block b of generation g whose bits are set in
-// changed (bit w: word w) as dirty: one OR, because a block's 8 words are one
-// byte of the bitmap.
+// changed (bit w: word w) as dirty: one mark, because a block's 8 words are
+// one byte of the bitmap.
 func (c *counting) markBlock(g int, b, changed uint64) {
-	c.dirty[g][b>>3] |= changed << ((b & 7) * blockWords)
+	c.dirty.mark(g, b>>3, changed<<((b&7)*blockWords))
 }
 
 // incrementBlock adds one to the masked, unsaturated counters of block b and
@@ -229,14 +224,13 @@ func (c *counting) clearGen(g int) {
 		clear(c.words[i : i+blockWords])
 	}
 	c.nonzero[g], c.saturated[g] = 0, 0
-	clear(c.dirty[g])
+	c.dirty.clearGen(g)
 }
 
 func (c *counting) clearAll() {
 	clear(c.words)
 	c.nonzero, c.saturated = [2]uint64{}, [2]uint64{}
-	clear(c.dirty[0])
-	clear(c.dirty[1])
+	c.dirty.reset()
 }
 
 // copyFrom copies src's state; the receiver's change tracking is cleared
@@ -244,8 +238,7 @@ func (c *counting) clearAll() {
 func (c *counting) copyFrom(src *counting) {
 	copy(c.words, src.words)
 	c.cur, c.nonzero, c.saturated = src.cur, src.nonzero, src.saturated
-	clear(c.dirty[0])
-	clear(c.dirty[1])
+	c.dirty.reset()
 }
 
 // genWords returns the number of words of one generation.

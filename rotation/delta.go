@@ -27,7 +27,8 @@ import (
 //	    24    8  Options.Window (nanoseconds)
 //	    32    8  m, as in a snapshot
 //	    40    4  k, as in a snapshot
-//	    44    4  reserved (0)
+//	    44    4  sequence: deltas taken before this one since the base state
+//	             (ResetDelta, ReadFrom, CopyTo into the pair), mod 2³²
 //	    48    8  from: the rotations of the state the delta applies to
 //	    56    8  swaps: generation swap-and-clears to replay first (1: rotate;
 //	             2 or more: clear both)
@@ -85,6 +86,17 @@ func (d *Delta) Words() int { return d.words }
 func (d *Delta) From() uint64 { return d.field(48) }
 func (d *Delta) To() uint64   { return d.field(72) }
 
+// Seq is the delta's place in its chain: 0 for the first delta after the
+// base state (ResetDelta, ReadFrom, CopyTo into the pair), then 1, 2, …
+// (mod 2³²). ApplyDelta takes only the next one, so a lost or repeated
+// delta is refused, not applied.
+func (d *Delta) Seq() uint32 {
+	if len(d.buf) < deltaHeaderSize {
+		return 0
+	}
+	return binary.LittleEndian.Uint32(d.buf[44:])
+}
+
 func (d *Delta) field(off int) uint64 {
 	if len(d.buf) < deltaHeaderSize {
 		return 0
@@ -111,10 +123,114 @@ func (d *Delta) WriteTo(w io.Writer) (int64, error) {
 	return int64(n), nil
 }
 
+// ReadFrom reads one delta written by WriteTo into d, replacing what d
+// held, and checks its checksums and the header fields that need no pair
+// (options, geometry, word and stash counts, length), so that a store can
+// read, inspect (From, To, Seq, Words, Len) and keep a delta before any
+// pair takes it; ApplyDelta of d.Bytes() checks the rest. A refused delta
+// is a *CorruptError as in ApplyDelta, and leaves d empty.
+func (d *Delta) ReadFrom(r io.Reader) (int64, error) {
+	d.words = 0
+	if cap(d.buf) < deltaHeaderSize {
+		d.buf = make([]byte, deltaHeaderSize)
+	}
+	d.buf = d.buf[:deltaHeaderSize]
+	n, err := d.readFrom(r)
+	if err != nil {
+		d.buf = d.buf[:0]
+		d.words = 0
+	}
+	return n, err
+}
+
+func (d *Delta) readFrom(r io.Reader) (int64, error) {
+	h := (*[deltaHeaderSize]byte)(d.buf)
+	n, err := io.ReadFull(r, h[:])
+	if err != nil {
+		return int64(n), deltaReadError("delta header", int64(n), err)
+	}
+	if err := checkDeltaIntegrity(h); err != nil {
+		return int64(n), err
+	}
+	u64 := func(off int) uint64 { return binary.LittleEndian.Uint64(h[off:]) }
+	o := Options{Mode: Mode(h[6]), ExpectedKeys: u64(8), FPRate: math.Float64frombits(u64(16)), Window: time.Duration(u64(24))}
+	if o.Mode != Counting && o.Mode != Plain && o.Mode != Fingerprint {
+		return int64(n), deltaInvalid("delta mode", 6, "mode %d", h[6])
+	}
+	o, err = o.normalize()
+	if err != nil {
+		return int64(n), deltaInvalid("delta options", 8, "%v", err)
+	}
+	m, k := u64(32), uint64(binary.LittleEndian.Uint32(h[40:]))
+	wantM, _ := geometry(o)
+	if m < wantM/2 || m > 2*wantM || k == 0 || k > maxK {
+		return int64(n), deltaInvalid("delta geometry", 32, "m=%d, k=%d far from the options' m=%d", m, k, wantM)
+	}
+	var genWords uint64
+	switch o.Mode {
+	case Counting:
+		genWords = m / 16
+	case Plain:
+		genWords = (m + 63) / 64
+	default:
+		genWords = (m/slotsPerBucket*(k/2) + 7) / 8
+	}
+	var stashBytes uint64
+	for g := range 2 {
+		if w := u64(136 + 8*g); w > genWords {
+			return int64(n), deltaInvalid("delta word count", int64(136+8*g), "%d words in a generation of %d", w, genWords)
+		}
+		if a, b := u64(80+16*g), u64(88+16*g); !countsValid(o.Mode, m, a, b) {
+			return int64(n), deltaInvalid([2]string{"delta current counts", "delta previous counts"}[g], int64(80+16*g), "counts %d, %d", a, b)
+		} else if o.Mode == Fingerprint {
+			stashBytes += stashEntry * b
+		}
+	}
+	w, body := u64(136)+u64(144), u64(152)
+	if body < w*minDeltaWord+stashBytes+4 || body > w*maxDeltaWord+stashBytes+4 {
+		return int64(n), deltaInvalid("delta body length", 152, "%d bytes for %d words and %d stash bytes", body, w, stashBytes)
+	}
+	total := deltaHeaderSize + int(body)
+	if cap(d.buf) < total {
+		grown := make([]byte, total)
+		copy(grown, d.buf[:deltaHeaderSize])
+		d.buf = grown
+	}
+	d.buf = d.buf[:total]
+	m2, err := io.ReadFull(r, d.buf[deltaHeaderSize:])
+	read := int64(n + m2)
+	if err != nil {
+		return read, deltaReadError("delta body", read, err)
+	}
+	crc := crc32.Checksum(d.buf[:total-4], castagnoli)
+	if stored := binary.LittleEndian.Uint32(d.buf[total-4:]); stored != crc {
+		return read, &CorruptError{What: "delta checksum", Offset: read - 4, Err: fmt.Errorf("%w: stored %08x, computed %08x", ErrChecksum, stored, crc), delta: true}
+	}
+	d.words = int(w)
+	return read, nil
+}
+
+// checkDeltaIntegrity checks a delta header's magic, version and checksum.
+func checkDeltaIntegrity(h *[deltaHeaderSize]byte) error {
+	if string(h[0:4]) != deltaMagic {
+		return deltaInvalid("delta magic", 0, "got %q, want %q", h[0:4], deltaMagic)
+	}
+	if v := binary.LittleEndian.Uint16(h[4:]); v != deltaVersion {
+		return &CorruptError{What: "delta version", Offset: 4, Err: fmt.Errorf("%w %d (this build reads %d)", ErrVersion, v, deltaVersion), delta: true}
+	}
+	if got, want := binary.LittleEndian.Uint32(h[160:]), crc32.Checksum(h[:160], castagnoli); got != want {
+		return &CorruptError{What: "delta header", Offset: 160, Err: fmt.Errorf("%w: stored %08x, computed %08x", ErrChecksum, got, want), delta: true}
+	}
+	return nil
+}
+
 // TakeDelta captures into d every change of p since its previous TakeDelta
 // or ResetDelta (or since New, ReadFrom, ApplyDelta, or CopyTo into p), and
 // starts tracking afresh. Applied with ApplyDelta to a pair holding the
-// state p had then, the delta gives that pair exactly p's state now.
+// state p had then, the delta gives that pair exactly p's state now. The
+// changes are p's to carry no longer: if the delta is lost (its write
+// fails), no later delta makes up for it, and ApplyDelta refuses the ones
+// after the gap (Seq); take a new base (CopyTo, ResetDelta) instead.
 //
 // It costs a scan of p's change bitmaps (one bit per filter word: 1/64 of
 // the filters' memory) plus the words that changed, and allocates only
@@ -144,6 +260,7 @@ func (p *Pair) TakeDelta(d *Delta) {
 	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 	d.buf, d.words = b, int(n[0]+n[1])
 	p.deltaSwaps, p.deltaFrom = 0, p.rotations
+	p.deltaSeq++
 }
 
 // ResetDelta forgets the changes tracked since the previous TakeDelta: the
@@ -152,15 +269,10 @@ func (p *Pair) TakeDelta(d *Delta) {
 // goroutine that owns p. It clears the change bitmaps (1/64 of the filters'
 // memory).
 func (p *Pair) ResetDelta() {
-	switch {
-	case p.cnt != nil:
-		clear(p.cnt.dirty[0])
-		clear(p.cnt.dirty[1])
-	case p.fp != nil:
-		clear(p.fp.dirty[0])
-		clear(p.fp.dirty[1])
+	if d := p.dirtySet(); d != nil {
+		d.reset()
 	}
-	p.deltaSwaps, p.deltaFrom = 0, p.rotations
+	p.deltaSwaps, p.deltaFrom, p.deltaSeq = 0, p.rotations, 0
 }
 
 // putDeltaHeader fills h except the word counts, body length and checksum.
@@ -176,6 +288,7 @@ func (p *Pair) putDeltaHeader(h *[deltaHeaderSize]byte) {
 	binary.LittleEndian.PutUint64(h[24:], uint64(p.opts.Window))
 	binary.LittleEndian.PutUint64(h[32:], p.m)
 	binary.LittleEndian.PutUint32(h[40:], uint32(p.k))
+	binary.LittleEndian.PutUint32(h[44:], p.deltaSeq)
 	binary.LittleEndian.PutUint64(h[48:], p.deltaFrom)
 	binary.LittleEndian.PutUint64(h[56:], p.deltaSwaps)
 	binary.LittleEndian.PutUint64(h[64:], uint64(p.start))
@@ -188,16 +301,30 @@ func (p *Pair) putDeltaHeader(h *[deltaHeaderSize]byte) {
 	}
 }
 
-// dirtyMap returns the change bitmap of logical generation g (0 current, 1
-// previous); nil in Plain mode, which does not track changes.
-func (p *Pair) dirtyMap(g int) []uint64 {
+// dirtySet returns the change tracking of p's filters; nil in Plain mode,
+// which does not track changes.
+func (p *Pair) dirtySet() *dirtySet {
 	switch {
 	case p.cnt != nil:
-		return p.cnt.dirty[p.cnt.cur^g]
+		return &p.cnt.dirty
 	case p.fp != nil:
-		return p.fp.dirty[p.fp.cur^g]
+		return &p.fp.dirty
 	}
 	return nil
+}
+
+// dirtyMap returns the change bitmap of logical generation g (0 current, 1
+// previous), with every pending mark folded in; nil in Plain mode.
+func (p *Pair) dirtyMap(g int) []uint64 {
+	d := p.dirtySet()
+	if d == nil {
+		return nil
+	}
+	d.fold()
+	if p.cnt != nil {
+		return d.maps[p.cnt.cur^g]
+	}
+	return d.maps[p.fp.cur^g]
 }
 
 // word returns word i of logical generation g's snapshot data.
@@ -264,7 +391,9 @@ func deltaInvalid(what string, off int64, format string, args ...any) error {
 
 // ApplyDelta reads one delta written by Delta.WriteTo and applies it to p,
 // which must hold the state the delta was taken from: the same options and
-// geometry, and Stats().Rotations equal to the delta's From. It reads the
+// geometry, Stats().Rotations equal to the delta's From, and the deltas
+// before it in its chain applied (Seq: a pair restored from a base takes
+// delta 0, then 1, …). It reads the
 // whole delta and checks it (checksums, fields, every word index and stash
 // entry) before changing anything, so a refused delta leaves p as it was:
 // a damaged delta is refused with a *CorruptError wrapping ErrTruncated,
@@ -287,14 +416,8 @@ func (p *Pair) ApplyDelta(r io.Reader) (int64, error) {
 	if err != nil {
 		return int64(n), deltaReadError("delta header", int64(n), err)
 	}
-	if string(h[0:4]) != deltaMagic {
-		return int64(n), deltaInvalid("delta magic", 0, "got %q, want %q", h[0:4], deltaMagic)
-	}
-	if v := binary.LittleEndian.Uint16(h[4:]); v != deltaVersion {
-		return int64(n), &CorruptError{What: "delta version", Offset: 4, Err: fmt.Errorf("%w %d (this build reads %d)", ErrVersion, v, deltaVersion), delta: true}
-	}
-	if got, want := binary.LittleEndian.Uint32(h[160:]), crc32.Checksum(h[:160], castagnoli); got != want {
-		return int64(n), &CorruptError{What: "delta header", Offset: 160, Err: fmt.Errorf("%w: stored %08x, computed %08x", ErrChecksum, got, want), delta: true}
+	if err := checkDeltaIntegrity(h); err != nil {
+		return int64(n), err
 	}
 	dh, err := p.checkDeltaHeader(h)
 	if err != nil {
@@ -363,8 +486,8 @@ func (p *Pair) checkDeltaHeader(h *[deltaHeaderSize]byte) (deltaHeader, error) {
 	if from := u64(48); from != p.rotations {
 		return dh, fmt.Errorf("apply delta: %w: delta applies to the state after %d rotations, the pair is at %d", ErrDeltaMismatch, from, p.rotations)
 	}
-	if r := binary.LittleEndian.Uint32(h[44:]); r != 0 {
-		return dh, deltaInvalid("delta reserved", 44, "reserved field %#x", r)
+	if seq := binary.LittleEndian.Uint32(h[44:]); seq != p.deltaSeq {
+		return dh, fmt.Errorf("apply delta: %w: delta %d of its chain, the pair expects delta %d", ErrDeltaMismatch, seq, p.deltaSeq)
 	}
 	if h[7]&^1 != 0 {
 		return dh, deltaInvalid("delta flags", 7, "unknown flags %#x", h[7])
@@ -541,5 +664,7 @@ func (p *Pair) applyDeltaBody(dh *deltaHeader, body []byte) {
 	default:
 		p.pcur.added, p.pprev.added = dh.counts[0][0], dh.counts[1][0]
 	}
+	seq := p.deltaSeq
 	p.ResetDelta()
+	p.deltaSeq = seq + 1 // the next delta of the chain
 }

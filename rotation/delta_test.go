@@ -109,8 +109,17 @@ func TestDeltaReplay(t *testing.T) {
 						t.Fatalf("WriteTo = %d, %v; Len %d", n, err, d.Len())
 					}
 					from, to := d.From(), d.To()
+					if d.Seq() != uint32(step) {
+						t.Fatalf("step %d: delta Seq %d", step, d.Seq())
+					}
 					if to != p.Stats().Rotations || from != q.Stats().Rotations {
 						t.Fatalf("delta From %d To %d; pair at %d, replica at %d", from, to, p.Stats().Rotations, q.Stats().Rotations)
+					}
+					var rd Delta
+					if _, err := rd.ReadFrom(bytes.NewReader(buf.Bytes())); err != nil || rd.Len() != d.Len() || rd.Words() != d.Words() ||
+						rd.From() != d.From() || rd.To() != d.To() || rd.Seq() != d.Seq() {
+						t.Fatalf("Delta.ReadFrom: %v; read %d bytes, %d words, from %d to %d seq %d; wrote %d, %d, %d, %d, %d",
+							err, rd.Len(), rd.Words(), rd.From(), rd.To(), rd.Seq(), d.Len(), d.Words(), d.From(), d.To(), d.Seq())
 					}
 					if n, err := q.ApplyDelta(&buf); err != nil || n != int64(d.Len()) {
 						t.Fatalf("seed %d step %d (%d crossings): ApplyDelta = %d, %v (delta %d bytes)", seed, step, crossings, n, err, d.Len())
@@ -228,6 +237,10 @@ func TestDeltaDamage(t *testing.T) {
 					if !errors.As(err, &ce) {
 						t.Fatalf("byte %d ^ %#x: err = %v, want *CorruptError", i, flip, err)
 					}
+					var rd Delta
+					if _, err := rd.ReadFrom(bytes.NewReader(bad)); !errors.As(err, &ce) || rd.Len() != 0 {
+						t.Fatalf("byte %d ^ %#x: Delta.ReadFrom err = %v (len %d), want *CorruptError", i, flip, err, rd.Len())
+					}
 					if !bytes.Equal(encode(t, q), before) {
 						t.Fatalf("byte %d ^ %#x: refused delta changed the pair", i, flip)
 					}
@@ -239,12 +252,21 @@ func TestDeltaDamage(t *testing.T) {
 				if !errors.Is(err, ErrTruncated) || !errors.As(err, &ce) || ce.Offset != int64(n) {
 					t.Fatalf("truncated to %d of %d bytes: err = %v", n, len(data), err)
 				}
+				var rd Delta
+				if _, err := rd.ReadFrom(bytes.NewReader(data[:n])); !errors.Is(err, ErrTruncated) {
+					t.Fatalf("truncated to %d of %d bytes: Delta.ReadFrom err = %v", n, len(data), err)
+				}
 				if !bytes.Equal(encode(t, q), before) {
 					t.Fatalf("truncated delta changed the pair")
 				}
 			}
-			// The intact delta still applies.
-			if _, err := q.ApplyDelta(bytes.NewReader(data)); err != nil {
+			// The intact delta reads back whole, and still applies.
+			var rd Delta
+			if n, err := rd.ReadFrom(bytes.NewReader(append(bytes.Clone(data), 0xAA))); err != nil || n != int64(len(data)) ||
+				!bytes.Equal(rd.Bytes(), data) || rd.Len() != len(data) {
+				t.Fatalf("Delta.ReadFrom = %d, %v; read back %d bytes of %d", n, err, rd.Len(), len(data))
+			}
+			if _, err := q.ApplyDelta(bytes.NewReader(rd.Bytes())); err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(encode(t, q), encode(t, p)) {
@@ -282,6 +304,7 @@ func TestDeltaErrors(t *testing.T) {
 		{"fp rate", func(b []byte) []byte { b[16]++; return resealDelta(b) }, ErrDeltaMismatch, ""},
 		{"window", func(b []byte) []byte { b[25]++; return resealDelta(b) }, ErrDeltaMismatch, ""},
 		{"from", func(b []byte) []byte { b[48]++; return resealDelta(b) }, ErrDeltaMismatch, ""},
+		{"sequence", func(b []byte) []byte { b[44]++; return resealDelta(b) }, ErrDeltaMismatch, ""},
 		{"flags", func(b []byte) []byte { b[7] |= 4; return resealDelta(b) }, ErrInvalid, "delta flags"},
 		{"window start", func(b []byte) []byte { b[64]++; return resealDelta(b) }, ErrInvalid, "delta window start"},
 		{"counts", func(b []byte) []byte { b[80]++; return resealDelta(b) }, ErrInvalid, "delta current generation"},
@@ -303,6 +326,14 @@ func TestDeltaErrors(t *testing.T) {
 		if !bytes.Equal(encode(t, q), before) {
 			t.Errorf("%s: refused delta changed the pair", c.name)
 		}
+		// Delta.ReadFrom, which has no pair, refuses what needs none.
+		switch c.what {
+		case "delta magic", "delta version", "delta header", "delta checksum", "delta word count", "delta body length":
+			var rd Delta
+			if _, err := rd.ReadFrom(bytes.NewReader(c.edit(bytes.Clone(data)))); !errors.Is(err, c.want) || !errors.As(err, &ce) || ce.What != c.what {
+				t.Errorf("%s: Delta.ReadFrom err = %v, want %v in %q", c.name, err, c.want, c.what)
+			}
+		}
 	}
 	// Applied twice: the second time the pair is no longer at From (the
 	// delta crosses a window boundary).
@@ -312,6 +343,33 @@ func TestDeltaErrors(t *testing.T) {
 	}
 	if _, err := q.ApplyDelta(bytes.NewReader(data)); !errors.Is(err, ErrDeltaMismatch) {
 		t.Errorf("applied twice: err = %v", err)
+	}
+	// A lost delta, or one applied twice, in one window (same From): the
+	// sequence refuses them.
+	p2 := base.Clone()
+	q2 := base.Clone()
+	var d1, d2 Delta
+	p2.TestAndAdd(testKey(5, 1), time.Time{})
+	p2.TakeDelta(&d1)
+	p2.TestAndAdd(testKey(5, 2), time.Time{})
+	p2.TakeDelta(&d2)
+	if d1.From() != d2.From() || d1.Seq() != 0 || d2.Seq() != 1 {
+		t.Fatalf("deltas in one window: From %d, %d; Seq %d, %d", d1.From(), d2.From(), d1.Seq(), d2.Seq())
+	}
+	if _, err := q2.ApplyDelta(bytes.NewReader(d2.Bytes())); !errors.Is(err, ErrDeltaMismatch) {
+		t.Errorf("second delta without the first: err = %v", err)
+	}
+	if _, err := q2.ApplyDelta(bytes.NewReader(d1.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q2.ApplyDelta(bytes.NewReader(d1.Bytes())); !errors.Is(err, ErrDeltaMismatch) {
+		t.Errorf("first delta twice: err = %v", err)
+	}
+	if _, err := q2.ApplyDelta(bytes.NewReader(d2.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(encode(t, q2), encode(t, p2)) {
+		t.Error("chain of two deltas did not give the original's state")
 	}
 	// Another mode's pair, a zero pair.
 	fp := mustNew(t, Options{ExpectedKeys: tc.o.ExpectedKeys, FPRate: tc.o.FPRate, Window: tc.o.Window, Mode: Fingerprint})
@@ -365,16 +423,18 @@ func TestDeltaNoAllocations(t *testing.T) {
 	}
 }
 
-// FuzzApplyDelta: any input is either applied (then the pair re-encodes
-// consistently and a fresh delta of it applies to a copy) or refused,
-// leaving the pair as it was. Never a panic.
+// FuzzApplyDelta: any input is either applied (then the pair's snapshot
+// decodes and the pair carries on) or refused, leaving the pair as it was.
+// Never a panic. With reseal set, the input's checksums are recomputed
+// first, so that the fuzzer gets past them to the field checks.
 func FuzzApplyDelta(f *testing.F) {
 	for _, tc := range deltaCases() {
 		tc.o.ExpectedKeys, tc.keys = min(tc.o.ExpectedKeys, 100), 100
 		_, _, data := deltaPair(f, tc)
-		f.Add(byte(tc.o.Mode), data)
-		f.Add(byte(tc.o.Mode), data[:deltaHeaderSize])
-		f.Add(byte(tc.o.Mode), data[:len(data)/2])
+		f.Add(byte(tc.o.Mode), false, data)
+		f.Add(byte(tc.o.Mode), true, data)
+		f.Add(byte(tc.o.Mode), false, data[:deltaHeaderSize])
+		f.Add(byte(tc.o.Mode), false, data[:len(data)/2])
 	}
 	bases := map[Mode]*Pair{}
 	for _, tc := range deltaCases()[:3] {
@@ -382,14 +442,22 @@ func FuzzApplyDelta(f *testing.F) {
 		_, base, _ := deltaPair(f, tc)
 		bases[tc.o.Mode] = base
 	}
-	f.Fuzz(func(t *testing.T, mode byte, data []byte) {
+	f.Fuzz(func(t *testing.T, mode byte, reseal bool, data []byte) {
 		base, ok := bases[Mode(mode)]
 		if !ok {
 			return
 		}
+		if reseal && len(data) >= deltaHeaderSize+4 {
+			data = resealDelta(bytes.Clone(data))
+		}
+		var rd Delta
+		_, rerr := rd.ReadFrom(bytes.NewReader(data))
 		q := base.Clone()
 		before := encode(t, q)
 		n, err := q.ApplyDelta(bytes.NewReader(data))
+		if err == nil && (rerr != nil || int64(rd.Len()) != n) {
+			t.Fatalf("applied delta of %d bytes; Delta.ReadFrom read %d: %v", n, rd.Len(), rerr)
+		}
 		if err != nil {
 			if !bytes.Equal(encode(t, q), before) {
 				t.Fatal("refused delta changed the pair")
@@ -433,4 +501,131 @@ func ExamplePair_TakeDelta() {
 	}
 	fmt.Println(q.Test([]byte("key-7")), d.Words() < 3000)
 	// Output: true true
+}
+
+// deltaBenchSizes are the expected keys per partition of the delta
+// benchmarks: the state grows 16× across them.
+var deltaBenchSizes = []uint64{1 << 20, 4 << 20, 16 << 20}
+
+// steadyPair is a pair at a point of its steady state, for the delta
+// benchmarks.
+type steadyPair struct {
+	p    *Pair
+	ts   time.Time
+	step time.Duration
+	next uint64 // the next fresh key
+}
+
+// steadyPairs memoises the filled pairs: filling 16M keys takes seconds.
+var steadyPairs = map[[2]uint64]*steadyPair{}
+
+// deltaSteady returns a fingerprint pair of the stage's default options
+// (ε = 1e-6, 1 h window) sized for n keys, at steady state with time
+// advancing so that each window holds n keys: the previous generation
+// holds n keys and the current one fill% of n. Callers clone it.
+func deltaSteady(b *testing.B, n, fill uint64) *steadyPair {
+	b.Helper()
+	if s, ok := steadyPairs[[2]uint64{n, fill}]; ok {
+		return s
+	}
+	o := Options{ExpectedKeys: n, FPRate: largeFPRateFP, Window: time.Hour, Mode: Fingerprint}
+	s := &steadyPair{p: mustNew(b, o), ts: epoch, step: time.Hour / time.Duration(n)}
+	var buf [16]byte
+	for s.next < n+n*fill/100 {
+		s.p.TestAndAdd(freshKey(&buf, s.next), s.ts)
+		s.next++
+		s.ts = s.ts.Add(s.step)
+	}
+	s.p.ResetDelta()
+	steadyPairs[[2]uint64{n, fill}] = s
+	return s
+}
+
+// BenchmarkDeltaBytesPerKey: delta bytes per new key at steady state, 1000
+// new keys per delta, for pairs of 1M, 4M and 16M keys (fingerprint mode,
+// default options), beside a full snapshot's bytes per key for the same
+// interval. Every delta starts from the same state (a copy, outside the
+// timer), so the figure does not depend on b.N: mid-window (the current
+// generation half full) and late in the window (90% full: more
+// displacements per insert, each a word more). The figure should not grow
+// with the state:
+//
+//	go test ./rotation -run '^$' -bench DeltaBytesPerKey -benchtime=20x
+func BenchmarkDeltaBytesPerKey(b *testing.B) {
+	const perDelta = 1000
+	for _, n := range deltaBenchSizes {
+		for _, fill := range []uint64{50, 90} {
+			b.Run(fmt.Sprintf("keys=%dM/fill=%d%%", n>>20, fill), func(b *testing.B) {
+				s := deltaSteady(b, n, fill)
+				p := s.p.Clone()
+				var d Delta
+				var buf [16]byte
+				var total, words int
+				b.ResetTimer()
+				for i := range b.N {
+					b.StopTimer()
+					if err := s.p.CopyTo(p); err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+					ts := s.ts
+					for j := range uint64(perDelta) {
+						p.TestAndAdd(freshKey(&buf, s.next+uint64(i)*perDelta+j), ts)
+						ts = ts.Add(s.step)
+					}
+					p.TakeDelta(&d)
+					total += d.Len()
+					words += d.Words()
+				}
+				b.StopTimer()
+				keys := float64(b.N * perDelta)
+				b.ReportMetric(float64(total)/keys, "bytes/key")
+				b.ReportMetric(float64(words)/keys, "words/key")
+				b.ReportMetric(float64(p.SizeBytes()+headerSize)/perDelta, "snapshot-bytes/key")
+			})
+		}
+	}
+}
+
+// BenchmarkTakeDelta and BenchmarkApplyDelta time one delta of 1000 new
+// keys on pairs of 1M, 4M and 16M keys (the bitmap scan grows with the
+// pair, the words with the keys):
+//
+//	go test ./rotation -run '^$' -bench 'TakeDelta|ApplyDelta' -benchtime=200x
+func BenchmarkTakeDelta(b *testing.B) { benchDelta(b, false) }
+
+func BenchmarkApplyDelta(b *testing.B) { benchDelta(b, true) }
+
+func benchDelta(b *testing.B, apply bool) {
+	const perDelta = 1000
+	for _, n := range deltaBenchSizes {
+		b.Run(fmt.Sprintf("keys=%dM", n>>20), func(b *testing.B) {
+			s := deltaSteady(b, n, 50)
+			p, q := s.p.Clone(), s.p.Clone()
+			ts, step, next := s.ts, s.step, s.next
+			var d Delta
+			var buf [16]byte
+			var r bytes.Reader
+			b.ResetTimer()
+			for range b.N {
+				b.StopTimer()
+				for range perDelta {
+					p.TestAndAdd(freshKey(&buf, next), ts)
+					next++
+					ts = ts.Add(step)
+				}
+				if apply {
+					p.TakeDelta(&d)
+					r.Reset(d.Bytes())
+					b.StartTimer()
+					if _, err := q.ApplyDelta(&r); err != nil {
+						b.Fatal(err)
+					}
+					continue
+				}
+				b.StartTimer()
+				p.TakeDelta(&d)
+			}
+		})
+	}
 }

@@ -88,8 +88,9 @@
 //
 // Stats are O(1): counting mode keeps the numbers of non-zero and saturated
 // counters up to date on every change and estimates the rate from the
-// model; plain mode counts keys added as new and reports the expected fill
-// 1 - e^{-kn/m} and the rate fill^k.
+// model; fingerprint mode counts the fingerprints it holds; plain mode
+// counts keys added as new and reports the expected fill 1 - e^{-kn/m} and
+// the rate fill^k.
 //
 // # Snapshots
 //
@@ -99,10 +100,44 @@
 // a *CorruptError wrapping ErrTruncated, ErrChecksum, ErrInvalid or
 // ErrVersion; the receiver is then left untouched.
 //
+// # Deltas
+//
+// TakeDelta captures what changed since the previous delta (or since the
+// state a snapshot holds, ResetDelta) into a Delta, whose WriteTo encodes it
+// (format in delta.go); ApplyDelta replays it on a pair holding that earlier
+// state, so a base snapshot plus its deltas in order restore the pair
+// exactly. Counting and fingerprint modes mark, in a bitmap of one bit per
+// filter word and generation (1/64 of the filters' memory), every word an
+// insert, a removal or a displacement writes; clearing a generation clears
+// its bitmap. A delta carries the number of generation swaps since the last
+// one, the final value of each marked word, the window, counts and stashes:
+// its size follows the keys changed, not the size of the pair. Plain mode's
+// bit filters place their bits themselves, so its deltas carry every word.
+// A delta fits only the state it was taken from (same options, rotations
+// equal to its From, the deltas before it in its chain applied: Seq);
+// anything else is refused with ErrDeltaMismatch, a damaged delta with a
+// *CorruptError, and either way the pair is unchanged. Delta.ReadFrom reads
+// and checks a delta without a pair, for a store to inspect or keep.
+//
 // # Concurrency
 //
 // A Pair is not safe for concurrent use and takes no locks: one goroutine
 // owns it (one Pair per partition). To snapshot without stopping the owner,
 // the owner copies the pair with CopyTo into a spare Pair (no allocation)
-// and hands the copy to the writer goroutine.
+// and hands the copy to the writer goroutine. TakeDelta, ResetDelta and
+// ApplyDelta, like every other method, run on the owner's goroutine; a
+// Delta may then be written on another, until the next TakeDelta into it.
+//
+// # Files
+//
+// pair.go holds Pair (time, rotation, CopyTo); options.go and mode.go its
+// Options and Mode; counting.go, fingerprint.go (with stash.go, its
+// stash's encoding) and plain.go the three filter kinds; sizing.go the
+// counting and plain geometry, model.go the fingerprint geometry and the
+// rate models; probe.go Locate and TestAndAddAt; aging.go SeenAt,
+// AdvanceTo and Expired; stats.go Stats; snapshot.go the snapshot format
+// (WriteTo, ReadFrom); delta.go the delta format (Delta, TakeDelta,
+// ApplyDelta) and dirty.go the tracking of changed words; errors.go the
+// errors; memory_linux.go and memory_other.go the huge-page advice;
+// prefetch_amd64.go and prefetch_other.go the prefetch of Locate.
 package rotation

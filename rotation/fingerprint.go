@@ -51,11 +51,10 @@ type fingerprint struct {
 
 	badPad bool // a decoded generation had non-zero padding (see streamBytes)
 
-	// dirty has, per generation (physical half, not current/previous), one
-	// bit per word of the generation's snapshot stream (gather) set by every
-	// slot write since the last TakeDelta; a clear of the generation clears
-	// it too (delta.go).
-	dirty [2][]uint64
+	// dirty marks, per generation, the words of its snapshot stream
+	// (gather) every slot write since the last TakeDelta changed; a clear of
+	// the generation clears its marks too (delta.go).
+	dirty dirtySet
 }
 
 // fprobe is where a key lives in the fingerprint pair.
@@ -101,8 +100,8 @@ func newFingerprint(buckets uint64, f int) *fingerprint {
 	}
 	for g := range 2 {
 		c.stash[g] = make(map[stashKey]uint32, c.stashCap)
-		c.dirty[g] = make([]uint64, (c.genWords()+63)/64)
 	}
+	c.dirty = newDirtySet(c.genWords(), uint64(f))
 	return c
 }
 
@@ -137,18 +136,14 @@ func (c *fingerprint) slot(s uint64) uint64 {
 	return binary.LittleEndian.Uint64(c.tab[bit>>3:]) >> (bit & 7) & c.mask
 }
 
+// setSlot writes slot s. Every change of the table is followed by a
+// dirty.markSlot of it, for the next delta (kept apart so that setSlot
+// stays small enough to inline).
 func (c *fingerprint) setSlot(s, v uint64) {
 	bit := s * uint64(c.f)
 	w := c.tab[bit>>3:]
 	sh := bit & 7
 	binary.LittleEndian.PutUint64(w, binary.LittleEndian.Uint64(w)&^(c.mask<<sh)|v<<sh)
-	// Slot j of bucket i of generation g is bits [(4i+j)·f, (4i+j+1)·f) of
-	// the generation's stream: mark the one or two words they fall in.
-	lo := (s>>3<<2 | s&3) * uint64(c.f)
-	hi := lo + uint64(c.f) - 1
-	d := c.dirty[s>>2&1]
-	d[lo>>12] |= 1 << (lo >> 6 & 63)
-	d[hi>>12] |= 1 << (hi >> 6 & 63)
 }
 
 // find returns the slot of bucket i of generation g holding fp.
@@ -232,6 +227,7 @@ func (c *fingerprint) place(g int, i, fp uint64) bool {
 		return false
 	}
 	c.setSlot(s, fp)
+	c.dirty.markSlot(s)
 	return true
 }
 
@@ -250,6 +246,7 @@ func (c *fingerprint) add(g int, pr *fprobe) (full bool) {
 		s := c.slotIndex(g, i) + mix(fp^n)%slotsPerBucket
 		victim := c.slot(s)
 		c.setSlot(s, fp)
+		c.dirty.markSlot(s)
 		fp = victim
 		i = c.alt(i, fp)
 		if c.place(g, i, fp) {
@@ -269,6 +266,7 @@ func (c *fingerprint) remove(g int, pr *fprobe) {
 	for _, i := range [2]uint64{pr.i1, pr.i2} {
 		if s, ok := c.find(g, i, pr.fp); ok {
 			c.setSlot(s, 0)
+			c.dirty.markSlot(s)
 			return
 		}
 	}
@@ -293,15 +291,15 @@ func (c *fingerprint) clearGen(g int) {
 	}
 	clear(c.stash[g])
 	c.held[g], c.stashed[g] = 0, 0
-	clear(c.dirty[g])
+	c.dirty.clearGen(g)
 }
 
 func (c *fingerprint) clearAll() {
 	clear(c.words)
 	for g := range 2 {
 		clear(c.stash[g])
-		clear(c.dirty[g])
 	}
+	c.dirty.reset()
 	c.held, c.stashed = [2]uint64{}, [2]uint64{}
 }
 
@@ -312,8 +310,8 @@ func (c *fingerprint) resetCounts() { c.refused, c.early, c.forgotten = 0, 0, 0 
 // (it holds what src holds, nothing is pending).
 func (c *fingerprint) copyFrom(src *fingerprint) {
 	copy(c.words, src.words)
+	c.dirty.reset()
 	for g := range 2 {
-		clear(c.dirty[g])
 		clear(c.stash[g])
 		for k, v := range src.stash[g] {
 			c.stash[g][k] = v

@@ -37,6 +37,7 @@ type Pair struct {
 	// of the state the last delta left behind.
 	deltaSwaps uint64
 	deltaFrom  uint64
+	deltaSeq   uint32 // deltas taken (or applied) since the base state
 	applyBuf   []byte // ApplyDelta's reusable read buffer
 }
 
@@ -303,7 +304,7 @@ func (p *Pair) CopyTo(dst *Pair) error {
 			ErrMismatch, p.opts, p.m, p.k, dst.opts, dst.m, dst.k)
 	}
 	dst.start, dst.started, dst.rotations = p.start, p.started, p.rotations
-	dst.deltaSwaps, dst.deltaFrom = 0, p.rotations // dst's copies clear its dirty bitmaps
+	dst.deltaSwaps, dst.deltaFrom, dst.deltaSeq = 0, p.rotations, 0 // dst's copies clear its dirty bitmaps
 	switch {
 	case p.cnt != nil:
 		dst.cnt.copyFrom(p.cnt)

@@ -1,0 +1,89 @@
+package rotation
+
+// dirtyRing is how many marks dirtySet buffers before folding them into its
+// bitmaps (a power of two).
+const dirtyRing = 256
+
+// dirtySet records which words of each generation (physical half, not
+// current/previous) changed since the last delta: a bitmap of one bit per
+// word per generation. A bitmap of a large pair is far bigger than the
+// caches, so setting its bit on every insert would add a cache miss to
+// each; instead a mark goes to a small ring, which stays in L1, and a full
+// ring is folded into the bitmaps at once, where the misses of its
+// independent updates overlap.
+//
+// In fingerprint mode a mark is a slot instead (markSlot), turned into the
+// words it spans when folded, so that the slot write stays small enough
+// to inline.
+type dirtySet struct {
+	maps     [2][]uint64
+	n        int
+	slotBits uint64 // fingerprint mode: bits per slot; 0: marks are words
+	ring     [dirtyRing]dirtyMark
+}
+
+// dirtyMark is a pending mark: bits mask of word at>>1 of bitmap at&1, or
+// in fingerprint mode slot at (of the interleaved table).
+type dirtyMark struct{ at, mask uint64 }
+
+// newDirtySet returns the tracking of generations of the given words; a
+// fingerprint table gives its slot bits, others 0.
+func newDirtySet(words, slotBits uint64) dirtySet {
+	n := (words + 63) / 64
+	return dirtySet{maps: [2][]uint64{make([]uint64, n), make([]uint64, n)}, slotBits: slotBits}
+}
+
+// mark records that the words of generation g set in mask (bit j: word
+// 64w+j) changed.
+func (d *dirtySet) mark(g int, w, mask uint64) {
+	d.ring[d.n&(dirtyRing-1)] = dirtyMark{at: w<<1 | uint64(g), mask: mask}
+	d.n++
+	if d.n == dirtyRing {
+		d.fold()
+	}
+}
+
+// markSlot records that slot s of a fingerprint table changed.
+func (d *dirtySet) markSlot(s uint64) {
+	d.ring[d.n&(dirtyRing-1)].at = s
+	d.n++
+	if d.n == dirtyRing {
+		d.fold()
+	}
+}
+
+// fold moves the pending marks into the bitmaps.
+func (d *dirtySet) fold() {
+	if f := d.slotBits; f != 0 {
+		for _, m := range d.ring[:d.n] {
+			// Slot j of bucket i of generation g is bits [(4i+j)·f,
+			// (4i+j+1)·f) of the generation's stream: one or two words.
+			s := m.at
+			lo := (s>>3<<2 | s&3) * f
+			hi := lo + f - 1
+			b := d.maps[s>>2&1]
+			b[lo>>12] |= 1 << (lo >> 6 & 63)
+			b[hi>>12] |= 1 << (hi >> 6 & 63)
+		}
+		d.n = 0
+		return
+	}
+	for _, m := range d.ring[:d.n] {
+		d.maps[m.at&1][m.at>>1] |= m.mask
+	}
+	d.n = 0
+}
+
+// clearGen forgets the changes of generation g (it was cleared: only later
+// writes matter).
+func (d *dirtySet) clearGen(g int) {
+	d.fold()
+	clear(d.maps[g])
+}
+
+// reset forgets every change.
+func (d *dirtySet) reset() {
+	d.n = 0
+	clear(d.maps[0])
+	clear(d.maps[1])
+}
