@@ -147,6 +147,14 @@ func (r *reporter) write(m message) error {
 
 // reportProgress writes the value of in every interval until ctx is done.
 func (r *reporter) reportProgress(ctx context.Context, interval time.Duration, in func() uint64) {
+	every(ctx, interval, func() bool {
+		n := in()
+		return r.write(message{Progress: &n}) == nil
+	})
+}
+
+// every calls f every interval until ctx is done or f returns false.
+func every(ctx context.Context, interval time.Duration, f func() bool) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -154,8 +162,7 @@ func (r *reporter) reportProgress(ctx context.Context, interval time.Duration, i
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			n := in()
-			if r.write(message{Progress: &n}) != nil {
+			if !f() {
 				return
 			}
 		}

@@ -30,18 +30,7 @@ type cpuSample struct {
 func sampleCPU(ctx context.Context) *cpuSampler {
 	s := &cpuSampler{}
 	s.sample()
-	go func() {
-		t := time.NewTicker(cpuSampleEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				s.sample()
-			}
-		}
-	}()
+	go every(ctx, cpuSampleEvery, func() bool { s.sample(); return true })
 	return s
 }
 

@@ -107,3 +107,16 @@ func sortChains(entries []Entry) {
 		return cmp.Compare(a.Meta.Seq, b.Meta.Seq)
 	})
 }
+
+// loaded is a Load's answer once a base decoded: its chain's head, from
+// the newest base with its whole chain (SourceLatest) or else
+// (SourceFallback), or err from reading the chain.
+func loaded(topic string, partition int, head Meta, triedBases int, whole bool, err error) (Meta, Source, error) {
+	if err != nil {
+		return Meta{}, "", fmt.Errorf("load checkpoint %s/%d: %w", topic, partition, err)
+	}
+	if triedBases > 0 || !whole {
+		return head, SourceFallback, nil
+	}
+	return head, SourceLatest, nil
+}

@@ -638,14 +638,7 @@ func (s *FileStore) Load(ctx context.Context, topic string, partition int, decod
 					vanished = true
 					break
 				}
-				if err != nil {
-					return Meta{}, "", fmt.Errorf("load checkpoint %s/%d: %w", topic, partition, err)
-				}
-				src := SourceLatest
-				if tried > 0 || !whole {
-					src = SourceFallback
-				}
-				return head, src, nil
+				return loaded(topic, partition, head, tried, whole, err)
 			}
 			if cerr := ctx.Err(); cerr != nil {
 				// A decode cut short by the end of the context says nothing

@@ -518,14 +518,7 @@ func (s *KafkaStore) Load(ctx context.Context, topic string, partition int, deco
 		}
 		if err == nil {
 			head, whole, err := s.loadChain(ctx, id, c, cands, decode)
-			if err != nil {
-				return Meta{}, "", fmt.Errorf("load checkpoint %s/%d: %w", topic, partition, err)
-			}
-			src := SourceLatest
-			if tried > 0 || !whole {
-				src = SourceFallback
-			}
-			return head, src, nil
+			return loaded(topic, partition, head, tried, whole, err)
 		}
 		tried++
 		if ctx.Err() != nil {
