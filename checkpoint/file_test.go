@@ -335,9 +335,19 @@ func TestFileOpenListed(t *testing.T) {
 	s := newFileStore(t, t.TempDir())
 	st := newState(5, 10_000)
 	mustSave(t, s, testMeta("in", 1, 5), st)
+	checkOpenListed(t, s, st)
+}
+
+// checkOpenListed: s holds one snapshot, of input partition 1 at offset 5,
+// whose state is st; List finds it intact and Open returns st.
+func checkOpenListed(t *testing.T, s interface {
+	List(context.Context) ([]Entry, error)
+	Open(context.Context, Entry) (io.ReadCloser, error)
+}, st state) {
+	t.Helper()
 	entries, err := s.List(context.Background())
-	if err != nil || len(entries) != 1 {
-		t.Fatalf("list: %v %v", entries, err)
+	if err != nil || len(entries) != 1 || entries[0].Err != nil || entries[0].Meta.Offset != 5 {
+		t.Fatalf("list: %+v %v", entries, err)
 	}
 	rc, err := s.Open(context.Background(), entries[0])
 	if err != nil {

@@ -433,20 +433,7 @@ func TestKafkaOpenListed(t *testing.T) {
 	brokers := newCluster(t)
 	st := newState(5, 50_000)
 	mustSave(t, newKafkaStore(t, brokers, KafkaOptions{ChunkBytes: 4 << 10}), testMeta("in", 1, 5), st)
-	s := newKafkaStore(t, brokers, KafkaOptions{})
-	entries, err := s.List(testContext(t))
-	if err != nil || len(entries) != 1 || entries[0].Err != nil || entries[0].Meta.Offset != 5 {
-		t.Fatalf("list: %+v %v", entries, err)
-	}
-	rc, err := s.Open(testContext(t), entries[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	got, err := io.ReadAll(rc)
-	if err != nil || string(got) != string(st) {
-		t.Errorf("open: %d bytes, err %v", len(got), err)
-	}
+	checkOpenListed(t, newKafkaStore(t, brokers, KafkaOptions{}), st)
 }
 
 // TestKafkaPartitionsAdded: partitions added to the checkpoint topic change
