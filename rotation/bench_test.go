@@ -83,8 +83,8 @@ func benchPair(b *testing.B, mode Mode, n uint64, rate float64) {
 	case Fingerprint:
 		prefault(p.fp.words)
 	default:
-		prefault(p.pcur.words)
-		prefault(p.pprev.words)
+		prefault(p.pl.cur.words)
+		prefault(p.pl.prev.words)
 	}
 	// Time advances so that each window holds n keys: the steady state.
 	start, step := time.Unix(1_700_000_000, 0), time.Hour/time.Duration(n)

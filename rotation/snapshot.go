@@ -7,7 +7,6 @@ import (
 	"hash/crc32"
 	"io"
 	"math"
-	"math/bits"
 	"time"
 )
 
@@ -73,7 +72,7 @@ const chunkWords = chunkBytes / 8
 // writeGen streams generation g (0 current, 1 previous) of p.
 func (s *snapWriter) writeGen(p *Pair, g int, words []uint64, buf []byte) error {
 	for i := uint64(0); i < p.genWords(); {
-		n := p.gather(g, i, words)
+		n := p.gens.gather(g, i, words)
 		for j, x := range words[:n] {
 			binary.LittleEndian.PutUint64(buf[8*j:], x)
 		}
@@ -86,38 +85,7 @@ func (s *snapWriter) writeGen(p *Pair, g int, words []uint64, buf []byte) error 
 }
 
 // genWords is the number of words of one generation.
-func (p *Pair) genWords() uint64 {
-	if p.fp != nil {
-		return p.fp.genWords()
-	}
-	if p.cnt != nil {
-		return p.cnt.genWords()
-	}
-	return uint64(len(p.pcur.words))
-}
-
-// gather copies words of generation g (0 current, 1 previous) from its word
-// i (a multiple of blockWords) on into dst, and returns how many it copied.
-func (p *Pair) gather(g int, i uint64, dst []uint64) int {
-	if p.fp != nil {
-		return p.fp.gather(p.fp.cur^g, i, dst)
-	}
-	if p.cnt != nil {
-		return p.cnt.gather(p.cnt.cur^g, i, dst)
-	}
-	return copy(dst, [2]*plain{p.pcur, p.pprev}[g].words[i:])
-}
-
-// scatter is the inverse of gather.
-func (p *Pair) scatter(g int, i uint64, src []uint64) int {
-	if p.fp != nil {
-		return p.fp.scatter(p.fp.cur^g, i, src)
-	}
-	if p.cnt != nil {
-		return p.cnt.scatter(p.cnt.cur^g, i, src)
-	}
-	return copy([2]*plain{p.pcur, p.pprev}[g].words[i:], src)
-}
+func (p *Pair) genWords() uint64 { return p.gens.genWords() }
 
 // WriteTo writes a versioned, checksummed snapshot of the whole pair: options,
 // window, rotations, geometry, and both generations. It streams the filters
@@ -168,17 +136,7 @@ func (p *Pair) WriteTo(w io.Writer) (int64, error) {
 // putCounts writes the counts of the current then the previous generation
 // (2×8 bytes each, as the snapshot header holds them) to b.
 func (p *Pair) putCounts(b []byte) {
-	var a, z [2]uint64
-	switch {
-	case p.fp != nil:
-		c := p.fp
-		a, z = [2]uint64{c.held[c.cur], c.held[1-c.cur]}, [2]uint64{c.stashed[c.cur], c.stashed[1-c.cur]}
-	case p.cnt != nil:
-		c := p.cnt
-		a, z = [2]uint64{c.nonzero[c.cur], c.nonzero[1-c.cur]}, [2]uint64{c.saturated[c.cur], c.saturated[1-c.cur]}
-	default:
-		a = [2]uint64{p.pcur.added, p.pprev.added}
-	}
+	a, z := p.gens.counts()
 	for g := range 2 {
 		binary.LittleEndian.PutUint64(b[16*g:], a[g])
 		binary.LittleEndian.PutUint64(b[16*g+8:], z[g])
@@ -231,7 +189,7 @@ func (s *snapReader) readGen(p *Pair, g int, words []uint64, buf []byte) error {
 		for j := range words[:n] {
 			words[j] = binary.LittleEndian.Uint64(buf[8*j:])
 		}
-		i += uint64(p.scatter(g, i, words[:n]))
+		i += uint64(p.gens.scatter(g, i, words[:n]))
 	}
 	return nil
 }
@@ -291,7 +249,7 @@ func (p *Pair) ReadFrom(r io.Reader) (int64, error) {
 	if stored := binary.LittleEndian.Uint32(t[:]); stored != computed {
 		return sr.n, &CorruptError{What: "checksum", Offset: sr.n - 4, Err: fmt.Errorf("%w: stored %08x, computed %08x", ErrChecksum, stored, computed)}
 	}
-	if err := q.validateData(&h); err != nil {
+	if err := q.validateData(); err != nil {
 		return sr.n, err
 	}
 	*p = *q
@@ -351,50 +309,14 @@ func decodeHeader(h *[headerSize]byte) (*Pair, error) {
 	p := newPair(o, m, int(k))
 	p.start, p.started, p.rotations = start, started, rotations
 	p.deltaFrom = rotations
-	if c := p.fp; c != nil { // generation 0 is current
-		c.held[0], c.stashed[0] = binary.LittleEndian.Uint64(h[64:]), binary.LittleEndian.Uint64(h[72:])
-		c.held[1], c.stashed[1] = binary.LittleEndian.Uint64(h[80:]), binary.LittleEndian.Uint64(h[88:])
-	} else if c := p.cnt; c != nil { // generation 0 is current
-		c.nonzero[0], c.saturated[0] = binary.LittleEndian.Uint64(h[64:]), binary.LittleEndian.Uint64(h[72:])
-		c.nonzero[1], c.saturated[1] = binary.LittleEndian.Uint64(h[80:]), binary.LittleEndian.Uint64(h[88:])
-	} else {
-		p.pcur.added, p.pprev.added = binary.LittleEndian.Uint64(h[64:]), binary.LittleEndian.Uint64(h[80:])
-	}
+	u64 := func(off int) uint64 { return binary.LittleEndian.Uint64(h[off:]) }
+	p.gens.setCounts([2]uint64{u64(64), u64(80)}, [2]uint64{u64(72), u64(88)})
 	return p, nil
 }
 
 // validateData checks that the decoded filters agree with the header: exact
-// counter counts (counting) and no bits beyond m (plain).
-func (p *Pair) validateData(h *[headerSize]byte) error {
-	if c := p.fp; c != nil {
-		for g := range 2 {
-			what := [2]string{"current generation", "previous generation"}[g]
-			if c.badPad {
-				return invalid(what, headerSize, "non-zero padding after the last bucket")
-			}
-			if n := c.recount(g); n != c.held[g]-c.stashed[g] {
-				return invalid(what, int64(64+16*g), "header says %d fingerprints in slots; data has %d", c.held[g]-c.stashed[g], n)
-			}
-		}
-		return nil
-	}
-	if c := p.cnt; c != nil {
-		for g := range 2 {
-			nz, sat := c.recount(g)
-			if nz != c.nonzero[g] || sat != c.saturated[g] {
-				return invalid([2]string{"current counts", "previous counts"}[g], int64(64+16*g),
-					"header says %d non-zero, %d saturated; data has %d, %d", c.nonzero[g], c.saturated[g], nz, sat)
-			}
-		}
-		return nil
-	}
-	for i, g := range [2]*plain{p.pcur, p.pprev} {
-		if tail := p.m % 64; tail != 0 {
-			if last := g.words[len(g.words)-1]; last>>tail != 0 {
-				return invalid([2]string{"current generation", "previous generation"}[i], headerSize,
-					"%d bits set beyond m=%d", bits.OnesCount64(last>>tail), p.m)
-			}
-		}
-	}
-	return nil
+// counter counts (counting), fingerprints in slots (fingerprint), no bits
+// beyond m (plain).
+func (p *Pair) validateData() error {
+	return p.gens.validate()
 }
