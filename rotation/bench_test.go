@@ -94,8 +94,9 @@ func benchPair(b *testing.B, mode Mode, n uint64, rate float64) {
 		p.TestAndAdd(freshKey(&buf, i), start.Add(time.Duration(i)*step))
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(p.SizeBytes()*8)/float64(n), "bits/key")
-	b.ReportMetric(float64(p.SizeBytes()), "filter-bytes")
+	filter := pairBytes(mode, p.m, p.k) // the filters alone, as BitsPerKey
+	b.ReportMetric(float64(filter*8)/float64(n), "bits/key")
+	b.ReportMetric(float64(filter), "filter-bytes")
 }
 
 // BenchmarkLargePairBatch8 is BenchmarkLargePair probed in batches of 8:

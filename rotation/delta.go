@@ -166,15 +166,7 @@ func (d *Delta) readFrom(r io.Reader) (int64, error) {
 	if m < wantM/2 || m > 2*wantM || k == 0 || k > maxK {
 		return int64(n), deltaInvalid("delta geometry", 32, "m=%d, k=%d far from the options' m=%d", m, k, wantM)
 	}
-	var genWords uint64
-	switch o.Mode {
-	case Counting:
-		genWords = m / 16
-	case Plain:
-		genWords = (m + 63) / 64
-	default:
-		genWords = (m/slotsPerBucket*(k/2) + 7) / 8
-	}
+	genWords := generationWords(o.Mode, m, k)
 	var stashBytes uint64
 	for g := range 2 {
 		if w := u64(136 + 8*g); w > genWords {

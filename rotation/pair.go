@@ -289,12 +289,14 @@ func (p *Pair) Reset() {
 // never zero.
 func (p *Pair) Options() Options { return p.opts }
 
-// SizeBytes is the memory of both generations' filter data.
+// SizeBytes is the memory of both generations' filter data and, in the
+// modes whose deltas carry only what changed, of the change tracking
+// (1/64 of the filters' memory and a 4 KiB ring).
 func (p *Pair) SizeBytes() int {
 	if !p.initialised() {
 		return 0
 	}
-	return int(pairBytes(p.opts.Mode, p.m, p.k))
+	return int(pairBytes(p.opts.Mode, p.m, p.k) + trackingBytes(p.opts.Mode, p.m, p.k))
 }
 
 // CopyTo copies the whole state of p into dst without allocating. dst must
