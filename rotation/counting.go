@@ -290,13 +290,11 @@ func (c *counting) dirtyMap(g int) []uint64 {
 // counts are the non-zero and the saturated counters of the current and
 // the previous generation.
 func (c *counting) counts() (nonzero, saturated [2]uint64) {
-	return [2]uint64{c.nonzero[c.cur], c.nonzero[1-c.cur]}, [2]uint64{c.saturated[c.cur], c.saturated[1-c.cur]}
+	return byGeneration(c.nonzero, c.cur), byGeneration(c.saturated, c.cur)
 }
 
 func (c *counting) setCounts(nonzero, saturated [2]uint64) {
-	for g := range 2 {
-		c.nonzero[c.cur^g], c.saturated[c.cur^g] = nonzero[g], saturated[g]
-	}
+	c.nonzero, c.saturated = byGeneration(nonzero, c.cur), byGeneration(saturated, c.cur)
 }
 
 // stats of logical generation g: the fill is exact, the false-positive

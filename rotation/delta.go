@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"math/bits"
-	"time"
 )
 
 // Delta format, version 1 (all integers little-endian). A delta carries what
@@ -153,7 +152,7 @@ func (d *Delta) readFrom(r io.Reader) (int64, error) {
 		return int64(n), err
 	}
 	u64 := func(off int) uint64 { return binary.LittleEndian.Uint64(h[off:]) }
-	o := Options{Mode: Mode(h[6]), ExpectedKeys: u64(8), FPRate: math.Float64frombits(u64(16)), Window: time.Duration(u64(24))}
+	o := preambleOptions(h[:])
 	if o.Mode != Counting && o.Mode != Plain && o.Mode != Fingerprint {
 		return int64(n), deltaInvalid("delta mode", 6, "mode %d", h[6])
 	}
@@ -269,15 +268,7 @@ func (p *Pair) ResetDelta() {
 
 // putDeltaHeader fills h except the word counts, body length and checksum.
 func (p *Pair) putDeltaHeader(h *[deltaHeaderSize]byte) {
-	copy(h[0:], deltaMagic)
-	binary.LittleEndian.PutUint16(h[4:], deltaVersion)
-	h[6] = byte(p.opts.Mode)
-	if p.started {
-		h[7] = 1
-	}
-	binary.LittleEndian.PutUint64(h[8:], p.opts.ExpectedKeys)
-	binary.LittleEndian.PutUint64(h[16:], math.Float64bits(p.opts.FPRate))
-	binary.LittleEndian.PutUint64(h[24:], uint64(p.opts.Window))
+	p.putPreamble(h[:], deltaMagic, deltaVersion)
 	binary.LittleEndian.PutUint64(h[32:], p.m)
 	binary.LittleEndian.PutUint32(h[40:], uint32(p.k))
 	binary.LittleEndian.PutUint32(h[44:], p.deltaSeq)
@@ -413,7 +404,7 @@ func (p *Pair) checkDeltaHeader(h *[deltaHeaderSize]byte) (deltaHeader, error) {
 	if !p.initialised() {
 		return dh, fmt.Errorf("apply delta: %w: the pair has no state (ReadFrom a base snapshot first)", ErrDeltaMismatch)
 	}
-	o := Options{Mode: Mode(h[6]), ExpectedKeys: u64(8), FPRate: math.Float64frombits(u64(16)), Window: time.Duration(u64(24))}
+	o := preambleOptions(h[:])
 	m, k := u64(32), binary.LittleEndian.Uint32(h[40:])
 	if o.Mode != p.opts.Mode || o.ExpectedKeys != p.opts.ExpectedKeys || math.Float64bits(o.FPRate) != math.Float64bits(p.opts.FPRate) ||
 		o.Window != p.opts.Window || m != p.m || uint64(k) != uint64(p.k) {

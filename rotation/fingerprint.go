@@ -395,13 +395,11 @@ func (c *fingerprint) lastWordProblem(v uint64) string {
 // counts are the fingerprints held and stashed by the current and the
 // previous generation.
 func (c *fingerprint) counts() (held, stashed [2]uint64) {
-	return [2]uint64{c.held[c.cur], c.held[1-c.cur]}, [2]uint64{c.stashed[c.cur], c.stashed[1-c.cur]}
+	return byGeneration(c.held, c.cur), byGeneration(c.stashed, c.cur)
 }
 
 func (c *fingerprint) setCounts(held, stashed [2]uint64) {
-	for g := range 2 {
-		c.held[c.cur^g], c.stashed[c.cur^g] = held[g], stashed[g]
-	}
+	c.held, c.stashed = byGeneration(held, c.cur), byGeneration(stashed, c.cur)
 }
 
 // stats of logical generation g are exact: the fill is the fraction of

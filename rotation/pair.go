@@ -74,6 +74,10 @@ type generations interface {
 	validate() error // of decoded data, against the counts
 }
 
+// byGeneration reorders per-generation values x of a pair whose current
+// generation is cur: physical to logical (current first) and back.
+func byGeneration(x [2]uint64, cur int) [2]uint64 { return [2]uint64{x[cur], x[1-cur]} }
+
 // New validates o and allocates both generations.
 func New(o Options) (*Pair, error) {
 	o, err := o.normalize()

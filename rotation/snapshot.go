@@ -69,17 +69,51 @@ func (s *snapWriter) write(b []byte) error {
 // blockWords).
 const chunkWords = chunkBytes / 8
 
-// writeGen streams generation g (0 current, 1 previous) of p.
-func (s *snapWriter) writeGen(p *Pair, g int, words []uint64, buf []byte) error {
-	for i := uint64(0); i < p.genWords(); {
-		n := p.gens.gather(g, i, words)
-		for j, x := range words[:n] {
-			binary.LittleEndian.PutUint64(buf[8*j:], x)
+// putPreamble writes what snapshot and delta headers begin with (bytes
+// 0..31): magic, version, mode, flags and options.
+func (p *Pair) putPreamble(h []byte, magic string, version uint16) {
+	copy(h[0:], magic)
+	binary.LittleEndian.PutUint16(h[4:], version)
+	h[6] = byte(p.opts.Mode)
+	if p.started {
+		h[7] = 1
+	}
+	binary.LittleEndian.PutUint64(h[8:], p.opts.ExpectedKeys)
+	binary.LittleEndian.PutUint64(h[16:], math.Float64bits(p.opts.FPRate))
+	binary.LittleEndian.PutUint64(h[24:], uint64(p.opts.Window))
+}
+
+// preambleOptions decodes the options putPreamble wrote, unchecked.
+func preambleOptions(h []byte) Options {
+	return Options{
+		Mode:         Mode(h[6]),
+		ExpectedKeys: binary.LittleEndian.Uint64(h[8:]),
+		FPRate:       math.Float64frombits(binary.LittleEndian.Uint64(h[16:])),
+		Window:       time.Duration(binary.LittleEndian.Uint64(h[24:])),
+	}
+}
+
+// chunks returns the streaming buffers of p's generations: words, and as
+// many bytes.
+func (p *Pair) chunks() ([]uint64, []byte) {
+	words := make([]uint64, min(chunkWords, p.genWords()))
+	return words, make([]byte, 8*len(words))
+}
+
+// writeGens streams both generations of p, current first.
+func (s *snapWriter) writeGens(p *Pair) error {
+	words, buf := p.chunks()
+	for g := range 2 {
+		for i := uint64(0); i < p.genWords(); {
+			n := p.gens.gather(g, i, words)
+			for j, x := range words[:n] {
+				binary.LittleEndian.PutUint64(buf[8*j:], x)
+			}
+			if err := s.write(buf[:8*n]); err != nil {
+				return err
+			}
+			i += uint64(n)
 		}
-		if err := s.write(buf[:8*n]); err != nil {
-			return err
-		}
-		i += uint64(n)
 	}
 	return nil
 }
@@ -95,15 +129,7 @@ func (p *Pair) WriteTo(w io.Writer) (int64, error) {
 		return 0, errors.New("write snapshot: pair not initialised (use New)")
 	}
 	var h [headerSize]byte
-	copy(h[0:], snapshotMagic)
-	binary.LittleEndian.PutUint16(h[4:], snapshotVersion)
-	h[6] = byte(p.opts.Mode)
-	if p.started {
-		h[7] = 1
-	}
-	binary.LittleEndian.PutUint64(h[8:], p.opts.ExpectedKeys)
-	binary.LittleEndian.PutUint64(h[16:], math.Float64bits(p.opts.FPRate))
-	binary.LittleEndian.PutUint64(h[24:], uint64(p.opts.Window))
+	p.putPreamble(h[:], snapshotMagic, snapshotVersion)
 	binary.LittleEndian.PutUint64(h[32:], uint64(p.start))
 	binary.LittleEndian.PutUint64(h[40:], p.rotations)
 	binary.LittleEndian.PutUint64(h[48:], p.m)
@@ -115,12 +141,8 @@ func (p *Pair) WriteTo(w io.Writer) (int64, error) {
 	if err := sw.write(h[:]); err != nil {
 		return sw.n, err
 	}
-	words := make([]uint64, min(chunkWords, p.genWords()))
-	buf := make([]byte, 8*len(words))
-	for g := range 2 {
-		if err := sw.writeGen(p, g, words, buf); err != nil {
-			return sw.n, err
-		}
+	if err := sw.writeGens(p); err != nil {
+		return sw.n, err
 	}
 	if p.fp != nil {
 		if err := sw.write(p.fp.appendStashes(nil)); err != nil {
@@ -177,19 +199,21 @@ func (s *snapReader) read(b []byte, what string) error {
 	}
 }
 
-// readGen reads generation g (0 current, 1 previous) into p.
-func (s *snapReader) readGen(p *Pair, g int, words []uint64, buf []byte) error {
-	what := [2]string{"current generation", "previous generation"}[g]
+// readGens reads both generations into p, current first.
+func (s *snapReader) readGens(p *Pair) error {
+	words, buf := p.chunks()
 	total := p.genWords()
-	for i := uint64(0); i < total; {
-		n := min(total-i, uint64(len(words)))
-		if err := s.read(buf[:8*n], what); err != nil {
-			return err
+	for g, what := range [2]string{"current generation", "previous generation"} {
+		for i := uint64(0); i < total; {
+			n := min(total-i, uint64(len(words)))
+			if err := s.read(buf[:8*n], what); err != nil {
+				return err
+			}
+			for j := range words[:n] {
+				words[j] = binary.LittleEndian.Uint64(buf[8*j:])
+			}
+			i += uint64(p.gens.scatter(g, i, words[:n]))
 		}
-		for j := range words[:n] {
-			words[j] = binary.LittleEndian.Uint64(buf[8*j:])
-		}
-		i += uint64(p.gens.scatter(g, i, words[:n]))
 	}
 	return nil
 }
@@ -229,12 +253,8 @@ func (p *Pair) ReadFrom(r io.Reader) (int64, error) {
 		return sr.n, err
 	}
 
-	words := make([]uint64, min(chunkWords, q.genWords()))
-	buf := make([]byte, 8*len(words))
-	for g := range 2 {
-		if err := sr.readGen(q, g, words, buf); err != nil {
-			return sr.n, err
-		}
+	if err := sr.readGens(q); err != nil {
+		return sr.n, err
 	}
 	if q.fp != nil {
 		if err := sr.readStashes(q.fp); err != nil {
@@ -258,12 +278,7 @@ func (p *Pair) ReadFrom(r io.Reader) (int64, error) {
 
 // decodeHeader checks the header fields and allocates a pair for them.
 func decodeHeader(h *[headerSize]byte) (*Pair, error) {
-	o := Options{
-		Mode:         Mode(h[6]),
-		ExpectedKeys: binary.LittleEndian.Uint64(h[8:]),
-		FPRate:       math.Float64frombits(binary.LittleEndian.Uint64(h[16:])),
-		Window:       time.Duration(binary.LittleEndian.Uint64(h[24:])),
-	}
+	o := preambleOptions(h[:])
 	if o.Mode != Counting && o.Mode != Plain && o.Mode != Fingerprint {
 		return nil, invalid("mode", 6, "mode %d", h[6])
 	}
