@@ -260,8 +260,10 @@ func (p *Pair) TakeDelta(d *Delta) {
 // goroutine that owns p. It clears the change bitmaps (1/64 of the filters'
 // memory).
 func (p *Pair) ResetDelta() {
-	if d := p.gens.tracking(); d != nil {
-		d.reset()
+	if p.initialised() {
+		if d := p.gens.tracking(); d != nil {
+			d.reset()
+		}
 	}
 	p.deltaSwaps, p.deltaFrom, p.deltaSeq = 0, p.rotations, 0
 }

@@ -369,3 +369,15 @@ func TestSizeBytesCountsAllocations(t *testing.T) {
 		}
 	}
 }
+
+// TestZeroPair: the methods that make sense on a zero Pair (one ReadFrom
+// or CopyTo will fill) work on it.
+func TestZeroPair(t *testing.T) {
+	var p Pair
+	p.ResetDelta()
+	var d Delta
+	p.TakeDelta(&d)
+	if p.SizeBytes() != 0 || d.Len() != 0 || p.Stats().Bytes != 0 || p.Clone().SizeBytes() != 0 {
+		t.Fatalf("zero pair: SizeBytes %d, delta %d bytes, Stats %+v", p.SizeBytes(), d.Len(), p.Stats())
+	}
+}
