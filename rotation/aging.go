@@ -64,6 +64,6 @@ func (p *Pair) testCurrent(key []byte) bool {
 		p.cnt.locate(xxhash.Sum64(key), &pr)
 		return p.cnt.contains(p.cnt.cur, &pr)
 	default:
-		return p.pcur.f.Test(key)
+		return p.pl.testCurrent(key)
 	}
 }

@@ -83,8 +83,8 @@ func benchPair(b *testing.B, mode Mode, n uint64, rate float64) {
 	case Fingerprint:
 		prefault(p.fp.words)
 	default:
-		prefault(p.pcur.words)
-		prefault(p.pprev.words)
+		prefault(p.pl.cur.words)
+		prefault(p.pl.prev.words)
 	}
 	// Time advances so that each window holds n keys: the steady state.
 	start, step := time.Unix(1_700_000_000, 0), time.Hour/time.Duration(n)
@@ -94,8 +94,9 @@ func benchPair(b *testing.B, mode Mode, n uint64, rate float64) {
 		p.TestAndAdd(freshKey(&buf, i), start.Add(time.Duration(i)*step))
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(p.SizeBytes()*8)/float64(n), "bits/key")
-	b.ReportMetric(float64(p.SizeBytes()), "filter-bytes")
+	filter := pairBytes(mode, p.m, p.k) // the filters alone, as BitsPerKey
+	b.ReportMetric(float64(filter*8)/float64(n), "bits/key")
+	b.ReportMetric(float64(filter), "filter-bytes")
 }
 
 // BenchmarkLargePairBatch8 is BenchmarkLargePair probed in batches of 8:

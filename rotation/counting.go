@@ -26,6 +26,7 @@ type counting struct {
 	// TakeDelta wrote (word 8b+w: word w of block b); a clear of the
 	// generation clears its marks too (delta.go).
 	dirty dirtySet
+	model *blockModel // false-positive model of k, for stats
 }
 
 // probe is where a key lives: its block, and per word a mask with the high
@@ -46,7 +47,7 @@ const (
 func newCounting(blocks uint64, k int) *counting {
 	words := make([]uint64, blocks*bucketWords)
 	adviseHuge(words)
-	return &counting{words: words, blocks: blocks, k: k, dirty: newDirtySet(blocks*blockWords, 0)}
+	return &counting{words: words, blocks: blocks, k: k, dirty: newDirtySet(blocks*blockWords, 0), model: modelFor(k)}
 }
 
 // nonzero8 has bit 3 of every non-zero nibble of x set (and garbage in bits
@@ -233,23 +234,27 @@ func (c *counting) clearAll() {
 	c.dirty.reset()
 }
 
+func (c *counting) reset() { c.clearAll() }
+
 // copyFrom copies src's state; the receiver's change tracking is cleared
 // (it holds what src holds, nothing is pending).
-func (c *counting) copyFrom(src *counting) {
-	copy(c.words, src.words)
-	c.cur, c.nonzero, c.saturated = src.cur, src.nonzero, src.saturated
+func (c *counting) copyFrom(src generations) {
+	s := src.(*counting)
+	copy(c.words, s.words)
+	c.cur, c.nonzero, c.saturated = s.cur, s.nonzero, s.saturated
 	c.dirty.reset()
 }
 
 // genWords returns the number of words of one generation.
 func (c *counting) genWords() uint64 { return c.blocks * blockWords }
 
-// gather copies words of generation g, from its word i (a multiple of 8)
-// on, into dst (a multiple of 8 long), and returns how many it copied.
+// gather copies words of logical generation g (0 current), from its word
+// i (a multiple of 8) on, into dst (a multiple of 8 long), and returns how
+// many it copied.
 func (c *counting) gather(g int, i uint64, dst []uint64) int {
 	n := 0
 	for b := i / blockWords; b < c.blocks && n < len(dst); b++ {
-		o := b*bucketWords + uint64(g)*blockWords
+		o := b*bucketWords + uint64(c.cur^g)*blockWords
 		n += copy(dst[n:], c.words[o:o+blockWords])
 	}
 	return n
@@ -259,10 +264,62 @@ func (c *counting) gather(g int, i uint64, dst []uint64) int {
 func (c *counting) scatter(g int, i uint64, src []uint64) int {
 	n := 0
 	for b := i / blockWords; b < c.blocks && n < len(src); b++ {
-		o := b*bucketWords + uint64(g)*blockWords
+		o := b*bucketWords + uint64(c.cur^g)*blockWords
 		n += copy(c.words[o:o+blockWords], src[n:])
 	}
 	return n
+}
+
+// wordAt is the index in words of word i of logical generation g.
+func (c *counting) wordAt(g int, i uint64) uint64 {
+	return i/blockWords*bucketWords + uint64(c.cur^g)*blockWords + i%blockWords
+}
+
+func (c *counting) word(g int, i uint64) uint64   { return c.words[c.wordAt(g, i)] }
+func (c *counting) setWord(g int, i, v uint64)    { c.words[c.wordAt(g, i)] = v }
+func (c *counting) tracking() *dirtySet           { return &c.dirty }
+func (c *counting) lastWordProblem(uint64) string { return "" }
+
+// dirtyMap returns the change bitmap of logical generation g, with every
+// pending mark folded in.
+func (c *counting) dirtyMap(g int) []uint64 {
+	c.dirty.fold()
+	return c.dirty.maps[c.cur^g]
+}
+
+// counts are the non-zero and the saturated counters of the current and
+// the previous generation.
+func (c *counting) counts() (nonzero, saturated [2]uint64) {
+	return byGeneration(c.nonzero, c.cur), byGeneration(c.saturated, c.cur)
+}
+
+func (c *counting) setCounts(nonzero, saturated [2]uint64) {
+	c.nonzero, c.saturated = byGeneration(nonzero, c.cur), byGeneration(saturated, c.cur)
+}
+
+// stats of logical generation g: the fill is exact, the false-positive
+// estimate comes from the blocked filter's model at the estimated load.
+func (c *counting) stats(g int) FilterStats {
+	g ^= c.cur
+	m := c.blocks * blockCounters
+	fs := FilterStats{M: m, K: uint32(c.k), Saturated: c.saturated[g]}
+	fs.Fill = float64(c.nonzero[g]) / float64(m)
+	fs.EstimatedKeys = estimateKeys(fs.Fill, m, c.model.distinct)
+	fs.FPRate = c.model.rate(fs.EstimatedKeys / float64(c.blocks))
+	return fs
+}
+
+// validate checks a decoded pair's counts (generation 0 current) against
+// its counters.
+func (c *counting) validate() error {
+	for g := range 2 {
+		nz, sat := c.recount(g)
+		if nz != c.nonzero[g] || sat != c.saturated[g] {
+			return invalid([2]string{"current counts", "previous counts"}[g], int64(64+16*g),
+				"header says %d non-zero, %d saturated; data has %d, %d", c.nonzero[g], c.saturated[g], nz, sat)
+		}
+	}
+	return nil
 }
 
 // recount scans generation g; used only to validate a decoded snapshot.

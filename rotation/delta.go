@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"math/bits"
-	"time"
 )
 
 // Delta format, version 1 (all integers little-endian). A delta carries what
@@ -153,7 +152,7 @@ func (d *Delta) readFrom(r io.Reader) (int64, error) {
 		return int64(n), err
 	}
 	u64 := func(off int) uint64 { return binary.LittleEndian.Uint64(h[off:]) }
-	o := Options{Mode: Mode(h[6]), ExpectedKeys: u64(8), FPRate: math.Float64frombits(u64(16)), Window: time.Duration(u64(24))}
+	o := preambleOptions(h[:])
 	if o.Mode != Counting && o.Mode != Plain && o.Mode != Fingerprint {
 		return int64(n), deltaInvalid("delta mode", 6, "mode %d", h[6])
 	}
@@ -166,15 +165,7 @@ func (d *Delta) readFrom(r io.Reader) (int64, error) {
 	if m < wantM/2 || m > 2*wantM || k == 0 || k > maxK {
 		return int64(n), deltaInvalid("delta geometry", 32, "m=%d, k=%d far from the options' m=%d", m, k, wantM)
 	}
-	var genWords uint64
-	switch o.Mode {
-	case Counting:
-		genWords = m / 16
-	case Plain:
-		genWords = (m + 63) / 64
-	default:
-		genWords = (m/slotsPerBucket*(k/2) + 7) / 8
-	}
+	genWords := generationWords(o.Mode, m, k)
 	var stashBytes uint64
 	for g := range 2 {
 		if w := u64(136 + 8*g); w > genWords {
@@ -269,23 +260,17 @@ func (p *Pair) TakeDelta(d *Delta) {
 // goroutine that owns p. It clears the change bitmaps (1/64 of the filters'
 // memory).
 func (p *Pair) ResetDelta() {
-	if d := p.dirtySet(); d != nil {
-		d.reset()
+	if p.initialised() {
+		if d := p.gens.tracking(); d != nil {
+			d.reset()
+		}
 	}
 	p.deltaSwaps, p.deltaFrom, p.deltaSeq = 0, p.rotations, 0
 }
 
 // putDeltaHeader fills h except the word counts, body length and checksum.
 func (p *Pair) putDeltaHeader(h *[deltaHeaderSize]byte) {
-	copy(h[0:], deltaMagic)
-	binary.LittleEndian.PutUint16(h[4:], deltaVersion)
-	h[6] = byte(p.opts.Mode)
-	if p.started {
-		h[7] = 1
-	}
-	binary.LittleEndian.PutUint64(h[8:], p.opts.ExpectedKeys)
-	binary.LittleEndian.PutUint64(h[16:], math.Float64bits(p.opts.FPRate))
-	binary.LittleEndian.PutUint64(h[24:], uint64(p.opts.Window))
+	p.putPreamble(h[:], deltaMagic, deltaVersion)
 	binary.LittleEndian.PutUint64(h[32:], p.m)
 	binary.LittleEndian.PutUint32(h[40:], uint32(p.k))
 	binary.LittleEndian.PutUint32(h[44:], p.deltaSeq)
@@ -301,72 +286,17 @@ func (p *Pair) putDeltaHeader(h *[deltaHeaderSize]byte) {
 	}
 }
 
-// dirtySet returns the change tracking of p's filters; nil in Plain mode,
-// which does not track changes.
-func (p *Pair) dirtySet() *dirtySet {
-	switch {
-	case p.cnt != nil:
-		return &p.cnt.dirty
-	case p.fp != nil:
-		return &p.fp.dirty
-	}
-	return nil
-}
-
-// dirtyMap returns the change bitmap of logical generation g (0 current, 1
-// previous), with every pending mark folded in; nil in Plain mode.
-func (p *Pair) dirtyMap(g int) []uint64 {
-	d := p.dirtySet()
-	if d == nil {
-		return nil
-	}
-	d.fold()
-	if p.cnt != nil {
-		return d.maps[p.cnt.cur^g]
-	}
-	return d.maps[p.fp.cur^g]
-}
-
-// word returns word i of logical generation g's snapshot data.
-func (p *Pair) word(g int, i uint64) uint64 {
-	switch {
-	case p.cnt != nil:
-		c := p.cnt
-		return c.words[i/blockWords*bucketWords+uint64(c.cur^g)*blockWords+i%blockWords]
-	case p.fp != nil:
-		var b [8]byte
-		p.fp.streamBytes(p.fp.cur^g, 8*i, b[:], false)
-		return binary.LittleEndian.Uint64(b[:])
-	}
-	return [2]*plain{p.pcur, p.pprev}[g].words[i]
-}
-
-// setWord sets word i of logical generation g's snapshot data to v.
-func (p *Pair) setWord(g int, i, v uint64) {
-	switch {
-	case p.cnt != nil:
-		c := p.cnt
-		c.words[i/blockWords*bucketWords+uint64(c.cur^g)*blockWords+i%blockWords] = v
-	case p.fp != nil:
-		var b [8]byte
-		binary.LittleEndian.PutUint64(b[:], v)
-		p.fp.streamBytes(p.fp.cur^g, 8*i, b[:], true)
-	default:
-		[2]*plain{p.pcur, p.pprev}[g].words[i] = v
-	}
-}
-
 // appendWords appends the changed words of logical generation g to b,
 // clearing their marks, and returns how many it appended.
 func (p *Pair) appendWords(b []byte, g int) ([]byte, uint64) {
-	d := p.dirtyMap(g)
-	if d == nil { // Plain: every word
-		words := [2]*plain{p.pcur, p.pprev}[g].words
-		for _, x := range words {
+	d := p.gens.dirtyMap(g)
+	if d == nil { // not tracked: every word
+		n := p.gens.genWords()
+		for i := range n {
 			b = append(b, 0)
-			b = binary.LittleEndian.AppendUint64(b, x)
+			b = binary.LittleEndian.AppendUint64(b, p.gens.word(g, i))
 		}
-		return b, uint64(len(words))
+		return b, n
 	}
 	var n, next uint64
 	for j, x := range d {
@@ -377,7 +307,7 @@ func (p *Pair) appendWords(b []byte, g int) ([]byte, uint64) {
 		for ; x != 0; x &= x - 1 {
 			i := uint64(j)<<6 | uint64(bits.TrailingZeros64(x))
 			b = binary.AppendUvarint(b, i-next)
-			b = binary.LittleEndian.AppendUint64(b, p.word(g, i))
+			b = binary.LittleEndian.AppendUint64(b, p.gens.word(g, i))
 			next = i + 1
 			n++
 		}
@@ -456,18 +386,17 @@ func deltaReadError(what string, off int64, err error) error {
 
 // deltaHeader is a checked delta header.
 type deltaHeader struct {
-	started          bool
-	swaps            uint64
-	start            int64
-	rotations        uint64
-	counts           [2][2]uint64 // per logical generation, as in a snapshot header
-	refused, early   uint64
-	forgotten        uint64
-	words            [2]uint64
-	body             uint64
-	stashed          [2]uint64 // fingerprint: stash entries per logical generation
-	stashBytes       uint64
-	plainTail, fpPad bool // the last word of a generation has bits that must be 0
+	started        bool
+	swaps          uint64
+	start          int64
+	rotations      uint64
+	counts         [2][2]uint64 // per logical generation, as in a snapshot header
+	refused, early uint64
+	forgotten      uint64
+	words          [2]uint64
+	body           uint64
+	stashed        [2]uint64 // fingerprint: stash entries per logical generation
+	stashBytes     uint64
 }
 
 // checkDeltaHeader checks an intact header against p and itself.
@@ -477,7 +406,7 @@ func (p *Pair) checkDeltaHeader(h *[deltaHeaderSize]byte) (deltaHeader, error) {
 	if !p.initialised() {
 		return dh, fmt.Errorf("apply delta: %w: the pair has no state (ReadFrom a base snapshot first)", ErrDeltaMismatch)
 	}
-	o := Options{Mode: Mode(h[6]), ExpectedKeys: u64(8), FPRate: math.Float64frombits(u64(16)), Window: time.Duration(u64(24))}
+	o := preambleOptions(h[:])
 	m, k := u64(32), binary.LittleEndian.Uint32(h[40:])
 	if o.Mode != p.opts.Mode || o.ExpectedKeys != p.opts.ExpectedKeys || math.Float64bits(o.FPRate) != math.Float64bits(p.opts.FPRate) ||
 		o.Window != p.opts.Window || m != p.m || uint64(k) != uint64(p.k) {
@@ -523,8 +452,6 @@ func (p *Pair) checkDeltaHeader(h *[deltaHeaderSize]byte) (deltaHeader, error) {
 	if lo, hi := w*minDeltaWord+dh.stashBytes+4, w*maxDeltaWord+dh.stashBytes+4; dh.body < lo || dh.body > hi {
 		return dh, deltaInvalid("delta body length", 152, "%d bytes for %d words and %d stash bytes", dh.body, w, dh.stashBytes)
 	}
-	dh.plainTail = p.pcur != nil && p.m%64 != 0
-	dh.fpPad = p.fp != nil && p.fp.genBytes()%8 != 0
 	return dh, nil
 }
 
@@ -575,17 +502,14 @@ func (p *Pair) checkDeltaBody(dh *deltaHeader, body []byte) error {
 			}
 			next = i + 1
 			if i == genWords-1 {
-				if dh.plainTail && v>>(p.m%64) != 0 {
-					return deltaInvalid(what, off, "bits set beyond m=%d", p.m)
-				}
-				if dh.fpPad && v>>(8*(p.fp.genBytes()%8)) != 0 {
-					return deltaInvalid(what, off, "non-zero padding after the last bucket")
+				if problem := p.gens.lastWordProblem(v); problem != "" {
+					return deltaInvalid(what, off, "%s", problem)
 				}
 			}
 			if p.cnt != nil {
 				var old uint64
 				if src >= 0 {
-					old = p.word(src, i)
+					old = p.gens.word(src, i)
 				}
 				nz += uint64(bits.OnesCount64(nonzero8(v)&nibbles8)) - uint64(bits.OnesCount64(nonzero8(old)&nibbles8))
 				sat += uint64(bits.OnesCount64(full8(v)&nibbles8)) - uint64(bits.OnesCount64(full8(old)&nibbles8))
@@ -637,23 +561,16 @@ func (p *Pair) applyDeltaBody(dh *deltaHeader, body []byte) {
 		next := uint64(0)
 		for range dh.words[g] {
 			i, v, _ := cur.next(next, genWords)
-			p.setWord(g, i, v)
+			p.gens.setWord(g, i, v)
 			next = i + 1
 		}
 	}
 	p.start, p.started, p.rotations = dh.start, dh.started, dh.rotations
-	switch {
-	case p.cnt != nil:
-		c := p.cnt
-		for g := range 2 {
-			c.nonzero[c.cur^g], c.saturated[c.cur^g] = dh.counts[g][0], dh.counts[g][1]
-		}
-	case p.fp != nil:
-		c := p.fp
+	p.gens.setCounts([2]uint64{dh.counts[0][0], dh.counts[1][0]}, [2]uint64{dh.counts[0][1], dh.counts[1][1]})
+	if c := p.fp; c != nil {
 		c.refused, c.early, c.forgotten = dh.refused, dh.early, dh.forgotten
 		for g := range 2 {
 			pg := c.cur ^ g
-			c.held[pg], c.stashed[pg] = dh.counts[g][0], dh.counts[g][1]
 			clear(c.stash[pg])
 			for range dh.stashed[g] {
 				k := stashKey{bucket: binary.LittleEndian.Uint64(body[cur.off:]), fp: binary.LittleEndian.Uint64(body[cur.off+8:])}
@@ -661,8 +578,6 @@ func (p *Pair) applyDeltaBody(dh *deltaHeader, body []byte) {
 				c.stash[pg][k]++
 			}
 		}
-	default:
-		p.pcur.added, p.pprev.added = dh.counts[0][0], dh.counts[1][0]
 	}
 	seq := p.deltaSeq
 	p.ResetDelta()

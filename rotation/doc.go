@@ -130,11 +130,14 @@
 //
 // # Files
 //
-// pair.go holds Pair (time, rotation, CopyTo); options.go and mode.go its
-// Options and Mode; counting.go, fingerprint.go (with stash.go, its
-// stash's encoding) and plain.go the three filter kinds; sizing.go the
-// counting and plain geometry, model.go the fingerprint geometry and the
-// rate models; probe.go Locate and TestAndAddAt; aging.go SeenAt,
+// pair.go holds Pair (time, rotation, CopyTo) and generations, the
+// interface through which it rotates, copies, streams, counts and checks
+// the filters of any mode; options.go and mode.go its Options and Mode;
+// counting.go, fingerprint.go (with stash.go, its stash's encoding) and
+// plain.go the three filter kinds, each implementing generations (the
+// per-record path calls their concrete types); sizing.go the counting and
+// plain geometry, model.go the fingerprint geometry, the rate models and
+// the memory of a pair; probe.go Locate and TestAndAddAt; aging.go SeenAt,
 // AdvanceTo and Expired; stats.go Stats; snapshot.go the snapshot format
 // (WriteTo, ReadFrom); delta.go the delta format (Delta, TakeDelta,
 // ApplyDelta) and dirty.go the tracking of changed words; errors.go the

@@ -303,22 +303,27 @@ func (c *fingerprint) clearAll() {
 	c.held, c.stashed = [2]uint64{}, [2]uint64{}
 }
 
-// resetCounts zeroes the cumulative overflow counts (Pair.Reset).
-func (c *fingerprint) resetCounts() { c.refused, c.early, c.forgotten = 0, 0, 0 }
+// reset clears both generations and the cumulative overflow counts
+// (Pair.Reset).
+func (c *fingerprint) reset() {
+	c.clearAll()
+	c.refused, c.early, c.forgotten = 0, 0, 0
+}
 
 // copyFrom copies src's state; the receiver's change tracking is cleared
 // (it holds what src holds, nothing is pending).
-func (c *fingerprint) copyFrom(src *fingerprint) {
-	copy(c.words, src.words)
+func (c *fingerprint) copyFrom(src generations) {
+	s := src.(*fingerprint)
+	copy(c.words, s.words)
 	c.dirty.reset()
 	for g := range 2 {
 		clear(c.stash[g])
-		for k, v := range src.stash[g] {
+		for k, v := range s.stash[g] {
 			c.stash[g][k] = v
 		}
 	}
-	c.cur, c.held, c.stashed = src.cur, src.held, src.stashed
-	c.refused, c.early, c.forgotten = src.refused, src.early, src.forgotten
+	c.cur, c.held, c.stashed = s.cur, s.held, s.stashed
+	c.refused, c.early, c.forgotten = s.refused, s.early, s.forgotten
 }
 
 // bucketLines returns the first byte of bucket i (both generations) as the
@@ -332,13 +337,13 @@ func (c *fingerprint) bucketLines(i uint64) *[bucketWords]uint64 {
 func (c *fingerprint) genBytes() uint64 { return c.buckets * c.bb }
 func (c *fingerprint) genWords() uint64 { return (c.genBytes() + 7) / 8 }
 
-// gather copies words of generation g's byte stream (its buckets in order),
-// from word i on, into dst, and returns how many it copied.
+// gather copies words of logical generation g's byte stream (its buckets
+// in order), from word i on, into dst, and returns how many it copied.
 func (c *fingerprint) gather(g int, i uint64, dst []uint64) int {
 	n := min(uint64(len(dst)), c.genWords()-i)
 	var b [8]byte
 	for w := range n {
-		c.streamBytes(g, 8*(i+w), b[:], false)
+		c.streamBytes(c.cur^g, 8*(i+w), b[:], false)
 		dst[w] = binary.LittleEndian.Uint64(b[:])
 	}
 	return int(n)
@@ -350,9 +355,81 @@ func (c *fingerprint) scatter(g int, i uint64, src []uint64) int {
 	var b [8]byte
 	for w := range n {
 		binary.LittleEndian.PutUint64(b[:], src[w])
-		c.streamBytes(g, 8*(i+w), b[:], true)
+		c.streamBytes(c.cur^g, 8*(i+w), b[:], true)
 	}
 	return int(n)
+}
+
+// word returns word i of logical generation g's byte stream.
+func (c *fingerprint) word(g int, i uint64) uint64 {
+	var b [8]byte
+	c.streamBytes(c.cur^g, 8*i, b[:], false)
+	return binary.LittleEndian.Uint64(b[:])
+}
+
+// setWord sets word i of logical generation g's byte stream to v.
+func (c *fingerprint) setWord(g int, i, v uint64) {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], v)
+	c.streamBytes(c.cur^g, 8*i, b[:], true)
+}
+
+func (c *fingerprint) tracking() *dirtySet { return &c.dirty }
+
+// dirtyMap returns the change bitmap of logical generation g, with every
+// pending mark folded in.
+func (c *fingerprint) dirtyMap(g int) []uint64 {
+	c.dirty.fold()
+	return c.dirty.maps[c.cur^g]
+}
+
+// lastWordProblem reports non-zero padding after the last bucket in the
+// last word of a generation's stream.
+func (c *fingerprint) lastWordProblem(v uint64) string {
+	if r := c.genBytes() % 8; r != 0 && v>>(8*r) != 0 {
+		return "non-zero padding after the last bucket"
+	}
+	return ""
+}
+
+// counts are the fingerprints held and stashed by the current and the
+// previous generation.
+func (c *fingerprint) counts() (held, stashed [2]uint64) {
+	return byGeneration(c.held, c.cur), byGeneration(c.stashed, c.cur)
+}
+
+func (c *fingerprint) setCounts(held, stashed [2]uint64) {
+	c.held, c.stashed = byGeneration(held, c.cur), byGeneration(stashed, c.cur)
+}
+
+// stats of logical generation g are exact: the fill is the fraction of
+// occupied slots, the keys are the fingerprints held, the rate is the
+// model at that load.
+func (c *fingerprint) stats(g int) FilterStats {
+	g ^= c.cur
+	inSlots := c.held[g] - c.stashed[g]
+	m := c.buckets * slotsPerBucket
+	return FilterStats{
+		M: m, K: uint32(c.f), Stashed: c.stashed[g],
+		Fill:          float64(inSlots) / float64(m),
+		EstimatedKeys: float64(c.held[g]),
+		FPRate:        fingerprintRate(int(c.f), c.buckets, float64(inSlots), float64(c.stashed[g])),
+	}
+}
+
+// validate checks a decoded pair (generation 0 current): zero padding, and
+// the header's counts of fingerprints in slots against the slots.
+func (c *fingerprint) validate() error {
+	for g := range 2 {
+		what := [2]string{"current generation", "previous generation"}[g]
+		if c.badPad {
+			return invalid(what, headerSize, "non-zero padding after the last bucket")
+		}
+		if n := c.recount(g); n != c.held[g]-c.stashed[g] {
+			return invalid(what, int64(64+16*g), "header says %d fingerprints in slots; data has %d", c.held[g]-c.stashed[g], n)
+		}
+	}
+	return nil
 }
 
 // streamBytes copies len(b) bytes at offset q of generation g's byte stream

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"time"
+	"unsafe"
 )
 
 // maxBucketLoad is the fraction of slots a fingerprint generation holds at
@@ -98,8 +99,8 @@ func FalseDropsPerDay(o Options, newKeysPerDay float64) (float64, error) {
 	return newKeysPerDay * sum / steps, nil
 }
 
-// BitsPerKey is the memory of a pair built with o per expected key
-// (both generations).
+// BitsPerKey is the filter memory of a pair built with o per expected key
+// (both generations; without the change tracking SizeBytes also counts).
 func BitsPerKey(o Options) (float64, error) {
 	o, err := o.normalize()
 	if err != nil {
@@ -119,4 +120,26 @@ func pairBytes(mode Mode, m uint64, k int) uint64 {
 	default:
 		return 2 * m / 2
 	}
+}
+
+// generationWords is the words of one generation's snapshot data.
+func generationWords(mode Mode, m, k uint64) uint64 {
+	switch mode {
+	case Plain:
+		return (m + 63) / 64
+	case Fingerprint:
+		return (m/slotsPerBucket*(k/2) + 7) / 8
+	default:
+		return m / 16
+	}
+}
+
+// trackingBytes is the memory of a pair's change tracking (dirty.go): a
+// bit per word of each generation, and the ring of pending marks. Plain
+// pairs track nothing.
+func trackingBytes(mode Mode, m uint64, k int) uint64 {
+	if !mode.Incremental() {
+		return 0
+	}
+	return 2*8*((generationWords(mode, m, uint64(k))+63)/64) + uint64(unsafe.Sizeof(dirtySet{}.ring))
 }

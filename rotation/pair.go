@@ -24,10 +24,15 @@ type Pair struct {
 	m uint64
 	k int
 
-	cnt         *counting    // Counting mode: both generations
-	fp          *fingerprint // Fingerprint mode: both generations
-	pcur, pprev *plain       // Plain mode
-	model       *blockModel
+	// gens holds both generations and does what every mode does alike.
+	// Exactly one of cnt, fp and pl is set, to the same value: the
+	// per-record path (Locate, TestAndAdd, TestAndAddAt, Test, Remove)
+	// calls the concrete type, so that it pays no indirect call and its
+	// probes stay on the stack.
+	gens generations
+	cnt  *counting    // Counting mode
+	fp   *fingerprint // Fingerprint mode
+	pl   *plainPair   // Plain mode
 
 	sink uint64 // where Locate folds its loads (where it has no prefetch instruction); meaningless
 
@@ -40,6 +45,38 @@ type Pair struct {
 	deltaSeq   uint32 // deltas taken (or applied) since the base state
 	applyBuf   []byte // ApplyDelta's reusable read buffer
 }
+
+// generations is what a mode does to its two generations, apart from
+// testing and adding keys. g is a logical generation: 0 current, 1
+// previous. counting.go, fingerprint.go and plain.go implement it.
+type generations interface {
+	rotate()   // the current generation becomes previous; the previous one, cleared, current
+	clearAll() // both generations empty
+	reset()    // clearAll, and zero cumulative counts (Pair.Reset)
+	copyFrom(src generations)
+
+	// A generation's snapshot data, as words (snapshot.go, delta.go).
+	genWords() uint64
+	gather(g int, i uint64, dst []uint64) int // from word i on into dst; how many
+	scatter(g int, i uint64, src []uint64) int
+	word(g int, i uint64) uint64
+	setWord(g int, i, v uint64)
+	lastWordProblem(v uint64) string // why v cannot be a generation's last word, or ""
+
+	// Change tracking (delta.go); nil when every word is carried.
+	tracking() *dirtySet
+	dirtyMap(g int) []uint64 // with pending marks folded in
+
+	// The two counts per generation of snapshot and delta headers.
+	counts() (a, b [2]uint64)
+	setCounts(a, b [2]uint64)
+	stats(g int) FilterStats
+	validate() error // of decoded data, against the counts
+}
+
+// byGeneration reorders per-generation values x of a pair whose current
+// generation is cur: physical to logical (current first) and back.
+func byGeneration(x [2]uint64, cur int) [2]uint64 { return [2]uint64{x[cur], x[1-cur]} }
 
 // New validates o and allocates both generations.
 func New(o Options) (*Pair, error) {
@@ -78,12 +115,14 @@ func newPair(o Options, m uint64, k int) *Pair {
 	p := &Pair{opts: o, window: int64(o.Window), m: m, k: k}
 	switch o.Mode {
 	case Plain:
-		p.pcur, p.pprev = newPlain(m, k), newPlain(m, k)
+		p.pl = newPlainPair(m, k)
+		p.gens = p.pl
 	case Fingerprint:
 		p.fp = newFingerprint(m/slotsPerBucket, k)
+		p.gens = p.fp
 	default:
 		p.cnt = newCounting(m/blockCounters, k)
-		p.model = modelFor(k)
+		p.gens = p.cnt
 	}
 	return p
 }
@@ -101,7 +140,7 @@ func (p *Pair) TestAndAdd(key []byte, ts time.Time) (seen bool) {
 		return p.testAndAddFingerprint(&pr)
 	}
 	if p.cnt == nil {
-		return p.testAndAddPlain(key)
+		return p.pl.testAndAdd(key)
 	}
 	var pr probe
 	p.cnt.locate(xxhash.Sum64(key), &pr)
@@ -129,21 +168,13 @@ func (p *Pair) overflow() {
 	p.deltaSwaps++
 }
 
-func (p *Pair) testAndAddPlain(key []byte) bool {
-	if p.pprev.f.Test(key) || p.pcur.f.TestOrAdd(key) {
-		return true
-	}
-	p.pcur.added++
-	return false
-}
-
 // Remove moves time forward to ts, then removes key from each generation
 // that holds it (a key that does not test present is left alone, so a
 // retraction of a key never added removes nothing). It reports whether
 // anything was removed. In Plain mode it changes nothing and returns
 // ErrRemoveUnsupported.
 func (p *Pair) Remove(key []byte, ts time.Time) (removed bool, err error) {
-	if p.cnt == nil && p.fp == nil {
+	if p.pl != nil {
 		return false, ErrRemoveUnsupported
 	}
 	p.advance(ts)
@@ -178,7 +209,7 @@ func (p *Pair) Test(key []byte) bool {
 		return p.fp.contains(0, &pr) || p.fp.contains(1, &pr)
 	}
 	if p.cnt == nil {
-		return p.pcur.f.Test(key) || p.pprev.f.Test(key)
+		return p.pl.test(key)
 	}
 	var pr probe
 	p.cnt.locate(xxhash.Sum64(key), &pr)
@@ -238,30 +269,12 @@ func unixNanos(ts time.Time) int64 {
 
 func (p *Pair) rotate() {
 	p.deltaSwaps++
-	if p.fp != nil {
-		p.fp.rotate()
-		return
-	}
-	if p.cnt == nil {
-		p.pcur, p.pprev = p.pprev, p.pcur
-		p.pcur.reset()
-		return
-	}
-	p.cnt.rotate()
+	p.gens.rotate()
 }
 
 func (p *Pair) clearBoth() {
 	p.deltaSwaps += 2
-	if p.fp != nil {
-		p.fp.clearAll()
-		return
-	}
-	if p.cnt == nil {
-		p.pcur.reset()
-		p.pprev.reset()
-		return
-	}
-	p.cnt.clearAll()
+	p.gens.clearAll()
 }
 
 // Reset returns the pair to the state New gives it: both generations
@@ -271,10 +284,8 @@ func (p *Pair) clearBoth() {
 // path can be Reset beforehand, elsewhere, so that the copy does not take
 // the page faults of fresh memory.
 func (p *Pair) Reset() {
-	p.clearBoth()
-	if p.fp != nil {
-		p.fp.resetCounts()
-	}
+	p.deltaSwaps += 2
+	p.gens.reset()
 	p.start, p.started, p.rotations = 0, false, 0
 }
 
@@ -282,12 +293,14 @@ func (p *Pair) Reset() {
 // never zero.
 func (p *Pair) Options() Options { return p.opts }
 
-// SizeBytes is the memory of both generations' filter data.
+// SizeBytes is the memory of both generations' filter data and, in the
+// modes whose deltas carry only what changed, of the change tracking
+// (1/64 of the filters' memory and a 4 KiB ring).
 func (p *Pair) SizeBytes() int {
 	if !p.initialised() {
 		return 0
 	}
-	return int(pairBytes(p.opts.Mode, p.m, p.k))
+	return int(pairBytes(p.opts.Mode, p.m, p.k) + trackingBytes(p.opts.Mode, p.m, p.k))
 }
 
 // CopyTo copies the whole state of p into dst without allocating. dst must
@@ -305,15 +318,7 @@ func (p *Pair) CopyTo(dst *Pair) error {
 	}
 	dst.start, dst.started, dst.rotations = p.start, p.started, p.rotations
 	dst.deltaSwaps, dst.deltaFrom, dst.deltaSeq = 0, p.rotations, 0 // dst's copies clear its dirty bitmaps
-	switch {
-	case p.cnt != nil:
-		dst.cnt.copyFrom(p.cnt)
-	case p.fp != nil:
-		dst.fp.copyFrom(p.fp)
-	default:
-		dst.pcur.copyFrom(p.pcur)
-		dst.pprev.copyFrom(p.pprev)
-	}
+	dst.gens.copyFrom(p.gens)
 	return nil
 }
 
@@ -328,4 +333,4 @@ func (p *Pair) Clone() *Pair {
 }
 
 // initialised reports whether p has filters (New, Clone or ReadFrom made it).
-func (p *Pair) initialised() bool { return p.cnt != nil || p.fp != nil || p.pcur != nil }
+func (p *Pair) initialised() bool { return p.gens != nil }

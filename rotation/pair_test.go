@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // TestNoFalseNegatives: every key added within the guarantee is reported
@@ -336,5 +337,47 @@ func TestReset(t *testing.T) {
 		if st := p.Stats(); !st.WindowStart.Equal(epoch.Truncate(time.Minute)) || st.Rotations != 0 {
 			t.Fatalf("%v: reset pair's window %v (rotations %d), want it started at %v", mode, st.WindowStart, st.Rotations, epoch.Truncate(time.Minute))
 		}
+	}
+}
+
+// TestSizeBytesCountsAllocations holds SizeBytes to what New allocates for
+// the filters and their change tracking: the memory model (sizing,
+// dedup_filter_bytes) is built on it.
+func TestSizeBytesCountsAllocations(t *testing.T) {
+	for _, mode := range modes {
+		for _, n := range []uint64{1000, 123_457} {
+			p := mustNew(t, Options{ExpectedKeys: n, FPRate: 0.001, Window: time.Hour, Mode: mode})
+			var alloc, slack int
+			if d := p.gens.tracking(); d != nil {
+				alloc += 8*(len(d.maps[0])+len(d.maps[1])) + int(unsafe.Sizeof(d.ring))
+			}
+			switch mode {
+			case Counting:
+				alloc += 8 * len(p.cnt.words)
+			case Fingerprint:
+				alloc += 8 * len(p.fp.words)
+				slack = tabPad + 8 // padding for 8-byte loads and prefetches
+			case Plain:
+				alloc += 8 * (len(p.pl.cur.words) + len(p.pl.prev.words))
+			}
+			if got := p.SizeBytes(); got > alloc || got < alloc-slack {
+				t.Errorf("%v n=%d: SizeBytes %d, allocated %d (up to %d of padding not counted)", mode, n, got, alloc, slack)
+			}
+			if mode.Incremental() && p.SizeBytes() <= int(pairBytes(mode, p.m, p.k)) {
+				t.Errorf("%v n=%d: SizeBytes %d does not count the change tracking", mode, n, p.SizeBytes())
+			}
+		}
+	}
+}
+
+// TestZeroPair: the methods that make sense on a zero Pair (one ReadFrom
+// or CopyTo will fill) work on it.
+func TestZeroPair(t *testing.T) {
+	var p Pair
+	p.ResetDelta()
+	var d Delta
+	p.TakeDelta(&d)
+	if p.SizeBytes() != 0 || d.Len() != 0 || p.Stats().Bytes != 0 || p.Clone().SizeBytes() != 0 {
+		t.Fatalf("zero pair: SizeBytes %d, delta %d bytes, Stats %+v", p.SizeBytes(), d.Len(), p.Stats())
 	}
 }

@@ -57,7 +57,7 @@ func (p *Pair) TestAndAddAt(pr *Probe, ts time.Time) (seen bool) {
 		return p.testAndAddFingerprint(&pr.fpr)
 	}
 	if p.cnt == nil {
-		return p.testAndAddPlain(pr.key)
+		return p.pl.testAndAdd(pr.key)
 	}
 	return p.cnt.testAndAdd(&pr.loc)
 }

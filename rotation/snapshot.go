@@ -7,7 +7,6 @@ import (
 	"hash/crc32"
 	"io"
 	"math"
-	"math/bits"
 	"time"
 )
 
@@ -70,54 +69,57 @@ func (s *snapWriter) write(b []byte) error {
 // blockWords).
 const chunkWords = chunkBytes / 8
 
-// writeGen streams generation g (0 current, 1 previous) of p.
-func (s *snapWriter) writeGen(p *Pair, g int, words []uint64, buf []byte) error {
-	for i := uint64(0); i < p.genWords(); {
-		n := p.gather(g, i, words)
-		for j, x := range words[:n] {
-			binary.LittleEndian.PutUint64(buf[8*j:], x)
+// putPreamble writes what snapshot and delta headers begin with (bytes
+// 0..31): magic, version, mode, flags and options.
+func (p *Pair) putPreamble(h []byte, magic string, version uint16) {
+	copy(h[0:], magic)
+	binary.LittleEndian.PutUint16(h[4:], version)
+	h[6] = byte(p.opts.Mode)
+	if p.started {
+		h[7] = 1
+	}
+	binary.LittleEndian.PutUint64(h[8:], p.opts.ExpectedKeys)
+	binary.LittleEndian.PutUint64(h[16:], math.Float64bits(p.opts.FPRate))
+	binary.LittleEndian.PutUint64(h[24:], uint64(p.opts.Window))
+}
+
+// preambleOptions decodes the options putPreamble wrote, unchecked.
+func preambleOptions(h []byte) Options {
+	return Options{
+		Mode:         Mode(h[6]),
+		ExpectedKeys: binary.LittleEndian.Uint64(h[8:]),
+		FPRate:       math.Float64frombits(binary.LittleEndian.Uint64(h[16:])),
+		Window:       time.Duration(binary.LittleEndian.Uint64(h[24:])),
+	}
+}
+
+// chunks returns the streaming buffers of p's generations: words, and as
+// many bytes.
+func (p *Pair) chunks() ([]uint64, []byte) {
+	words := make([]uint64, min(chunkWords, p.genWords()))
+	return words, make([]byte, 8*len(words))
+}
+
+// writeGens streams both generations of p, current first.
+func (s *snapWriter) writeGens(p *Pair) error {
+	words, buf := p.chunks()
+	for g := range 2 {
+		for i := uint64(0); i < p.genWords(); {
+			n := p.gens.gather(g, i, words)
+			for j, x := range words[:n] {
+				binary.LittleEndian.PutUint64(buf[8*j:], x)
+			}
+			if err := s.write(buf[:8*n]); err != nil {
+				return err
+			}
+			i += uint64(n)
 		}
-		if err := s.write(buf[:8*n]); err != nil {
-			return err
-		}
-		i += uint64(n)
 	}
 	return nil
 }
 
 // genWords is the number of words of one generation.
-func (p *Pair) genWords() uint64 {
-	if p.fp != nil {
-		return p.fp.genWords()
-	}
-	if p.cnt != nil {
-		return p.cnt.genWords()
-	}
-	return uint64(len(p.pcur.words))
-}
-
-// gather copies words of generation g (0 current, 1 previous) from its word
-// i (a multiple of blockWords) on into dst, and returns how many it copied.
-func (p *Pair) gather(g int, i uint64, dst []uint64) int {
-	if p.fp != nil {
-		return p.fp.gather(p.fp.cur^g, i, dst)
-	}
-	if p.cnt != nil {
-		return p.cnt.gather(p.cnt.cur^g, i, dst)
-	}
-	return copy(dst, [2]*plain{p.pcur, p.pprev}[g].words[i:])
-}
-
-// scatter is the inverse of gather.
-func (p *Pair) scatter(g int, i uint64, src []uint64) int {
-	if p.fp != nil {
-		return p.fp.scatter(p.fp.cur^g, i, src)
-	}
-	if p.cnt != nil {
-		return p.cnt.scatter(p.cnt.cur^g, i, src)
-	}
-	return copy([2]*plain{p.pcur, p.pprev}[g].words[i:], src)
-}
+func (p *Pair) genWords() uint64 { return p.gens.genWords() }
 
 // WriteTo writes a versioned, checksummed snapshot of the whole pair: options,
 // window, rotations, geometry, and both generations. It streams the filters
@@ -127,15 +129,7 @@ func (p *Pair) WriteTo(w io.Writer) (int64, error) {
 		return 0, errors.New("write snapshot: pair not initialised (use New)")
 	}
 	var h [headerSize]byte
-	copy(h[0:], snapshotMagic)
-	binary.LittleEndian.PutUint16(h[4:], snapshotVersion)
-	h[6] = byte(p.opts.Mode)
-	if p.started {
-		h[7] = 1
-	}
-	binary.LittleEndian.PutUint64(h[8:], p.opts.ExpectedKeys)
-	binary.LittleEndian.PutUint64(h[16:], math.Float64bits(p.opts.FPRate))
-	binary.LittleEndian.PutUint64(h[24:], uint64(p.opts.Window))
+	p.putPreamble(h[:], snapshotMagic, snapshotVersion)
 	binary.LittleEndian.PutUint64(h[32:], uint64(p.start))
 	binary.LittleEndian.PutUint64(h[40:], p.rotations)
 	binary.LittleEndian.PutUint64(h[48:], p.m)
@@ -147,12 +141,8 @@ func (p *Pair) WriteTo(w io.Writer) (int64, error) {
 	if err := sw.write(h[:]); err != nil {
 		return sw.n, err
 	}
-	words := make([]uint64, min(chunkWords, p.genWords()))
-	buf := make([]byte, 8*len(words))
-	for g := range 2 {
-		if err := sw.writeGen(p, g, words, buf); err != nil {
-			return sw.n, err
-		}
+	if err := sw.writeGens(p); err != nil {
+		return sw.n, err
 	}
 	if p.fp != nil {
 		if err := sw.write(p.fp.appendStashes(nil)); err != nil {
@@ -168,17 +158,7 @@ func (p *Pair) WriteTo(w io.Writer) (int64, error) {
 // putCounts writes the counts of the current then the previous generation
 // (2×8 bytes each, as the snapshot header holds them) to b.
 func (p *Pair) putCounts(b []byte) {
-	var a, z [2]uint64
-	switch {
-	case p.fp != nil:
-		c := p.fp
-		a, z = [2]uint64{c.held[c.cur], c.held[1-c.cur]}, [2]uint64{c.stashed[c.cur], c.stashed[1-c.cur]}
-	case p.cnt != nil:
-		c := p.cnt
-		a, z = [2]uint64{c.nonzero[c.cur], c.nonzero[1-c.cur]}, [2]uint64{c.saturated[c.cur], c.saturated[1-c.cur]}
-	default:
-		a = [2]uint64{p.pcur.added, p.pprev.added}
-	}
+	a, z := p.gens.counts()
 	for g := range 2 {
 		binary.LittleEndian.PutUint64(b[16*g:], a[g])
 		binary.LittleEndian.PutUint64(b[16*g+8:], z[g])
@@ -219,19 +199,21 @@ func (s *snapReader) read(b []byte, what string) error {
 	}
 }
 
-// readGen reads generation g (0 current, 1 previous) into p.
-func (s *snapReader) readGen(p *Pair, g int, words []uint64, buf []byte) error {
-	what := [2]string{"current generation", "previous generation"}[g]
+// readGens reads both generations into p, current first.
+func (s *snapReader) readGens(p *Pair) error {
+	words, buf := p.chunks()
 	total := p.genWords()
-	for i := uint64(0); i < total; {
-		n := min(total-i, uint64(len(words)))
-		if err := s.read(buf[:8*n], what); err != nil {
-			return err
+	for g, what := range [2]string{"current generation", "previous generation"} {
+		for i := uint64(0); i < total; {
+			n := min(total-i, uint64(len(words)))
+			if err := s.read(buf[:8*n], what); err != nil {
+				return err
+			}
+			for j := range words[:n] {
+				words[j] = binary.LittleEndian.Uint64(buf[8*j:])
+			}
+			i += uint64(p.gens.scatter(g, i, words[:n]))
 		}
-		for j := range words[:n] {
-			words[j] = binary.LittleEndian.Uint64(buf[8*j:])
-		}
-		i += uint64(p.scatter(g, i, words[:n]))
 	}
 	return nil
 }
@@ -271,12 +253,8 @@ func (p *Pair) ReadFrom(r io.Reader) (int64, error) {
 		return sr.n, err
 	}
 
-	words := make([]uint64, min(chunkWords, q.genWords()))
-	buf := make([]byte, 8*len(words))
-	for g := range 2 {
-		if err := sr.readGen(q, g, words, buf); err != nil {
-			return sr.n, err
-		}
+	if err := sr.readGens(q); err != nil {
+		return sr.n, err
 	}
 	if q.fp != nil {
 		if err := sr.readStashes(q.fp); err != nil {
@@ -291,7 +269,7 @@ func (p *Pair) ReadFrom(r io.Reader) (int64, error) {
 	if stored := binary.LittleEndian.Uint32(t[:]); stored != computed {
 		return sr.n, &CorruptError{What: "checksum", Offset: sr.n - 4, Err: fmt.Errorf("%w: stored %08x, computed %08x", ErrChecksum, stored, computed)}
 	}
-	if err := q.validateData(&h); err != nil {
+	if err := q.validateData(); err != nil {
 		return sr.n, err
 	}
 	*p = *q
@@ -300,12 +278,7 @@ func (p *Pair) ReadFrom(r io.Reader) (int64, error) {
 
 // decodeHeader checks the header fields and allocates a pair for them.
 func decodeHeader(h *[headerSize]byte) (*Pair, error) {
-	o := Options{
-		Mode:         Mode(h[6]),
-		ExpectedKeys: binary.LittleEndian.Uint64(h[8:]),
-		FPRate:       math.Float64frombits(binary.LittleEndian.Uint64(h[16:])),
-		Window:       time.Duration(binary.LittleEndian.Uint64(h[24:])),
-	}
+	o := preambleOptions(h[:])
 	if o.Mode != Counting && o.Mode != Plain && o.Mode != Fingerprint {
 		return nil, invalid("mode", 6, "mode %d", h[6])
 	}
@@ -351,50 +324,14 @@ func decodeHeader(h *[headerSize]byte) (*Pair, error) {
 	p := newPair(o, m, int(k))
 	p.start, p.started, p.rotations = start, started, rotations
 	p.deltaFrom = rotations
-	if c := p.fp; c != nil { // generation 0 is current
-		c.held[0], c.stashed[0] = binary.LittleEndian.Uint64(h[64:]), binary.LittleEndian.Uint64(h[72:])
-		c.held[1], c.stashed[1] = binary.LittleEndian.Uint64(h[80:]), binary.LittleEndian.Uint64(h[88:])
-	} else if c := p.cnt; c != nil { // generation 0 is current
-		c.nonzero[0], c.saturated[0] = binary.LittleEndian.Uint64(h[64:]), binary.LittleEndian.Uint64(h[72:])
-		c.nonzero[1], c.saturated[1] = binary.LittleEndian.Uint64(h[80:]), binary.LittleEndian.Uint64(h[88:])
-	} else {
-		p.pcur.added, p.pprev.added = binary.LittleEndian.Uint64(h[64:]), binary.LittleEndian.Uint64(h[80:])
-	}
+	u64 := func(off int) uint64 { return binary.LittleEndian.Uint64(h[off:]) }
+	p.gens.setCounts([2]uint64{u64(64), u64(80)}, [2]uint64{u64(72), u64(88)})
 	return p, nil
 }
 
 // validateData checks that the decoded filters agree with the header: exact
-// counter counts (counting) and no bits beyond m (plain).
-func (p *Pair) validateData(h *[headerSize]byte) error {
-	if c := p.fp; c != nil {
-		for g := range 2 {
-			what := [2]string{"current generation", "previous generation"}[g]
-			if c.badPad {
-				return invalid(what, headerSize, "non-zero padding after the last bucket")
-			}
-			if n := c.recount(g); n != c.held[g]-c.stashed[g] {
-				return invalid(what, int64(64+16*g), "header says %d fingerprints in slots; data has %d", c.held[g]-c.stashed[g], n)
-			}
-		}
-		return nil
-	}
-	if c := p.cnt; c != nil {
-		for g := range 2 {
-			nz, sat := c.recount(g)
-			if nz != c.nonzero[g] || sat != c.saturated[g] {
-				return invalid([2]string{"current counts", "previous counts"}[g], int64(64+16*g),
-					"header says %d non-zero, %d saturated; data has %d, %d", c.nonzero[g], c.saturated[g], nz, sat)
-			}
-		}
-		return nil
-	}
-	for i, g := range [2]*plain{p.pcur, p.pprev} {
-		if tail := p.m % 64; tail != 0 {
-			if last := g.words[len(g.words)-1]; last>>tail != 0 {
-				return invalid([2]string{"current generation", "previous generation"}[i], headerSize,
-					"%d bits set beyond m=%d", bits.OnesCount64(last>>tail), p.m)
-			}
-		}
-	}
-	return nil
+// counter counts (counting), fingerprints in slots (fingerprint), no bits
+// beyond m (plain).
+func (p *Pair) validateData() error {
+	return p.gens.validate()
 }

@@ -47,33 +47,13 @@ func (p *Pair) Stats() Stats {
 	if p.started {
 		s.WindowStart = time.Unix(0, p.start).UTC()
 	}
-	switch {
-	case p.fp != nil:
-		c := p.fp
-		s.Current, s.Previous = p.fingerprintStats(c.cur), p.fingerprintStats(1-c.cur)
+	if p.gens != nil {
+		s.Current, s.Previous = p.gens.stats(0), p.gens.stats(1)
+	}
+	if c := p.fp; c != nil {
 		s.Overflows, s.EarlyRotations, s.ForgottenKeys = c.refused, c.early, c.forgotten
-	case p.cnt != nil:
-		s.Current, s.Previous = p.countingStats(p.cnt.cur), p.countingStats(1-p.cnt.cur)
-	case p.pcur != nil:
-		s.Current, s.Previous = p.plainStats(p.pcur), p.plainStats(p.pprev)
 	}
 	return s
-}
-
-func (p *Pair) countingStats(g int) FilterStats {
-	fs := FilterStats{M: p.m, K: uint32(p.k), Saturated: p.cnt.saturated[g]}
-	fs.Fill = float64(p.cnt.nonzero[g]) / float64(p.m)
-	fs.EstimatedKeys = estimateKeys(fs.Fill, p.m, p.model.distinct)
-	fs.FPRate = p.model.rate(fs.EstimatedKeys / float64(p.cnt.blocks))
-	return fs
-}
-
-func (p *Pair) plainStats(g *plain) FilterStats {
-	fs := FilterStats{M: p.m, K: uint32(p.k)}
-	fs.Fill = -math.Expm1(-float64(p.k) * float64(g.added) / float64(p.m))
-	fs.EstimatedKeys = float64(g.added) // = estimateKeys(fs.Fill, p.m, float64(p.k))
-	fs.FPRate = math.Pow(fs.Fill, float64(p.k))
-	return fs
 }
 
 // estimateKeys inverts the expected fill: n ≈ -(m/k) ln(1 - fill), with k
@@ -85,17 +65,4 @@ func estimateKeys(fill float64, m uint64, k float64) float64 {
 		return math.Inf(1)
 	}
 	return -float64(m) / k * math.Log1p(-fill)
-}
-
-// fingerprintStats is exact: the fill is the fraction of occupied slots,
-// the keys are the fingerprints held, the rate is the model at that load.
-func (p *Pair) fingerprintStats(g int) FilterStats {
-	c := p.fp
-	inSlots := c.held[g] - c.stashed[g]
-	return FilterStats{
-		M: p.m, K: uint32(p.k), Stashed: c.stashed[g],
-		Fill:          float64(inSlots) / float64(p.m),
-		EstimatedKeys: float64(c.held[g]),
-		FPRate:        fingerprintRate(p.k, c.buckets, float64(inSlots), float64(c.stashed[g])),
-	}
 }
