@@ -96,7 +96,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		ExpectedKeys:       r.gauge("dedup_filter_expected_keys", "Configured distinct keys per partition per window (DEDUP_EXPECTED_KEYS)."),
 		WindowSeconds:      r.gauge("dedup_filter_window_seconds", "Configured window length (DEDUP_WINDOW)."),
 		WindowElapsed:      r.gaugeVec("dedup_filter_window_elapsed_ratio", "Fraction of the current window elapsed, by the event time of the last record.", pt),
-		FilterBytes:        r.gaugeVec("dedup_filter_bytes", "Memory held by both filter generations of a partition.", pt),
+		FilterBytes:        r.gaugeVec("dedup_filter_bytes", "Memory held by both filter generations of a partition, with the tracking of the words they wrote (incremental checkpoints) and, while one is kept, the legacy pair.", pt),
 		Rotations:          r.counterVec("dedup_rotations_total", "Filter rotations (window boundaries crossed by event time).", pt),
 		Overflows:          r.counterVec("dedup_filter_overflow_total", "Keys the fingerprint filter's buckets refused, kept in the generation's exact stash instead (fingerprint mode; nothing is lost).", pt),
 		EarlyRotations:     r.counterVec("dedup_filter_early_rotations_total", "Rotations forced by a full stash before the window ended (fingerprint mode): far more distinct keys than DEDUP_EXPECTED_KEYS.", pt),
