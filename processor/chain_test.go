@@ -131,7 +131,7 @@ func chainCrash(t *testing.T, e *testEnv, inner Store, pt chainPoint) {
 	o := e.options("chain")
 	o.Store = store
 	o.CheckpointInterval = 20 * time.Millisecond
-	o.ChainRatio = 0.25 // a few increments, then a new base
+	o.ChainRatio = 0.05 // a few increments, then a new base
 	out := e.collect()
 	a := start(t, o)
 	a.waitReady(t)

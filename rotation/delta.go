@@ -240,6 +240,9 @@ func (p *Pair) TakeDelta(d *Delta) {
 	for g := range 2 {
 		b, n[g] = p.appendWords(b, g)
 	}
+	if t := p.gens.tracking(); t != nil {
+		t.words = 0 // appendWords cleared both bitmaps as it read them
+	}
 	if c := p.fp; c != nil {
 		b, d.keys = c.appendStash(b, c.cur, d.keys)
 		b, d.keys = c.appendStash(b, 1-c.cur, d.keys)
@@ -252,6 +255,21 @@ func (p *Pair) TakeDelta(d *Delta) {
 	d.buf, d.words = b, int(n[0]+n[1])
 	p.deltaSwaps, p.deltaFrom = 0, p.rotations
 	p.deltaSeq++
+}
+
+// DeltaWords is how many filter words the next TakeDelta carries: the
+// words changed since the last delta. 0 for a pair that does not track
+// them (plain mode, whose deltas carry every word). It costs at most the
+// folding of a few hundred pending marks: the worker asks it to choose
+// between an increment and a full copy.
+func (p *Pair) DeltaWords() int {
+	if !p.initialised() {
+		return 0
+	}
+	if d := p.gens.tracking(); d != nil {
+		return d.changed()
+	}
+	return 0
 }
 
 // ResetDelta forgets the changes tracked since the previous TakeDelta: the

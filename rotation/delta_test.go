@@ -629,3 +629,33 @@ func benchDelta(b *testing.B, apply bool) {
 		})
 	}
 }
+
+// TestDeltaWordsCountsChanges: DeltaWords tells, before TakeDelta, how many
+// words the delta carries, through rotations that clear a generation, and
+// 0 after it.
+func TestDeltaWordsCountsChanges(t *testing.T) {
+	for _, mode := range []Mode{Counting, Fingerprint} {
+		t.Run(mode.String(), func(t *testing.T) {
+			p, err := New(Options{ExpectedKeys: 20000, FPRate: 1e-4, Window: time.Hour, Mode: mode})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t0 := time.Unix(0, 0).Add(10 * time.Hour)
+			var d Delta
+			for round, keys := range []int{0, 1, 700, 5000, 3000} {
+				ts := t0.Add(time.Duration(round) * 40 * time.Minute) // rotates every other round or so
+				for i := range keys {
+					p.TestAndAdd(fmt.Appendf(nil, "r%d-k%d", round, i), ts)
+				}
+				before := p.DeltaWords()
+				p.TakeDelta(&d)
+				if before != d.Words() {
+					t.Errorf("round %d: DeltaWords %d before a delta of %d words", round, before, d.Words())
+				}
+				if n := p.DeltaWords(); n != 0 {
+					t.Errorf("round %d: DeltaWords %d after TakeDelta, want 0", round, n)
+				}
+			}
+		})
+	}
+}

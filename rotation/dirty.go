@@ -1,5 +1,7 @@
 package rotation
 
+import "math/bits"
+
 // dirtyRing is how many marks dirtySet buffers before folding them into its
 // bitmaps (a power of two).
 const dirtyRing = 256
@@ -18,6 +20,7 @@ const dirtyRing = 256
 type dirtySet struct {
 	maps     [2][]uint64
 	n        int
+	words    int    // bits set in maps: the changed words folded so far
 	slotBits uint64 // fingerprint mode: bits per slot; 0: marks are words
 	ring     [dirtyRing]dirtyMark
 }
@@ -62,28 +65,44 @@ func (d *dirtySet) fold() {
 			lo := (s>>3<<2 | s&3) * f
 			hi := lo + f - 1
 			b := d.maps[s>>2&1]
-			b[lo>>12] |= 1 << (lo >> 6 & 63)
-			b[hi>>12] |= 1 << (hi >> 6 & 63)
+			d.set(b, lo>>12, 1<<(lo>>6&63))
+			d.set(b, hi>>12, 1<<(hi>>6&63))
 		}
 		d.n = 0
 		return
 	}
 	for _, m := range d.ring[:d.n] {
-		d.maps[m.at&1][m.at>>1] |= m.mask
+		d.set(d.maps[m.at&1], m.at>>1, m.mask)
 	}
 	d.n = 0
+}
+
+// set sets mask in word i of bitmap b, counting the bits it newly sets.
+func (d *dirtySet) set(b []uint64, i, mask uint64) {
+	d.words += bits.OnesCount64(mask &^ b[i])
+	b[i] |= mask
+}
+
+// changed is the number of words changed since the last delta (it folds
+// the pending marks: at most a ring's).
+func (d *dirtySet) changed() int {
+	d.fold()
+	return d.words
 }
 
 // clearGen forgets the changes of generation g (it was cleared: only later
 // writes matter).
 func (d *dirtySet) clearGen(g int) {
 	d.fold()
+	for _, w := range d.maps[g] {
+		d.words -= bits.OnesCount64(w)
+	}
 	clear(d.maps[g])
 }
 
 // reset forgets every change.
 func (d *dirtySet) reset() {
-	d.n = 0
+	d.n, d.words = 0, 0
 	clear(d.maps[0])
 	clear(d.maps[1])
 }

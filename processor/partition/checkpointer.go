@@ -28,14 +28,15 @@ import (
 //
 // One checkpoint, in order:
 //  1. the worker, when one is due, wakes the saver (start);
-//  2. for a base, the saver takes the instance's spare pair (Deps.Spares),
-//     waiting for its turn if another partition's saver holds it; then it
-//     reads the output topic's end offsets E;
+//  2. the saver takes the instance's spare pair (Deps.Spares), waiting for
+//     its turn if another partition's saver holds it, then reads the
+//     output topic's end offsets E;
 //  3. the saver raises wanted; the worker, at its next record or tick,
 //     flushes its buffered outputs, copies its pair into the spare pair
-//     (rotation.CopyTo: no allocation) or its changes into the
-//     partition's delta (rotation.TakeDelta), and sends its position P
-//     (snap). Every output of an input >= P is produced after E was read,
+//     (rotation.CopyTo: no allocation) or, for an increment unless more
+//     words changed than maxDeltaWords, its changes into the partition's
+//     delta (rotation.TakeDelta: the spare goes back at once), and sends
+//     its position P (snap). Every output of an input >= P is produced after E was read,
 //     so it lands at or after E: a replay scan from E is complete;
 //  4. the saver waits until every output of an input < P is acknowledged,
 //  5. saves {Offset: P, OutputEnds: E} with the piece durably and gives the
@@ -60,9 +61,10 @@ type checkpointer struct {
 	replay   replayMark
 
 	// held is the spare while this saver has it, incremental whether the
-	// piece wanted is an increment. Set by the saver before it raises
-	// wanted (the atomic store orders them before the worker's load), read
-	// by the worker in handOff.
+	// piece wanted may be an increment (the worker takes a base instead
+	// when too much changed). Set by the saver before it raises wanted
+	// (the atomic store orders them before the worker's load), read by the
+	// worker in handOff.
 	held        *rotation.Pair
 	incremental bool
 	// delta is the increment's buffer: written by the worker in handOff
@@ -141,9 +143,19 @@ func (p piece) payload() io.WriterTo {
 	return p.state.payload()
 }
 
+// maxDeltaWords is the most changed words of pair an increment copies:
+// past it the worker copies the whole pair into the spare instead (a
+// base). Copying the pair streams its bytes; taking a delta scans the
+// change bitmaps and reads each changed word where it lies, a cache miss
+// apiece in a large pair, so beyond about one changed word per 512 bytes
+// of pair the full copy pauses the worker less. A few tens of thousands
+// of words take well under a millisecond whatever the pair.
+func maxDeltaWords(pair *rotation.Pair) int { return max(pair.SizeBytes()/512, 1<<16) }
+
 // handoff is what the worker hands its saver with the copy of its pair.
 type handoff struct {
 	pos    int64
+	delta  bool    // the worker took its changes (an increment), not a copy of its pair
 	legacy *legacy // frozen; nil: none
 }
 
@@ -188,7 +200,9 @@ func (c *checkpointer) startSaver() {
 // worker stopped before handing off its copy.
 func (c *checkpointer) checkpoint() (r cpResult, stopped bool) {
 	c.incremental = c.store != nil && !c.legacyHeld.Load() && c.chain.extend(chainRatio(c.d))
-	if c.spares != nil && !c.incremental {
+	// The spare even for an increment: the worker copies the whole pair
+	// instead when more words changed than an increment can copy as fast.
+	if c.spares != nil {
 		select {
 		case c.held = <-c.spares:
 		case <-c.stop:
@@ -223,7 +237,8 @@ func (c *checkpointer) checkpoint() (r cpResult, stopped bool) {
 	}
 	pos := h.pos
 	pc := piece{state: partitionState{pair: c.held, legacy: h.legacy}}
-	if c.incremental {
+	if h.delta {
+		c.release() // not used: the next partition may take it now
 		if h.legacy != nil {
 			c.chain = chain{}
 			return cpResult{offset: pos, err: c.checkpointFailed(errors.New("an increment of a partition holding a legacy pair"))}, false
@@ -277,8 +292,9 @@ func (w *Worker) handOff() error {
 	if err := w.flush(); err != nil {
 		return err
 	}
+	delta := w.cp.incremental && (w.cp.held == nil || w.pair.DeltaWords() <= maxDeltaWords(w.pair))
 	switch {
-	case w.cp.incremental:
+	case delta:
 		w.pair.TakeDelta(&w.cp.delta)
 	case w.cp.held != nil:
 		if err := w.pair.CopyTo(w.cp.held); err != nil {
@@ -286,7 +302,7 @@ func (w *Worker) handOff() error {
 		}
 		w.pair.ResetDelta() // the base holds every change so far
 	}
-	w.cp.snap <- handoff{pos: w.position, legacy: w.legacy.frozen()} // buffered, and the saver waits for it: never blocks
+	w.cp.snap <- handoff{pos: w.position, legacy: w.legacy.frozen(), delta: delta} // buffered, and the saver waits for it: never blocks
 	w.d.Metrics.CheckpointPause.Observe(time.Since(began).Seconds())
 	return nil
 }
@@ -314,7 +330,7 @@ func (c *checkpointer) outputMark(ctx context.Context) (outputMark, error) {
 func (w *Worker) finishCheckpoint(ctx context.Context, pos int64, ends outputMark, began time.Time) error {
 	pc := piece{state: partitionState{pair: w.pair, legacy: w.legacy}}
 	if w.cp.store != nil {
-		if w.legacy == nil && w.cp.chain.extend(chainRatio(w.d)) {
+		if w.legacy == nil && w.cp.chain.extend(chainRatio(w.d)) && w.pair.DeltaWords() <= maxDeltaWords(w.pair) {
 			w.pair.TakeDelta(&w.cp.delta)
 			pc.delta = &w.cp.delta
 		} else {
