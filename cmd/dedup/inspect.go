@@ -293,7 +293,7 @@ func applyEntry(ctx context.Context, r snapshotReader, e checkpoint.Entry, pair 
 		return err
 	}
 	defer rc.Close()
-	if _, err := pair.ApplyDelta(rc); err != nil {
+	if err := partition.ApplyIncrement(pair, rc); err != nil {
 		return fmt.Errorf("apply increment: %w", err)
 	}
 	return nil

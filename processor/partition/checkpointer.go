@@ -132,19 +132,25 @@ const maxKeptDelta = 1 << 20
 type piece struct {
 	state partitionState
 	delta *rotation.Delta // non-nil: an increment
+	marks origins         // a repartitioned partition's high-water marks (nil: none)
 }
 
 func (p piece) payload() io.WriterTo {
-	if p.delta != nil {
-		return p.delta
+	var w io.WriterTo = p.delta
+	if p.delta == nil {
+		w = p.state.payload()
 	}
-	return p.state.payload()
+	if p.marks != nil {
+		return withOrigins{marks: p.marks, piece: w}
+	}
+	return w
 }
 
 // handoff is what the worker hands its saver with the copy of its pair.
 type handoff struct {
 	pos    int64
 	legacy *legacy // frozen; nil: none
+	marks  origins // a copy; nil: not repartitioned
 }
 
 type cpResult struct {
@@ -222,7 +228,7 @@ func (c *checkpointer) checkpoint() (r cpResult, stopped bool) {
 		return cpResult{}, true
 	}
 	pos := h.pos
-	pc := piece{state: partitionState{pair: c.held, legacy: h.legacy}}
+	pc := piece{state: partitionState{pair: c.held, legacy: h.legacy}, marks: h.marks}
 	if c.incremental {
 		if h.legacy != nil {
 			c.chain = chain{}
@@ -286,7 +292,7 @@ func (w *Worker) handOff() error {
 		}
 		w.pair.ResetDelta() // the base holds every change so far
 	}
-	w.cp.snap <- handoff{pos: w.position, legacy: w.legacy.frozen()} // buffered, and the saver waits for it: never blocks
+	w.cp.snap <- handoff{pos: w.position, legacy: w.legacy.frozen(), marks: w.originsOf()} // buffered, and the saver waits for it: never blocks
 	w.d.Metrics.CheckpointPause.Observe(time.Since(began).Seconds())
 	return nil
 }
@@ -312,7 +318,7 @@ func (c *checkpointer) outputMark(ctx context.Context) (outputMark, error) {
 // finishCheckpoint is steps 4-6 for a pair nobody else writes to (the
 // stopped worker's own pair, the initial anchor).
 func (w *Worker) finishCheckpoint(ctx context.Context, pos int64, ends outputMark, began time.Time) error {
-	pc := piece{state: partitionState{pair: w.pair, legacy: w.legacy}}
+	pc := piece{state: partitionState{pair: w.pair, legacy: w.legacy}, marks: w.originsOf()}
 	if w.cp.store != nil {
 		if w.legacy == nil && w.cp.chain.extend(chainRatio(w.d)) {
 			w.pair.TakeDelta(&w.cp.delta)
