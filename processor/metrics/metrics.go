@@ -39,6 +39,12 @@ type Metrics struct {
 	// origin headers; labelled by the repartition topic and partition.
 	RepartitionResent   *prometheus.CounterVec
 	RepartitionUnmarked *prometheus.CounterVec
+	// Hop 1 (processor/repartition), labelled by input topic and
+	// partition: records acknowledged by the repartition topic, failed
+	// batches sent again, and input records not yet acknowledged there.
+	RepartitionRekeyed  *prometheus.CounterVec
+	RepartitionRestarts *prometheus.CounterVec
+	RepartitionInputLag *prometheus.GaugeVec
 	TimestampAnomalies  *prometheus.CounterVec
 	TimestampRewritten  *prometheus.CounterVec
 	Fill                *prometheus.GaugeVec
@@ -93,6 +99,9 @@ func New(reg prometheus.Registerer) *Metrics {
 		ReplaySuppressed:    r.counterVec("dedup_replay_suppressed_total", "Replayed input records whose output was already in the output topic, not forwarded again.", pt),
 		RepartitionResent:   r.counterVec("dedup_repartition_resends_dropped_total", "Records of the repartition topic dropped as re-sends of the re-key hop: their origin offset was at or below the highest one the partition had taken from that input partition.", pt),
 		RepartitionUnmarked: r.counterVec("dedup_repartition_unmarked_total", "Records of the repartition topic without (well-formed) origin headers, decided as records of their own: not written by the re-key hop.", pt),
+		RepartitionRekeyed:  r.counterVec("dedup_repartition_rekeyed_total", "Input records the re-key hop sent to the repartition topic and had acknowledged (re-sends included).", pt),
+		RepartitionRestarts: r.counterVec("dedup_repartition_restarts_total", "Batches of the re-key hop that failed (an error or an unknown outcome), each followed by a re-send from the first input record not acknowledged.", pt),
+		RepartitionInputLag: r.gaugeVec("dedup_repartition_input_lag", "Input records the re-key hop has not yet had acknowledged by the repartition topic, per input partition.", pt),
 		TimestampAnomalies:  r.counterVec("dedup_timestamp_anomalies_total", "Input records decided without moving event time, by kind: future (stamped further ahead of the wall clock than DEDUP_MAX_CLOCK_SKEW), missing (no timestamp: 0 or negative).", []string{"topic", "partition", "kind"}),
 		TimestampRewritten:  r.counterVec("dedup_timestamp_rewritten_total", "Forwarded records read without a timestamp (0 or negative), written with timestamp -1: the writer cannot write 0 or keep another negative value.", pt),
 		Fill:                r.gaugeVec("dedup_filter_fill_ratio", "Fraction of non-zero counters (counting), set bits (plain) or occupied slots (fingerprint) per filter generation.", ptg),

@@ -41,6 +41,12 @@ func (w *worker) run(ctx context.Context) {
 	w.acked, w.committed = -1, w.start
 	w.topic, w.partText = []byte(w.o.InputTopic), []byte(strconv.Itoa(w.part))
 	backoff := w.o.RetryBackoff
+	if w.o.Metrics.Lag != nil {
+		// The partition's lag is shown by its owner only, from the
+		// assignment (0 until its first batch).
+		w.o.Metrics.Lag.WithLabelValues(w.o.InputTopic, string(w.partText))
+		defer w.o.Metrics.Lag.DeleteLabelValues(w.o.InputTopic, string(w.partText))
+	}
 	for ctx.Err() == nil {
 		err := w.session(ctx)
 		w.commit(true)
