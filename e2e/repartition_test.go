@@ -124,10 +124,10 @@ func (in *repartitionInput) verify(t *testing.T, out []outRecord) {
 		case in.unkeyed[o.value]:
 			unkeyed[o.value]++
 		case strings.Contains(o.value, `"step"`):
-			id := o.value[7:strings.IndexByte(o.value[7:], '"')+7]
+			id := o.value[7 : strings.IndexByte(o.value[7:], '"')+7]
 			cycles[id] = append(cycles[id], o)
 		default:
-			id := o.value[7:strings.IndexByte(o.value[7:], '"')+7]
+			id := o.value[7 : strings.IndexByte(o.value[7:], '"')+7]
 			ids[id]++
 		}
 	}

@@ -17,8 +17,8 @@ import (
 
 	"dedup/internal/config"
 	"dedup/internal/service"
-	"dedup/processor/repartition"
 	"dedup/offsets"
+	"dedup/processor/repartition"
 )
 
 // Each check prints one line; all of them run, so one run lists every
