@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
 	"dedup/processor/cluster"
@@ -41,6 +42,11 @@ func (w *worker) run(ctx context.Context) {
 	w.acked, w.committed = -1, w.start
 	w.topic, w.partText = []byte(w.o.InputTopic), []byte(strconv.Itoa(w.part))
 	backoff := w.o.RetryBackoff
+	for _, c := range []*prometheus.CounterVec{w.o.Metrics.Rekeyed, w.o.Metrics.Restarts} {
+		if c != nil {
+			c.WithLabelValues(w.o.InputTopic, string(w.partText)) // exposed from the assignment on
+		}
+	}
 	if w.o.Metrics.Lag != nil {
 		// The partition's lag is shown by its owner only, from the
 		// assignment (0 until its first batch).
