@@ -29,7 +29,7 @@ func (r Repartition) OriginBytes() int64 {
 		return varintLen(int64(len(name))) + int64(len(name)) + varintLen(value) + value
 	}
 	return h("dedup-origin-topic", int64(len(r.InputTopic))) + h("dedup-origin-partition", 3) +
-		h("dedup-origin-offset", 10) + h("dedup-origin-key", 0) + r.KeyBytes
+		h("dedup-origin-offset", 10) + h("dedup-origin-partitions", 2) + h("dedup-origin-key", 0) + r.KeyBytes
 }
 
 // OutputBytes is what an output record of hop 2 carries beyond one hop's

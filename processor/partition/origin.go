@@ -26,6 +26,11 @@ const (
 	// HeaderOriginKey holds the input record's key; absent when the
 	// input record had none (a null key).
 	HeaderOriginKey = "dedup-origin-key"
+	// HeaderOriginPartitions is the repartition topic's partition count
+	// hop 1 routed the record by: the marks are kept per count, so that
+	// a record routed anew after partitions were added is never taken for
+	// a re-send (see origins).
+	HeaderOriginPartitions = "dedup-origin-partitions"
 )
 
 // Repartition headers: hop 2 adds them to every output, naming the
@@ -39,10 +44,12 @@ const (
 )
 
 // origin is an input partition, as a repartitioned record's origin
-// headers name it.
+// headers name it, and the repartition partition count hop 1 routed it by
+// (0: not named).
 type origin struct {
 	topic     string
 	partition int32
+	count     int32
 }
 
 // origins is a repartitioned partition's high-water marks: per input
@@ -50,6 +57,14 @@ type origin struct {
 // partition's records to each repartition partition in input order and,
 // after a failure, sends again from its committed offset, after what
 // landed: a record at or below the mark is such a re-send.
+//
+// That order holds under one routing only. After partitions are added to
+// the repartition topic, a record hop 1 sends again may go to another
+// partition than its first copy, one that took later records of the same
+// input partition under the old count: its mark would drop the record,
+// which that partition never took. So the marks are kept per partition
+// count: a record routed by a new count is compared with marks of that
+// count only (at worst it is taken twice, never lost).
 type origins map[origin]int64
 
 // originOf is what unwrap found of a record's origin.
@@ -67,7 +82,7 @@ type originOf struct {
 // hop 1) keeps its key and headers and has no origin.
 func (w *Worker) unwrap(r *record) {
 	m := &r.msg
-	var topic, part, off, key []byte
+	var topic, part, off, key, count []byte
 	hasKey := false
 	for i := range m.Headers {
 		switch h := &m.Headers[i]; h.Key {
@@ -79,11 +94,17 @@ func (w *Worker) unwrap(r *record) {
 			part = h.Value
 		case HeaderOriginOffset:
 			off = h.Value
+		case HeaderOriginPartitions:
+			count = h.Value
 		}
 	}
 	p, okP := parseDecimal(part)
 	o, okO := parseDecimal(off)
-	if len(topic) == 0 || !okP || !okO || p > math.MaxInt32 {
+	c, okC := parseDecimal(count)
+	if count == nil {
+		c, okC = 0, true
+	}
+	if len(topic) == 0 || !okP || !okO || !okC || p > math.MaxInt32 || c > math.MaxInt32 {
 		r.origin = originOf{}
 		w.counts.unmarked++
 		return
@@ -91,8 +112,8 @@ func (w *Worker) unwrap(r *record) {
 	n := 0
 	for _, h := range m.Headers {
 		switch h.Key {
-		case HeaderOriginKey:
-			continue // dropped: it is the key again
+		case HeaderOriginKey, HeaderOriginPartitions:
+			continue // dropped: the key again, and hop 1's routing
 		case HeaderOriginTopic:
 			h.Key = HeaderSourceTopic
 		case HeaderOriginPartition:
@@ -108,7 +129,7 @@ func (w *Worker) unwrap(r *record) {
 	if string(topic) != w.originTopic { // compared without allocating
 		w.originTopic = string(topic)
 	}
-	r.origin = originOf{at: origin{topic: w.originTopic, partition: int32(p)}, offset: o, ok: true}
+	r.origin = originOf{at: origin{topic: w.originTopic, partition: int32(p), count: int32(c)}, offset: o, ok: true}
 	switch {
 	case !hasKey:
 		m.Key = nil
@@ -152,7 +173,7 @@ func (w *Worker) resent(r *record) bool {
 // piece's own encoding (a pair's, with its legacy section, or a delta's):
 //
 //	magic "DHWM", version uint16, count uint32 (little endian)
-//	count × (topic length uint16, topic, partition int32, offset int64), sorted
+//	count × (topic length uint16, topic, partition int32, partition count int32, offset int64), sorted
 //	crc32c of everything before it, uint32
 //
 // In front, not behind: an increment is then decoded whole before its
@@ -191,6 +212,7 @@ func (s withOrigins) WriteTo(w io.Writer) (int64, error) {
 		b.Write(binary.LittleEndian.AppendUint16(nil, uint16(len(k.topic))))
 		b.WriteString(k.topic)
 		b.Write(binary.LittleEndian.AppendUint32(nil, uint32(k.partition)))
+		b.Write(binary.LittleEndian.AppendUint32(nil, uint32(k.count)))
 		b.Write(binary.LittleEndian.AppendUint64(nil, uint64(s.marks[k])))
 	}
 	b.Write(binary.LittleEndian.AppendUint32(nil, crc32.Checksum(b.Bytes(), castagnoli)))
@@ -232,7 +254,7 @@ func readOrigins(r io.Reader) (marks origins, rest io.Reader, err error) {
 		return fail("count", fmt.Errorf("%d entries", count))
 	}
 	marks = make(origins, count)
-	var entry [12]byte
+	var entry [16]byte
 	for i := range count {
 		var l [2]byte
 		if _, err := io.ReadFull(tr, l[:]); err != nil {
@@ -245,11 +267,12 @@ func readOrigins(r io.Reader) (marks origins, rest io.Reader, err error) {
 		if _, err := io.ReadFull(tr, entry[:]); err != nil {
 			return fail("entry "+strconv.Itoa(int(i)), err)
 		}
-		p, off := int32(binary.LittleEndian.Uint32(entry[:])), int64(binary.LittleEndian.Uint64(entry[4:]))
-		if p < 0 || off < 0 {
-			return fail("entry "+strconv.Itoa(int(i)), fmt.Errorf("partition %d offset %d", p, off))
+		p, n := int32(binary.LittleEndian.Uint32(entry[:])), int32(binary.LittleEndian.Uint32(entry[4:]))
+		off := int64(binary.LittleEndian.Uint64(entry[8:]))
+		if p < 0 || n < 0 || off < 0 {
+			return fail("entry "+strconv.Itoa(int(i)), fmt.Errorf("partition %d count %d offset %d", p, n, off))
 		}
-		marks[origin{topic: string(topic), partition: p}] = off
+		marks[origin{topic: string(topic), partition: p, count: n}] = off
 	}
 	sum := crc.Sum32()
 	var stored [4]byte
@@ -280,6 +303,9 @@ func (o origins) String() string {
 			b.WriteByte(' ')
 		}
 		fmt.Fprintf(&b, "%s/%d:%d", k.topic, k.partition, o[k])
+		if k.count > 0 {
+			fmt.Fprintf(&b, "(of %d)", k.count)
+		}
 	}
 	return b.String()
 }
@@ -288,5 +314,8 @@ func compareOrigin(a, b origin) int {
 	if c := cmp.Compare(a.topic, b.topic); c != 0 {
 		return c
 	}
-	return cmp.Compare(a.partition, b.partition)
+	if c := cmp.Compare(a.partition, b.partition); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.count, b.count)
 }

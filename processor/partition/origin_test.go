@@ -19,7 +19,7 @@ import (
 // section is damaged leaves the pair as it was.
 func TestOriginsSection(t *testing.T) {
 	o := rotation.Options{ExpectedKeys: 1000, FPRate: 1e-6, Window: time.Hour, Mode: rotation.Counting}
-	marks := origins{{"raw", 0}: 41, {"raw", 3}: 7, {"other", 1}: 1 << 40}
+	marks := origins{{"raw", 0, 4}: 41, {"raw", 3, 4}: 7, {"raw", 3, 8}: 2, {"other", 1, 0}: 1 << 40}
 	pair := testPair(t, o, "a", "b")
 
 	for _, st := range []partitionState{{pair: pair}, {pair: pair, legacy: newLegacy(testPair(t, o, "x"))}} {
@@ -37,7 +37,7 @@ func TestOriginsSection(t *testing.T) {
 			t.Fatalf("state after the section: legacy %v, %v", l != nil, err)
 		}
 		s, err := ReadSnapshot(bytes.NewReader(b.Bytes()))
-		if err != nil || s.Origins != "other/1:1099511627776 raw/0:41 raw/3:7" {
+		if err != nil || s.Origins != "other/1:1099511627776 raw/0:41(of 4) raw/3:7(of 4) raw/3:2(of 8)" {
 			t.Fatalf("ReadSnapshot: origins %q, %v", s.Origins, err)
 		}
 
@@ -125,7 +125,7 @@ func TestUnwrap(t *testing.T) {
 	}
 	r := record{msg: kafka.Message{Key: []byte("dedup-id"), Headers: hs(kafka.Header{Key: HeaderOriginKey, Value: []byte("user-7")})}}
 	w.unwrap(&r)
-	if string(r.msg.Key) != "user-7" || !r.origin.ok || r.origin.at != (origin{"raw", 3}) || r.origin.offset != 1234 {
+	if string(r.msg.Key) != "user-7" || !r.origin.ok || r.origin.at != (origin{"raw", 3, 0}) || r.origin.offset != 1234 {
 		t.Fatalf("unwrapped %q %+v", r.msg.Key, r.origin)
 	}
 	want := []string{"a", HeaderSourceTopic, HeaderSourcePartition, HeaderSourceOffset}
@@ -153,13 +153,23 @@ func TestUnwrap(t *testing.T) {
 		t.Fatalf("malformed origin: %+v %q, unmarked %d", r.origin, r.msg.Key, w.counts.unmarked)
 	}
 
-	// The marks: a re-send is at or below its origin's mark.
+	// The partition count hop 1 routed by is read and the header dropped.
+	r = record{msg: kafka.Message{Key: []byte("k"), Headers: hs(kafka.Header{Key: HeaderOriginPartitions, Value: []byte("8")})}}
+	w.unwrap(&r)
+	if !r.origin.ok || r.origin.at != (origin{"raw", 3, 8}) || len(r.msg.Headers) != 4 {
+		t.Fatalf("routed by 8 partitions: %+v %v", r.origin, r.msg.Headers)
+	}
+
+	// The marks: a re-send is at or below its origin's mark, of the same
+	// partition count.
 	for _, c := range []struct {
-		part int32
-		off  int64
-		want bool
-	}{{3, 5, false}, {3, 6, false}, {3, 6, true}, {3, 2, true}, {4, 2, false}, {3, 7, false}} {
-		r := record{origin: originOf{at: origin{"raw", c.part}, offset: c.off, ok: true}}
+		part  int32
+		off   int64
+		want  bool
+		count int32
+	}{{3, 5, false, 0}, {3, 6, false, 0}, {3, 6, true, 0}, {3, 2, true, 0}, {4, 2, false, 0}, {3, 7, false, 0},
+		{3, 4, false, 8}, {3, 4, true, 8}, {3, 8, false, 0}} {
+		r := record{origin: originOf{at: origin{"raw", c.part, c.count}, offset: c.off, ok: true}}
 		if got := w.resent(&r); got != c.want {
 			t.Errorf("%d/%d resent %v, want %v", c.part, c.off, got, c.want)
 		}

@@ -29,6 +29,7 @@ type worker struct {
 	committed int64
 	topic     []byte
 	partText  []byte
+	countText []byte // parts, as the dedup-origin-partitions header says it
 }
 
 // batchWait bounds how long a batch waits for more records while the
@@ -41,6 +42,7 @@ const tick = 100 * time.Millisecond
 func (w *worker) run(ctx context.Context) {
 	w.acked, w.committed = -1, w.start
 	w.topic, w.partText = []byte(w.o.InputTopic), []byte(strconv.Itoa(w.part))
+	w.countText = []byte(strconv.Itoa(w.parts))
 	backoff := w.o.RetryBackoff
 	for _, c := range []*prometheus.CounterVec{w.o.Metrics.Rekeyed, w.o.Metrics.Restarts} {
 		if c != nil {
@@ -178,12 +180,13 @@ func (w *worker) send(client *kafka.Client, batch []kafka.Message) error {
 	for i := range batch {
 		m := &batch[i]
 		dk, keyed := w.o.Key.Extract(m)
-		hs := make([]kafka.Header, 0, len(m.Headers)+4)
+		hs := make([]kafka.Header, 0, len(m.Headers)+5)
 		hs = append(hs, m.Headers...)
 		hs = append(hs,
 			kafka.Header{Key: partition.HeaderOriginTopic, Value: w.topic},
 			kafka.Header{Key: partition.HeaderOriginPartition, Value: w.partText},
 			kafka.Header{Key: partition.HeaderOriginOffset, Value: strconv.AppendInt(nil, m.Offset, 10)},
+			kafka.Header{Key: partition.HeaderOriginPartitions, Value: w.countText},
 		)
 		if m.Key != nil {
 			hs = append(hs, kafka.Header{Key: partition.HeaderOriginKey, Value: m.Key})
