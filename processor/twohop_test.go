@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -25,6 +28,7 @@ type hop1 struct {
 	cancel  context.CancelFunc
 	done    chan error
 	metrics repartition.Metrics
+	from    map[int32]int64 // input offsets it starts at (committed before it): none = 0
 }
 
 func startHop1(t *testing.T, e *testEnv, group string, k key.Source) *hop1 {
@@ -66,7 +70,7 @@ func (h *hop1) caughtUp(parts int32, ends map[int32]int64) bool {
 			return false
 		}
 		c, _ := h.metrics.Rekeyed.GetMetricWithLabelValues(inTopic, fmt.Sprint(p))
-		if ends[p] > 0 && metricValue(c) < float64(ends[p]) {
+		if ends[p] > 0 && metricValue(c) < float64(ends[p]-h.from[p]) {
 			return false
 		}
 	}
@@ -242,4 +246,138 @@ func TestTwoHopsLostAcknowledgements(t *testing.T) {
 			t.Logf("hop-1 restarts %v, hop-2 re-sends dropped %d", restarts, b.p.progress.Resent.Load())
 		})
 	}
+}
+
+// addRepartitionPartitions grows the repartition topic to n partitions.
+func (e *testEnv) addRepartitionPartitions(n int) {
+	e.t.Helper()
+	c := &kafka.Client{Addr: kafka.TCP(e.brokers...), Timeout: 10 * time.Second}
+	res, err := c.CreatePartitions(context.Background(), &kafka.CreatePartitionsRequest{
+		Topics: []kafka.TopicPartitionsConfig{{Name: reTopic, Count: int32(n)}},
+	})
+	if err == nil {
+		err = res.Errors[reTopic]
+	}
+	if err != nil {
+		e.t.Fatalf("add partitions to %s: %v", reTopic, err)
+	}
+}
+
+// TestRepartitionPartitionsAdded is docs/repartition.md's "Adding
+// partitions": the repartition topic grows from 2 to 4 partitions between
+// two parts of the input; hop 1 routes by the new count from its next
+// generation and hop 2 takes the new partitions. Nothing is lost: every id
+// first seen after the growth is forwarded once, every unkeyed record once;
+// an id seen before it may move to a partition whose filters never saw it
+// and be forwarded once more, never more.
+func TestRepartitionPartitionsAdded(t *testing.T) {
+	const inParts = 3
+	e := newTestEnv(t, inParts, 2)
+	k, err := key.Parse("json:id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repartition.EnsureTopic(context.Background(), e.brokers, nil, reTopic, inTopic, 2, testLogger()); err != nil {
+		t.Fatal(err)
+	}
+	o := e.options("grow")
+	o.InputTopic, o.Repartitioned, o.Key = reTopic, true, k
+	o.Store = fileStore(t, "grow")
+	o.PartitionWatchInterval = 200 * time.Millisecond
+	out := e.collect()
+	b := start(t, o)
+	b.waitReady(t)
+	h := startHop1(t, e, "grow", k)
+
+	before := newTwoHopInput(inParts, 200, 2, 20, 7) // ids 0..199
+	e.produce(before.recs...)
+	ends := map[int32]int64{}
+	for _, r := range before.recs {
+		ends[r.Partition] = max(ends[r.Partition], r.Offset+1)
+	}
+	eventually(t, 30*time.Second, "hop 1 caught up", func() bool { return h.caughtUp(inParts, ends) })
+	repartitionSentinels(e, 2)
+	out.untilSentinels(2)
+
+	e.addRepartitionPartitions(4)
+	h.stop() // its next generation reads the new count
+	h = startHop1(t, e, "grow", k)
+	h.from = maps.Clone(ends) // committed at its predecessor's stop
+	eventually(t, 30*time.Second, "hop 2 assigned the new partitions", func() bool {
+		return metricValue(b.p.metrics.Assigned) == 4
+	})
+
+	// ids 100..299: half seen before the growth, half new.
+	after := newTwoHopInput(inParts, 300, 2, 20, 8)
+	var recs []*kgo.Record
+	for _, r := range after.recs {
+		if in := after.unkeyed[string(r.Value)]; in || !strings.Contains(string(r.Value), `"id":"id-`) || idNumber(r.Value) >= 100 {
+			r.Value = append([]byte(`{"after":1,`), r.Value[1:]...)
+			recs = append(recs, r)
+		}
+	}
+	e.produce(recs...)
+	for _, r := range recs {
+		ends[r.Partition] = max(ends[r.Partition], r.Offset+1)
+	}
+	eventually(t, 30*time.Second, "hop 1 caught up again", func() bool { return h.caughtUp(inParts, ends) })
+	var ss []*kgo.Record
+	for p := range int32(4) {
+		v := fmt.Sprintf("sentinel-after-%d", p)
+		ss = append(ss, &kgo.Record{Topic: reTopic, Partition: p, Key: []byte(v), Value: []byte(v), Timestamp: t0})
+	}
+	// A new producer: the test's knows the old count.
+	prod, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	if err := prod.ProduceSync(context.Background(), ss...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for p := range 4 {
+		out.untilValue(fmt.Sprintf("sentinel-after-%d", p))
+	}
+
+	ids := map[string]int{}
+	unkeyed := map[string]int{}
+	for _, r := range withoutSentinels(out.recs) {
+		if strings.Contains(r.Value, `"n":`) {
+			unkeyed[r.Value]++
+			continue
+		}
+		id := r.Value[strings.Index(r.Value, `"id":"`)+6:]
+		ids[id[:strings.IndexByte(id, '"')]]++
+	}
+	moved := 0
+	for i := range 300 {
+		id := fmt.Sprintf("id-%d", i)
+		switch n := ids[id]; {
+		case i >= 100 && i < 200 && (n == 1 || n == 2):
+			moved += n - 1
+		case n != 1:
+			t.Errorf("%s forwarded %d times, want once", id, n)
+		}
+	}
+	for v, n := range unkeyed {
+		if n != 1 {
+			t.Errorf("unkeyed %s forwarded %d times, want once", v, n)
+		}
+	}
+	if want := len(before.unkeyed) + len(after.unkeyed); len(unkeyed) != want {
+		t.Errorf("%d unkeyed records forwarded, want %d", len(unkeyed), want)
+	}
+	t.Logf("of 100 ids seen before the growth, %d forwarded once more (moved to a partition that had not seen them)", moved)
+	h.stop()
+	if err := b.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// idNumber is the number of the id in a twoHopInput value.
+func idNumber(v []byte) int {
+	s := string(v)
+	s = s[strings.Index(s, `"id":"id-`)+9:]
+	n, _ := strconv.Atoi(s[:strings.IndexByte(s, '"')])
+	return n
 }
