@@ -89,13 +89,15 @@ func (w *worker) session(ctx context.Context) error {
 	defer rt.CloseIdleConnections()
 	client := &kafka.Client{Addr: kafka.TCP(w.o.Brokers...), Transport: rt, Timeout: 30 * time.Second}
 	r := kafka.NewReader(kafka.ReaderConfig{
-		Brokers:         w.o.Brokers,
-		Dialer:          w.o.Dialer,
+		Brokers: w.o.Brokers,
+		// The stage's readers' dialer: deadlines set per record are
+		// coalesced instead of each costing a system call.
+		Dialer:          cluster.CoalescingDialer(w.o.Dialer, cluster.ReadDeadlineSlack(w.o.FetchMaxWait)),
 		Topic:           w.o.InputTopic,
 		Partition:       w.part,
 		MaxBytes:        w.o.FetchMaxBytes,
 		MaxWait:         w.o.FetchMaxWait,
-		QueueCapacity:   max(w.o.BatchSize, 100),
+		QueueCapacity:   max(w.o.BatchSize, 4096),
 		ReadLagInterval: -1,
 		ErrorLogger:     cluster.Logger{Log: w.log.With("component", "reader")},
 	})
