@@ -86,6 +86,13 @@ type stage struct {
 // newStage builds everything that can fail fast (store, processor options)
 // before any record is read; the brokers have been reached.
 func newStage(ctx context.Context, cfg *config.Config, cl *cluster, reg *prometheus.Registry, log *slog.Logger) (*stage, error) {
+	if cfg.RepartitionTopic != "" {
+		// Before the store: the checkpoint topic takes its partition count.
+		if _, err := repartition.EnsureTopic(ctx, cl.Conn.Brokers, cl.Conn.Transport, cfg.RepartitionTopic, cfg.InputTopic,
+			cfg.RepartitionPartitions(), log); err != nil {
+			return nil, fmt.Errorf("repartition topic: %w", err)
+		}
+	}
 	store, err := OpenStore(ctx, cfg, cl.Conn, log)
 	if err != nil {
 		return nil, fmt.Errorf("open checkpoint store: %w", err)
@@ -101,10 +108,6 @@ func newStage(ctx context.Context, cfg *config.Config, cl *cluster, reg *prometh
 	if cfg.RepartitionTopic != "" {
 		// Two hops: this member re-keys the input into the repartition
 		// topic (its own group) and deduplicates from there.
-		if _, err := repartition.EnsureTopic(ctx, cl.Conn.Brokers, cl.Conn.Transport, cfg.RepartitionTopic, cfg.InputTopic,
-			cfg.RepartitionPartitions(), log); err != nil {
-			return nil, errors.Join(fmt.Errorf("repartition topic: %w", err), store.Close())
-		}
 		input = cfg.RepartitionTopic
 		// The repartition topic holds only what hop 1 sent: hop 2 reads
 		// it whole whatever KAFKA_START_OFFSET says of the input.
