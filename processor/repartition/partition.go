@@ -22,7 +22,7 @@ type worker struct {
 	gen   *kafka.Generation
 	part  int
 	start int64 // committed offset, or kafka.FirstOffset/LastOffset
-	parts int   // repartition partitions
+	parts int   // repartition partitions, read at the start of each session
 	log   *slog.Logger
 
 	acked     int64 // next input offset to send: everything below is acknowledged (-1: none yet)
@@ -32,8 +32,8 @@ type worker struct {
 	countText []byte // parts, as the dedup-origin-partitions header says it
 }
 
-// batchWait bounds how long a batch waits for more records while the
-// partition is caught up: one fetch, then it goes.
+// tick bounds how long the worker waits for a first record before it
+// looks at its generation and its commit schedule again.
 const tick = 100 * time.Millisecond
 
 // run is the partition's life in the generation: send batches, commit
@@ -42,7 +42,6 @@ const tick = 100 * time.Millisecond
 func (w *worker) run(ctx context.Context) {
 	w.acked, w.committed = -1, w.start
 	w.topic, w.partText = []byte(w.o.InputTopic), []byte(strconv.Itoa(w.part))
-	w.countText = []byte(strconv.Itoa(w.parts))
 	backoff := w.o.RetryBackoff
 	for _, c := range []*prometheus.CounterVec{w.o.Metrics.Rekeyed, w.o.Metrics.Restarts} {
 		if c != nil {
@@ -88,6 +87,14 @@ func (w *worker) session(ctx context.Context) error {
 	rt := cluster.NewTransport(w.o.Transport)
 	defer rt.CloseIdleConnections()
 	client := &kafka.Client{Addr: kafka.TCP(w.o.Brokers...), Transport: rt, Timeout: 30 * time.Second}
+	// The routing of this session: partitions added to the repartition
+	// topic count from the next session on (a generation, or a restart
+	// after a failed batch); hop 2 keeps its marks per count.
+	n, err := partitionCount(ctx, client, w.o.Topic)
+	if err != nil {
+		return err
+	}
+	w.parts, w.countText = n, []byte(strconv.Itoa(n))
 	r := kafka.NewReader(kafka.ReaderConfig{
 		Brokers: w.o.Brokers,
 		// The stage's readers' dialer: deadlines set per record are
@@ -128,6 +135,12 @@ func (w *worker) session(ctx context.Context) error {
 		}
 		cancel()
 		if len(batch) > 0 {
+			if w.acked < 0 {
+				// The first record read: a restart after a failed batch
+				// reads from here, not from a logical start offset (the
+				// log's end by then, with KAFKA_START_OFFSET=latest).
+				w.acked = batch[0].Offset
+			}
 			if err := w.send(client, batch); err != nil {
 				return err
 			}

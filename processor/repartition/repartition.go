@@ -157,27 +157,17 @@ func Run(ctx context.Context, o Options) error {
 				cluster.Sleep(egCtx, time.Second)
 				continue
 			}
-			runGeneration(egCtx, &o, log, gen)
+			runGeneration(&o, log, gen)
 		}
 	})
 	return eg.Wait()
 }
 
 // runGeneration runs every assigned input partition until the generation
-// ends. The repartition topic's partition count is read once per
-// generation: partitions added to it move keys (docs/repartition.md).
-func runGeneration(ctx context.Context, o *Options, log *slog.Logger, gen *kafka.Generation) {
-	rt := cluster.NewTransport(o.Transport)
-	defer rt.CloseIdleConnections()
-	count, err := partitionCount(ctx, &kafka.Client{Addr: kafka.TCP(o.Brokers...), Transport: rt}, o.Topic)
-	if err != nil {
-		// The generation holds its partitions without consuming; the
-		// next one (a rebalance, or the repartition topic back) retries.
-		log.Error("read repartition topic partitions: not consuming this generation", "topic", o.Topic, "err", err)
-		return
-	}
+// ends.
+func runGeneration(o *Options, log *slog.Logger, gen *kafka.Generation) {
 	for _, a := range gen.Assignments[o.InputTopic] {
-		p := &worker{o: o, gen: gen, part: a.ID, start: a.Offset, parts: count,
+		p := &worker{o: o, gen: gen, part: a.ID, start: a.Offset,
 			log: log.With("topic", o.InputTopic, "partition", a.ID, "generation", gen.ID)}
 		gen.Start(p.run)
 	}
