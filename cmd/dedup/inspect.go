@@ -238,6 +238,9 @@ func printEntry(ctx context.Context, w io.Writer, r snapshotReader, e checkpoint
 		return nil
 	}
 	printFilter(w, snap.Pair.Stats())
+	if snap.Origins != "" {
+		fmt.Fprintf(w, "  repartition high-water marks (input topic/partition:offset): %s\n", snap.Origins)
+	}
 	if snap.Legacy == nil {
 		return snap.Pair
 	}
