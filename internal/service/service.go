@@ -116,7 +116,9 @@ func newStage(ctx context.Context, cfg *config.Config, cl *cluster, reg *prometh
 			Brokers: cl.Conn.Brokers, Dialer: cl.Conn.Dialer, Transport: cl.Conn.Transport,
 			GroupID: cfg.RepartitionGroup(), InputTopic: cfg.InputTopic, Topic: cfg.RepartitionTopic,
 			Key: keys, StartOffset: start, SessionTimeout: cfg.SessionTimeout,
-			BatchSize: cfg.ProduceBatchSize, FetchMaxBytes: cfg.FetchMaxBytes, FetchMaxWait: cfg.FetchMaxWait,
+			// Hop 1's fetches are bounded apart from FETCH_BUFFER_BYTES (which
+			// hop 2's readers share): 1 MiB per input partition holds batches.
+			BatchSize: cfg.ProduceBatchSize, FetchMaxBytes: min(cfg.FetchMaxBytes, 1<<20), FetchMaxWait: cfg.FetchMaxWait,
 			Metrics: repartition.Metrics{Rekeyed: metrics.RepartitionRekeyed, Restarts: metrics.RepartitionRestarts,
 				Lag: metrics.RepartitionInputLag},
 			Logger: log,

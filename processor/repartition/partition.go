@@ -104,7 +104,7 @@ func (w *worker) session(ctx context.Context) error {
 		Partition:       w.part,
 		MaxBytes:        w.o.FetchMaxBytes,
 		MaxWait:         w.o.FetchMaxWait,
-		QueueCapacity:   max(w.o.BatchSize, 4096),
+		QueueCapacity:   2 * w.o.BatchSize, // a batch in hand, the next one fetched
 		ReadLagInterval: -1,
 		ErrorLogger:     cluster.Logger{Log: w.log.With("component", "reader")},
 	})

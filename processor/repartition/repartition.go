@@ -66,7 +66,7 @@ type Options struct {
 	HeartbeatInterval time.Duration // default SessionTimeout/10, at most 3s
 
 	BatchSize     int           // records per batch at most (default 1000)
-	FetchMaxBytes int           // default 10 MiB
+	FetchMaxBytes int           // one fetch at most, per input partition held (default 1 MiB)
 	FetchMaxWait  time.Duration // default 250ms
 	// CommitInterval is how often acknowledged offsets are committed
 	// (default 1s); they are also committed at the end of a generation.
@@ -107,7 +107,7 @@ func (o *Options) defaults() error {
 		o.HeartbeatInterval = min(o.SessionTimeout/10, 3*time.Second)
 	}
 	o.BatchSize = cmp.Or(o.BatchSize, 1000)
-	o.FetchMaxBytes = cmp.Or(o.FetchMaxBytes, 10<<20)
+	o.FetchMaxBytes = cmp.Or(o.FetchMaxBytes, 1<<20)
 	o.FetchMaxWait = cmp.Or(o.FetchMaxWait, 250*time.Millisecond)
 	o.CommitInterval = cmp.Or(o.CommitInterval, time.Second)
 	o.RetryBackoff = cmp.Or(o.RetryBackoff, 200*time.Millisecond)
