@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -186,11 +188,15 @@ func TestTwoHopsLostAcknowledgements(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		answer func(*kmsg.ProduceRequest) (kmsg.Response, error)
+		refuse bool // answered without the append
 	}{
 		{"connection closed", func(*kmsg.ProduceRequest) (kmsg.Response, error) {
 			return nil, errors.New("connection closed by the test after the append")
-		}},
-		{"request timed out", errorAnswer(kerr.RequestTimedOut.Code)},
+		}, false},
+		{"request timed out", errorAnswer(kerr.RequestTimedOut.Code), false},
+		// Not appended while the batch's requests to other partitions
+		// are: the re-send must land in order after what landed.
+		{"not leader, not appended", errorAnswer(kerr.NotLeaderForPartition.Code), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const inParts, reParts = 3, 4
@@ -203,7 +209,12 @@ func TestTwoHopsLostAcknowledgements(t *testing.T) {
 				t.Fatalf("create repartition topic: %d partitions, %v", n, err)
 			}
 			at := []int{2, 6, 15}
-			injected := afterAppendTo(t, e, reTopic, at, tc.answer)
+			var injected *atomic.Int32
+			if tc.refuse {
+				injected = refuseProduceTo(t, e, reTopic, at, tc.answer)
+			} else {
+				injected = afterAppendTo(t, e, reTopic, at, tc.answer)
+			}
 
 			o := e.options("twohop")
 			o.InputTopic, o.Repartitioned, o.Key = reTopic, true, k
@@ -240,12 +251,30 @@ func TestTwoHopsLostAcknowledgements(t *testing.T) {
 			if err := b.stop(t); err != nil {
 				t.Fatal(err)
 			}
-			if b.p.progress.Resent.Load() == 0 {
+			if !tc.refuse && b.p.progress.Resent.Load() == 0 {
 				t.Error("hop 2 dropped no re-send: the lost acknowledgements were never re-sent")
 			}
 			t.Logf("hop-1 restarts %v, hop-2 re-sends dropped %d", restarts, b.p.progress.Resent.Load())
 		})
 	}
+}
+
+// refuseProduceTo answers the nth produce requests to topic (n in at,
+// counted from 1) with answer's response without appending them.
+func refuseProduceTo(t *testing.T, e *testEnv, topic string, at []int, answer func(*kmsg.ProduceRequest) (kmsg.Response, error)) *atomic.Int32 {
+	t.Helper()
+	var seen, injected atomic.Int32
+	e.cluster.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		e.cluster.KeepControl()
+		req := kr.(*kmsg.ProduceRequest)
+		if len(req.Topics) == 0 || req.Topics[0].Topic != topic || !slices.Contains(at, int(seen.Add(1))) {
+			return nil, nil, false
+		}
+		injected.Add(1)
+		resp, err := answer(req)
+		return resp, err, true
+	})
+	return &injected
 }
 
 // addRepartitionPartitions grows the repartition topic to n partitions.
