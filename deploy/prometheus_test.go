@@ -55,10 +55,13 @@ func TestPrometheusAgainstBinary(t *testing.T) {
 	brokerAddr, metricsAddr, promAddr := testkit.FreeAddr(t), testkit.FreeAddr(t), testkit.FreeAddr(t)
 	const inputTopic, partitions = "events", 3
 	dedupEnv := map[string]string{
-		"KAFKA_BROKERS":         "",
-		"EMBEDDED_BROKER_ADDR":  brokerAddr,
-		"EMBEDDED_PARTITIONS":   strconv.Itoa(partitions),
-		"INPUT_TOPIC":           inputTopic,
+		"KAFKA_BROKERS":        "",
+		"EMBEDDED_BROKER_ADDR": brokerAddr,
+		"EMBEDDED_PARTITIONS":  strconv.Itoa(partitions),
+		"INPUT_TOPIC":          inputTopic,
+		// Two hops: the re-key hop's families get series too, and every
+		// other family is the same as with one hop.
+		"REPARTITION_TOPIC":     inputTopic + "-by-key",
 		"DATA_DIR":              filepath.Join(tmp, "data"),
 		"METRICS_ADDR":          metricsAddr,
 		"CHECKPOINT_INTERVAL":   "1s",

@@ -174,12 +174,13 @@ func (p *Processor) partitionDeps(g *generation, a kafka.PartitionAssignment) pa
 	bufs := p.partitionBuffers(g.route.OutputPartitions())
 	log := p.log.With("topic", topic, "partition", part, "generation", g.gen.ID)
 	d := partition.Deps{
-		GroupID:     p.o.GroupID,
-		Generation:  g.gen.ID,
-		Topic:       topic,
-		Partition:   part,
-		Committed:   a.Offset,
-		OutputTopic: p.o.OutputTopic,
+		GroupID:       p.o.GroupID,
+		Generation:    g.gen.ID,
+		Topic:         topic,
+		Partition:     part,
+		Committed:     a.Offset,
+		OutputTopic:   p.o.OutputTopic,
+		Repartitioned: p.o.Repartitioned,
 
 		Keys:          p.o.Key,
 		RetractHeader: p.o.RetractHeader,
@@ -293,7 +294,11 @@ func (p *Processor) partitionMetrics(part int) *partition.Metrics {
 	p.mu.Lock()
 	p.series[part] = struct{}{}
 	p.mu.Unlock()
-	return p.metrics.Partition(p.o.InputTopic, part, p.storeKind)
+	pm := p.metrics.Partition(p.o.InputTopic, part, p.storeKind)
+	if p.o.Repartitioned {
+		p.metrics.Repartitioned(pm, p.o.InputTopic, part)
+	}
+	return pm
 }
 
 // forgetSeries deletes the per-partition series of every input partition
@@ -355,6 +360,13 @@ func (p *Processor) scanOptions() checkpoint.ScanOptions {
 		HeaderTopic:     HeaderSourceTopic,
 		HeaderPartition: HeaderSourcePartition,
 		HeaderOffset:    HeaderSourceOffset,
+	}
+	if p.o.Repartitioned {
+		// The source headers name the input, not the repartition topic
+		// this member reads: the repartition headers name that.
+		o.HeaderTopic = partition.HeaderRepartitionTopic
+		o.HeaderPartition = partition.HeaderRepartitionPartition
+		o.HeaderOffset = partition.HeaderRepartitionOffset
 	}
 	if p.o.Transport != nil {
 		o.Transport = p.adminRT

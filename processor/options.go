@@ -27,6 +27,13 @@ type Options struct {
 	GroupID     string
 	InputTopic  string
 	OutputTopic string
+	// Repartitioned: InputTopic is a repartition topic the re-key hop
+	// (processor/repartition) writes: this Processor is the second hop,
+	// taking each input record once however often the first hop sent it,
+	// its outputs naming the input record in their source headers and the
+	// repartition record in the repartition headers
+	// (partition.HeaderRepartition*).
+	Repartitioned bool
 	// DeadLetterTopic receives the records the output refuses for good
 	// (too large), with a dedup-error header naming why; empty: such a
 	// record is logged, counted and skipped.

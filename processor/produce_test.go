@@ -33,6 +33,12 @@ const appliedMarker = 123_457
 // connection meanwhile). It returns the number of faults injected so far.
 func afterAppend(t *testing.T, e *testEnv, at []int, answer func(*kmsg.ProduceRequest) (kmsg.Response, error)) *atomic.Int32 {
 	t.Helper()
+	return afterAppendTo(t, e, outTopic, at, answer)
+}
+
+// afterAppendTo is afterAppend for the produce requests to topic.
+func afterAppendTo(t *testing.T, e *testEnv, topic string, at []int, answer func(*kmsg.ProduceRequest) (kmsg.Response, error)) *atomic.Int32 {
+	t.Helper()
 	// Produce v13 names topics by ID only; the stage's requests name them.
 	applier, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.MaxVersions(kversion.V3_0_0()))
 	if err != nil {
@@ -46,7 +52,7 @@ func afterAppend(t *testing.T, e *testEnv, at []int, answer func(*kmsg.ProduceRe
 	e.cluster.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
 		e.cluster.KeepControl()
 		req := kr.(*kmsg.ProduceRequest)
-		if req.TimeoutMillis == appliedMarker || len(req.Topics) == 0 || req.Topics[0].Topic != outTopic {
+		if req.TimeoutMillis == appliedMarker || len(req.Topics) == 0 || req.Topics[0].Topic != topic {
 			return nil, nil, false // the copy being applied, or the test's own input
 		}
 		if !slices.Contains(at, int(seen.Add(1))) {

@@ -8,5 +8,6 @@
 // sizing.go holds the memory model (Deployment, Resources, the buffer
 // shares); report.go sizes a Workload's filters (Size, one Filter per
 // mode, from rotation's model and a sample checkpoint) and writes the
-// report `dedup size` prints (Report).
+// report `dedup size` prints (Report); repartition.go sizes the
+// repartition topic of REPARTITION_TOPIC (its throughput and storage).
 package sizing

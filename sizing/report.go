@@ -39,6 +39,9 @@ type Workload struct {
 	FetchBufferBytes  int64
 	ProduceBatchBytes int64
 	Measure           bool // probe the sample pair with absent keys
+	// Repartition, when set, adds the repartition topic's throughput and
+	// storage to the report (REPARTITION_TOPIC).
+	Repartition *Repartition
 }
 
 // KeysPerPartition is n: the distinct keys one partition sees in a window.
@@ -419,6 +422,10 @@ func (r Report) Write(w io.Writer) error {
 	fmt.Fprintf(w, "limit = the same with one instance down (%d partitions) ×5/4 for the collector; GOMEMLIMIT = 90%% of the limit.\n", res.PartitionsPerInstanceOneDown)
 	fmt.Fprintln(w, "Under load the resident memory settles near GOMEMLIMIT (the collector holds it there); without GOMEMLIMIT it grows to about twice the live heap.")
 	fmt.Fprintln(w, "The bound n·log2(1/ε) is the least memory any structure answering membership at rate ε can use for n keys.")
+	if in.Repartition != nil {
+		in.Repartition.Write(w)
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintln(w, "Changing DEDUP_MODE, DEDUP_EXPECTED_KEYS, DEDUP_FP_RATE or DEDUP_WINDOW: each partition keeps its old pair beside the new one until")
 	fmt.Fprintln(w, "the old window has passed twice; until the log says the old filters were released, memory must also cover the old settings' filters.")
 	return nil

@@ -28,8 +28,9 @@ it is deployed, one line per check (ok, warn or FAIL), every check run:
     record written, read back and tombstoned on every partition of the
     topic, or a probe file written, fsynced and removed in CHECKPOINT_DIR.
 It prints the effective settings (KAFKA_SASL_PASSWORD masked) and the sizing
-'dedup size' computes for them. REPARTITION_TOPIC set is a configuration
-error, as for the stage, which does not implement the repartition hop.
+'dedup size' computes for them. With REPARTITION_TOPIC: that topic exists
+(else the stage creates it), is not compacted, keeps records at least a day,
+and has the output's and REPARTITION_PARTITIONS' partition count.
 
 Exit codes: 0 every check holds (warnings allowed), 1 a check failed (all
 failed checks are named on the last line), 2 configuration error.`

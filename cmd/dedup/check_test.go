@@ -410,7 +410,7 @@ func TestCheckHelp(t *testing.T) {
 			t.Fatalf("check %s: exit %d, want 0", arg, code)
 		}
 		out := stdout.String()
-		for _, want := range []string{"Usage: dedup check", "-timeout", "REPARTITION_TOPIC set is a configuration", "2 configuration error"} {
+		for _, want := range []string{"Usage: dedup check", "-timeout", "With REPARTITION_TOPIC: that topic exists", "2 configuration error"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("check %s: usage lacks %q:\n%s", arg, want, out)
 			}

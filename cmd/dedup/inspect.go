@@ -235,6 +235,9 @@ func printEntry(ctx context.Context, w io.Writer, r snapshotReader, e checkpoint
 		return nil
 	}
 	printFilter(w, snap.Pair.Stats())
+	if snap.Origins != "" {
+		fmt.Fprintf(w, "  repartition high-water marks (input topic/partition:offset): %s\n", snap.Origins)
+	}
 	if snap.Legacy == nil {
 		return snap.Pair
 	}
@@ -290,7 +293,7 @@ func applyEntry(ctx context.Context, r snapshotReader, e checkpoint.Entry, pair 
 		return err
 	}
 	defer rc.Close()
-	if _, err := pair.ApplyDelta(rc); err != nil {
+	if err := partition.ApplyIncrement(pair, rc); err != nil {
 		return fmt.Errorf("apply increment: %w", err)
 	}
 	return nil

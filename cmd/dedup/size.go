@@ -97,6 +97,11 @@ type sizeFlags struct {
 	partitions, instances                                       *int
 	measure                                                     *bool
 	chainRatio                                                  *float64
+	// The repartition topic (REPARTITION_TOPIC): sized when repartition.
+	repartition                  *bool
+	recordsPerSecond, recordSize *string
+	retention                    *time.Duration
+	replication                  *int
 }
 
 // newSizeFlagSet defines `dedup size`'s flags, for parsing and for its usage.
@@ -119,6 +124,12 @@ func newSizeFlagSet() (*flag.FlagSet, sizeFlags) {
 		fetchBuffer: fs.String("fetch-buffer-bytes", config.Default("FETCH_BUFFER_BYTES"), "FETCH_BUFFER_BYTES, for the memory per instance"),
 		batchBytes:  fs.String("produce-batch-bytes", config.Default("PRODUCE_BATCH_BYTES"), "PRODUCE_BATCH_BYTES, for the memory per instance"),
 		measure:     fs.Bool("measure", true, "also probe the sample pair with absent keys: the measured false-positive rate"),
+
+		repartition:      fs.Bool("repartition", false, "also size the repartition topic (REPARTITION_TOPIC): its throughput and storage"),
+		recordsPerSecond: fs.String("records-per-second", "", "input records per second, duplicates included, for --repartition (default: the keys per second)"),
+		recordSize:       fs.String("record-bytes", "500", "mean input record size (key, value, headers), for --repartition"),
+		retention:        fs.Duration("repartition-retention", 7*24*time.Hour, "the repartition topic's retention, for --repartition"),
+		replication:      fs.Int("replication", 3, "the repartition topic's replication factor, for --repartition"),
 	}
 }
 
@@ -185,6 +196,19 @@ func parseSize(args []string, stderr io.Writer) (sizing.Workload, int) {
 			problems = append(problems, fmt.Errorf("--mode: %w", err))
 		}
 		in.Modes = []rotation.Mode{m}
+	}
+	if *f.repartition {
+		rp := &sizing.Repartition{RecordBytes: int64(flagCount("record-bytes", *f.recordSize)), KeyBytes: 16,
+			Retention: *f.retention, Replication: *f.replication, InputTopic: config.Default("INPUT_TOPIC"),
+			Topic: config.Default("INPUT_TOPIC") + "-repartition"}
+		rp.RecordsPerSecond = float64(in.KeysPerWindow) / f.window.Seconds()
+		if *f.recordsPerSecond != "" {
+			rp.RecordsPerSecond = float64(flagCount("records-per-second", *f.recordsPerSecond))
+		}
+		if *f.retention <= 0 || *f.replication < 1 {
+			problems = append(problems, fmt.Errorf("--repartition-retention and --replication must be positive, got %v and %d", *f.retention, *f.replication))
+		}
+		in.Repartition = rp
 	}
 	if len(problems) == 0 {
 		problems = append(problems, in.Validate())

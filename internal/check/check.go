@@ -18,6 +18,7 @@ import (
 	"dedup/internal/config"
 	"dedup/internal/service"
 	"dedup/offsets"
+	"dedup/processor/repartition"
 )
 
 // Each check prints one line; all of them run, so one run lists every
@@ -346,6 +347,9 @@ func (c *checker) checkTopics(ctx context.Context, conn *config.Connection) (int
 	if cfg.DeadLetterTopic != "" {
 		names = append(names, cfg.DeadLetterTopic)
 	}
+	if cfg.RepartitionTopic != "" {
+		names = append(names, cfg.RepartitionTopic)
+	}
 	kafkaStore := cfg.CheckpointStore == config.StoreKafka
 	if kafkaStore {
 		names = append(names, cfg.CheckpointTopic)
@@ -392,6 +396,10 @@ func (c *checker) checkTopics(ctx context.Context, conn *config.Connection) (int
 		}
 	}
 
+	if cfg.RepartitionTopic != "" {
+		c.checkRepartitionTopic(topics[cfg.RepartitionTopic], out)
+	}
+
 	var cp *topicState
 	if kafkaStore {
 		cp = topics[cfg.CheckpointTopic]
@@ -401,6 +409,55 @@ func (c *checker) checkTopics(ctx context.Context, conn *config.Connection) (int
 		return 0, cp
 	}
 	return in.partitions, cp
+}
+
+// minRepartitionRetention is the retention below which the check warns:
+// hop 2 may not lag (or be down) longer than the repartition topic keeps
+// hop 1's records.
+const minRepartitionRetention = 24 * time.Hour
+
+// checkRepartitionTopic: with REPARTITION_TOPIC the stage creates the topic
+// when absent; an existing one must not be compacted (compaction keeps one
+// record per dedup key and loses the copies and retractions hop 2 must
+// see), should keep records long enough for hop 2's lag, and should have
+// as many partitions as the output (each record then keeps its
+// repartition partition in the output) and as REPARTITION_PARTITIONS says.
+func (c *checker) checkRepartitionTopic(rp, out *topicState) {
+	cfg := c.cfg
+	switch {
+	case errors.Is(rp.err, service.ErrTopicNotFound):
+		want := "the input's partition count"
+		if n := cfg.RepartitionPartitions(); n > 0 {
+			want = fmt.Sprintf("%d partition(s)", n)
+		}
+		c.report(checkWarn, "repartition topic", "%s does not exist: the stage creates it (%s, cleanup.policy=delete, retention.ms=%d) if its user may create topics",
+			rp.name, want, repartition.Retention.Milliseconds())
+		return
+	case rp.err != nil:
+		c.report(checkFail, "repartition topic", "%s: %v", rp.name, rp.err)
+		return
+	case cfg.RepartitionPartitions() > 0 && rp.partitions != cfg.RepartitionPartitions():
+		c.report(checkWarn, "repartition topic", "%s: %d partition(s), REPARTITION_PARTITIONS=%d: the stage uses the topic as it is (docs/repartition.md, adding partitions)",
+			rp.name, rp.partitions, cfg.RepartitionPartitions())
+	case out.err == nil && out.partitions != rp.partitions:
+		c.report(checkWarn, "repartition topic", "%s: %d partition(s), the output %d: records are hashed over the output (murmur2) and a restore scans every output partition; equal counts keep each record's partition",
+			rp.name, rp.partitions, out.partitions)
+	default:
+		c.report(checkOK, "repartition topic", "%s: %d partition(s)", rp.name, rp.partitions)
+	}
+	policy, ok := rp.configs["cleanup.policy"]
+	switch {
+	case rp.configs == nil || !ok:
+		c.report(checkWarn, "repartition cleanup.policy", "%s: not reported by the broker; it must be delete", rp.name)
+	case slices.Contains(strings.Split(policy, ","), "compact"):
+		c.report(checkFail, "repartition cleanup.policy", "%s: cleanup.policy=%s: compaction would keep one record per dedup key and lose copies and retractions; set cleanup.policy=delete", rp.name, policy)
+	default:
+		c.report(checkOK, "repartition cleanup.policy", "%s: cleanup.policy=%s", rp.name, policy)
+	}
+	if ms, err := strconv.ParseInt(rp.configs["retention.ms"], 10, 64); err == nil && ms >= 0 && time.Duration(ms)*time.Millisecond < minRepartitionRetention {
+		c.report(checkWarn, "repartition retention", "%s: retention.ms=%d: records hop 2 has not read within %s are deleted unread (skipped input); keep them at least %s",
+			rp.name, ms, time.Duration(ms)*time.Millisecond, minRepartitionRetention)
+	}
 }
 
 // checkMessageBytes: the stage caps its batches at the output topic's

@@ -39,8 +39,8 @@ type Config struct {
 	InputTopic         string        `env:"INPUT_TOPIC" envDefault:"events" help:"topic to deduplicate"`
 	OutputTopic        string        `env:"OUTPUT_TOPIC" envDefault:"events-deduped" help:"topic that receives first occurrences (must differ from INPUT_TOPIC)"`
 	GroupID            string        `env:"GROUP_ID" envDefault:"dedup" help:"consumer group; also names the state"`
-	RepartitionTopic   string        `env:"REPARTITION_TOPIC" helpDefault:"empty" help:"not implemented in this version: set, the stage refuses to start (exit 2) rather than deduplicate input that is not partitioned by the dedup key; partition the input by the dedup key instead"`
-	RepartitionParts   string        `env:"REPARTITION_PARTITIONS" helpDefault:"empty" help:"partition count of REPARTITION_TOPIC; not implemented in this version, refused like it"`
+	RepartitionTopic   string        `env:"REPARTITION_TOPIC" helpDefault:"empty" help:"when set, the input is not assumed to be partitioned by the dedup key: a first hop sends each record keyed by its dedup key to this topic (created if absent) and the stage deduplicates from there (docs/repartition.md)"`
+	RepartitionParts   string        `env:"REPARTITION_PARTITIONS" helpDefault:"empty" help:"partition count of REPARTITION_TOPIC when the stage creates it; empty: as many as INPUT_TOPIC has"`
 	DeadLetterTopic    string        `env:"DEAD_LETTER_TOPIC" helpDefault:"empty" help:"topic for records the output refuses for good (too large, invalid), with a dedup-error header naming why; empty = logged, counted and skipped"`
 	ClientID           string        `env:"KAFKA_CLIENT_ID" envDefault:"dedup" help:"client.id the stage's Kafka clients send (broker logs, quotas, ACL audits)"`
 
@@ -314,6 +314,16 @@ func (c *Config) EmbeddedTopics() []string {
 	return ts
 }
 
+// RepartitionPartitions is REPARTITION_PARTITIONS, 0 when empty (as many
+// as the input has).
+func (c *Config) RepartitionPartitions() int {
+	n, _ := strconv.Atoi(c.RepartitionParts)
+	return max(n, 0)
+}
+
+// RepartitionGroup is hop 1's consumer group: GROUP_ID with -repartition.
+func (c *Config) RepartitionGroup() string { return c.GroupID + "-repartition" }
+
 // Embedded reports whether the binary runs its own broker (KAFKA_BROKERS empty).
 func (c *Config) Embedded() bool { return len(c.BrokerList()) == 0 }
 
@@ -389,13 +399,20 @@ func (c *Config) validate() []Problem {
 	if c.InputTopic != "" && c.InputTopic == c.OutputTopic {
 		bad("OUTPUT_TOPIC", "must differ from INPUT_TOPIC (both %q)", c.InputTopic)
 	}
-	// Running without the repartition hop would forward every copy of a key
-	// that arrives on several partitions, without a word.
 	if c.RepartitionTopic != "" {
-		bad("REPARTITION_TOPIC", "the repartition hop is not implemented in this version, got %q: unset it and partition INPUT_TOPIC by the dedup key", c.RepartitionTopic)
+		if err := checkTopicName(c.RepartitionTopic); err != nil {
+			bad("REPARTITION_TOPIC", "%v", err)
+		} else if c.RepartitionTopic == c.InputTopic || c.RepartitionTopic == c.OutputTopic || c.RepartitionTopic == c.DeadLetterTopic {
+			bad("REPARTITION_TOPIC", "must differ from INPUT_TOPIC, OUTPUT_TOPIC and DEAD_LETTER_TOPIC, got %q", c.RepartitionTopic)
+		}
 	}
 	if c.RepartitionParts != "" {
-		bad("REPARTITION_PARTITIONS", "the repartition hop is not implemented in this version, got %q: unset it", c.RepartitionParts)
+		switch n, err := strconv.Atoi(c.RepartitionParts); {
+		case err != nil || n < 1:
+			bad("REPARTITION_PARTITIONS", "must be a whole number of at least 1, got %q", c.RepartitionParts)
+		case c.RepartitionTopic == "":
+			bad("REPARTITION_PARTITIONS", "set without REPARTITION_TOPIC, got %q", c.RepartitionParts)
+		}
 	}
 	if c.DeadLetterTopic != "" {
 		if err := checkTopicName(c.DeadLetterTopic); err != nil {

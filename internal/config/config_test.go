@@ -110,8 +110,8 @@ func badValues(t *testing.T) []badValue {
 		{name: "OUTPUT_TOPIC", value: "events"}, // equals INPUT_TOPIC
 		{name: "GROUP_ID", value: "my group/1"},
 		{name: "DEAD_LETTER_TOPIC", value: "events-deduped"}, // equals OUTPUT_TOPIC
-		{name: "REPARTITION_TOPIC", value: "events-by-id"},
-		{name: "REPARTITION_PARTITIONS", value: "12"},
+		{name: "REPARTITION_TOPIC", value: "events"},         // equals INPUT_TOPIC
+		{name: "REPARTITION_PARTITIONS", value: "0", env: testkit.Env{"REPARTITION_TOPIC": "events-by-id"}},
 		{name: "KAFKA_CLIENT_ID", value: "dedup stage"},
 		{name: "KAFKA_SESSION_TIMEOUT", value: "0s"},
 		{name: "KAFKA_GROUP_BALANCER", value: "cooperative-sticky"},

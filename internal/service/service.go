@@ -18,6 +18,7 @@ import (
 	"dedup/key"
 	"dedup/processor"
 	"dedup/processor/partition"
+	"dedup/processor/repartition"
 )
 
 // cluster is the Kafka the binary talks to: the configured brokers, or the
@@ -78,11 +79,20 @@ type stage struct {
 	log   *slog.Logger
 	proc  *processor.Processor
 	store checkpoint.Store
+	// hop1 is the re-key hop with REPARTITION_TOPIC (nil: one hop).
+	hop1 *repartition.Options
 }
 
 // newStage builds everything that can fail fast (store, processor options)
 // before any record is read; the brokers have been reached.
 func newStage(ctx context.Context, cfg *config.Config, cl *cluster, reg *prometheus.Registry, log *slog.Logger) (*stage, error) {
+	if cfg.RepartitionTopic != "" {
+		// Before the store: the checkpoint topic takes its partition count.
+		if _, err := repartition.EnsureTopic(ctx, cl.Conn.Brokers, cl.Conn.Transport, cfg.RepartitionTopic, cfg.InputTopic,
+			cfg.RepartitionPartitions(), log); err != nil {
+			return nil, fmt.Errorf("repartition topic: %w", err)
+		}
+	}
 	store, err := OpenStore(ctx, cfg, cl.Conn, log)
 	if err != nil {
 		return nil, fmt.Errorf("open checkpoint store: %w", err)
@@ -92,15 +102,38 @@ func newStage(ctx context.Context, cfg *config.Config, cl *cluster, reg *prometh
 	if cfg.StartOffset == "latest" {
 		start = kafka.LastOffset
 	}
+	metrics := processor.NewMetrics(reg)
+	input, hop2Start := cfg.InputTopic, start
+	var hop1 *repartition.Options
+	if cfg.RepartitionTopic != "" {
+		// Two hops: this member re-keys the input into the repartition
+		// topic (its own group) and deduplicates from there.
+		input = cfg.RepartitionTopic
+		// The repartition topic holds only what hop 1 sent: hop 2 reads
+		// it whole whatever KAFKA_START_OFFSET says of the input.
+		hop2Start = kafka.FirstOffset
+		hop1 = &repartition.Options{
+			Brokers: cl.Conn.Brokers, Dialer: cl.Conn.Dialer, Transport: cl.Conn.Transport,
+			GroupID: cfg.RepartitionGroup(), InputTopic: cfg.InputTopic, Topic: cfg.RepartitionTopic,
+			Key: keys, StartOffset: start, SessionTimeout: cfg.SessionTimeout,
+			// Hop 1's fetches are bounded apart from FETCH_BUFFER_BYTES (which
+			// hop 2's readers share): 1 MiB per input partition holds batches.
+			BatchSize: cfg.ProduceBatchSize, FetchMaxBytes: min(cfg.FetchMaxBytes, 1<<20), FetchMaxWait: cfg.FetchMaxWait,
+			Metrics: repartition.Metrics{Rekeyed: metrics.RepartitionRekeyed, Restarts: metrics.RepartitionRestarts,
+				Lag: metrics.RepartitionInputLag},
+			Logger: log,
+		}
+	}
 	proc, err := processor.New(processor.Options{
 		Brokers:            cl.Conn.Brokers,
 		Dialer:             cl.Conn.Dialer,
 		Transport:          cl.Conn.Transport,
 		GroupID:            cfg.GroupID,
-		InputTopic:         cfg.InputTopic,
+		InputTopic:         input,
+		Repartitioned:      hop1 != nil,
 		OutputTopic:        cfg.OutputTopic,
 		DeadLetterTopic:    cfg.DeadLetterTopic,
-		StartOffset:        start,
+		StartOffset:        hop2Start,
 		SessionTimeout:     cfg.SessionTimeout,
 		GroupBalancer:      cfg.GroupBalancer,
 		Key:                keys,
@@ -120,13 +153,13 @@ func newStage(ctx context.Context, cfg *config.Config, cl *cluster, reg *prometh
 		ChainRatio:         cfg.ChainRatio(),
 		Store:              store,
 		OnDamage:           partition.OnDamage(cfg.CheckpointOnDamage),
-		Metrics:            processor.NewMetrics(reg),
+		Metrics:            metrics,
 		Logger:             log,
 	})
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("create processor: %w", err), store.Close())
 	}
-	return &stage{cfg: cfg, log: log, proc: proc, store: store}, nil
+	return &stage{cfg: cfg, log: log, proc: proc, store: store, hop1: hop1}, nil
 }
 
 // Run consumes until ctx ends, then gives the processor SHUTDOWN_TIMEOUT to
@@ -140,7 +173,28 @@ func newStage(ctx context.Context, cfg *config.Config, cl *cluster, reg *prometh
 // Close would wait for that save.
 func (s *stage) Run(ctx context.Context) error {
 	done := make(chan error, 1)
-	go func() { done <- s.proc.Run(ctx) }()
+	if s.hop1 != nil {
+		// Both hops stop together: a hop that ends on its own (it failed)
+		// ends the other, and the stage reports why.
+		hctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		hdone := make(chan error, 1)
+		go func() {
+			err := repartition.Run(hctx, *s.hop1)
+			cancel()
+			hdone <- err
+		}()
+		go func() {
+			err := s.proc.Run(hctx)
+			cancel()
+			if herr := <-hdone; herr != nil {
+				err = errors.Join(err, fmt.Errorf("run repartition hop: %w", herr))
+			}
+			done <- err
+		}()
+	} else {
+		go func() { done <- s.proc.Run(ctx) }()
+	}
 
 	var runErr error
 	var deadline <-chan time.Time

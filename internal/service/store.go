@@ -26,10 +26,15 @@ func OpenStore(ctx context.Context, cfg *config.Config, conn *config.Connection,
 		})
 	}
 	// The checkpoint topic mirrors the input's partition count so that a
-	// restore reads only its own partition's snapshots.
-	partitions, err := TopicPartitions(ctx, conn, cfg.InputTopic)
+	// restore reads only its own partition's snapshots (with
+	// REPARTITION_TOPIC, the partitions deduplicated are that topic's).
+	input := cfg.InputTopic
+	if cfg.RepartitionTopic != "" {
+		input = cfg.RepartitionTopic
+	}
+	partitions, err := TopicPartitions(ctx, conn, input)
 	if err != nil {
-		log.Warn("checkpoint topic gets one partition: input topic not described", "topic", cfg.InputTopic, "err", err)
+		log.Warn("checkpoint topic gets one partition: input topic not described", "topic", input, "err", err)
 		partitions = 1
 	}
 	return checkpoint.NewKafkaStore(ctx, checkpoint.KafkaOptions{

@@ -16,7 +16,25 @@ import (
 type headerArena struct {
 	cur  *arenaBlock
 	full []*arenaBlock // FIFO, oldest first
+	// repart: the worker adds the repartition headers, not the source
+	// headers (a repartitioned record carries its source headers already:
+	// unwrap, origin.go).
+	repart bool
 }
+
+// names are the topic, partition and offset headers the worker adds.
+func (a *headerArena) names() *[3]string {
+	if a.repart {
+		return &repartitionNames
+	}
+	return &sourceNames
+}
+
+// sourceNames are the headers one hop adds to its outputs.
+var sourceNames = [3]string{HeaderSourceTopic, HeaderSourcePartition, HeaderSourceOffset}
+
+// repartitionNames are the headers the second hop adds to its outputs.
+var repartitionNames = [3]string{HeaderRepartitionTopic, HeaderRepartitionPartition, HeaderRepartitionOffset}
 
 type arenaBlock struct {
 	hdrs   []kafka.Header
@@ -29,7 +47,7 @@ const (
 	arenaDigits  = 20 << 10 // ~20 digits each
 )
 
-// headers returns m's headers plus the three source headers, for the
+// headers returns m's headers plus the three headers of a.names, for the
 // output in ack slot slot (the slot's index + 1 is recorded as the block's
 // end). retired is the tracker's retired prefix as the worker last saw it.
 func (a *headerArena) headers(m *kafka.Message, topic, partition []byte, slot, retired uint64) []kafka.Header {
@@ -44,10 +62,11 @@ func (a *headerArena) headers(m *kafka.Message, topic, partition []byte, slot, r
 	d := len(b.digits)
 	b.digits = strconv.AppendInt(b.digits, m.Offset, 10)
 	b.end = slot + 1
+	names := a.names()
 	return append(h,
-		kafka.Header{Key: HeaderSourceTopic, Value: topic},
-		kafka.Header{Key: HeaderSourcePartition, Value: partition},
-		kafka.Header{Key: HeaderSourceOffset, Value: b.digits[d:len(b.digits):len(b.digits)]},
+		kafka.Header{Key: names[0], Value: topic},
+		kafka.Header{Key: names[1], Value: partition},
+		kafka.Header{Key: names[2], Value: b.digits[d:len(b.digits):len(b.digits)]},
 	)
 }
 

@@ -134,13 +134,18 @@ const maxKeptDelta = 1 << 20
 type piece struct {
 	state partitionState
 	delta *rotation.Delta // non-nil: an increment
+	marks origins         // a repartitioned partition's high-water marks (nil: none)
 }
 
 func (p piece) payload() io.WriterTo {
-	if p.delta != nil {
-		return p.delta
+	var w io.WriterTo = p.delta
+	if p.delta == nil {
+		w = p.state.payload()
 	}
-	return p.state.payload()
+	if p.marks != nil {
+		return withOrigins{marks: p.marks, piece: w}
+	}
+	return w
 }
 
 // maxDeltaWords is the most changed words of pair an increment copies:
@@ -157,6 +162,7 @@ type handoff struct {
 	pos    int64
 	delta  bool    // the worker took its changes (an increment), not a copy of its pair
 	legacy *legacy // frozen; nil: none
+	marks  origins // a copy; nil: not repartitioned
 }
 
 type cpResult struct {
@@ -236,7 +242,7 @@ func (c *checkpointer) checkpoint() (r cpResult, stopped bool) {
 		return cpResult{}, true
 	}
 	pos := h.pos
-	pc := piece{state: partitionState{pair: c.held, legacy: h.legacy}}
+	pc := piece{state: partitionState{pair: c.held, legacy: h.legacy}, marks: h.marks}
 	if h.delta {
 		c.release() // not used: the next partition may take it now
 		if h.legacy != nil {
@@ -302,7 +308,7 @@ func (w *Worker) handOff() error {
 		}
 		w.pair.ResetDelta() // the base holds every change so far
 	}
-	w.cp.snap <- handoff{pos: w.position, legacy: w.legacy.frozen(), delta: delta} // buffered, and the saver waits for it: never blocks
+	w.cp.snap <- handoff{pos: w.position, legacy: w.legacy.frozen(), delta: delta, marks: w.originsOf()} // buffered, and the saver waits for it: never blocks
 	w.d.Metrics.CheckpointPause.Observe(time.Since(began).Seconds())
 	return nil
 }
@@ -328,7 +334,7 @@ func (c *checkpointer) outputMark(ctx context.Context) (outputMark, error) {
 // finishCheckpoint is steps 4-6 for a pair nobody else writes to (the
 // stopped worker's own pair, the initial anchor).
 func (w *Worker) finishCheckpoint(ctx context.Context, pos int64, ends outputMark, began time.Time) error {
-	pc := piece{state: partitionState{pair: w.pair, legacy: w.legacy}}
+	pc := piece{state: partitionState{pair: w.pair, legacy: w.legacy}, marks: w.originsOf()}
 	if w.cp.store != nil {
 		if w.legacy == nil && w.cp.chain.extend(chainRatio(w.d)) && w.pair.DeltaWords() <= maxDeltaWords(w.pair) {
 			w.pair.TakeDelta(&w.cp.delta)

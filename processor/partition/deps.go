@@ -108,6 +108,13 @@ type Deps struct {
 	Partition   int
 	Committed   int64 // the group's committed offset, or kafka.FirstOffset/LastOffset when none
 	OutputTopic string
+	// Repartitioned: Topic is the repartition topic, whose records hop 1
+	// wrote with the origin headers (origin.go). The partition takes each
+	// input record once however often hop 1 sent it (its high-water marks
+	// per input partition, checkpointed with its filters), its outputs
+	// carry the input record's key and source headers plus the
+	// repartition headers, and Scan must match the repartition headers.
+	Repartitioned bool
 
 	Keys          Keys
 	RetractHeader string // header whose presence marks a retraction (empty = none)

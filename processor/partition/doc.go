@@ -40,6 +40,12 @@
 //     written, asked after the new pair, aged by the stream's event time
 //     (forward only, as the new pair), with keys retracted since kept exactly, saved in every checkpoint (state.go)
 //     and released once it would hold no key in its window.
+//   - With Deps.Repartitioned the partition reads the repartition topic:
+//     each record is turned back into the input record hop 1 copied
+//     (origin headers), a record at or below its input partition's
+//     high-water mark is hop 1's re-send and dropped, the marks are saved
+//     in every checkpoint piece and restored with it, and outputs carry
+//     the repartition headers besides the source headers naming the input.
 //   - Given Deps.Warm (a pair its owner kept from the generation just
 //     before, covering exactly the inputs below Deps.Committed), Start
 //     resumes with it: no store read, no scan. At the stop, a partition
@@ -66,7 +72,8 @@
 // (what the owner provides, and the interfaces it implements), legacy.go and state.go (filters from before an
 // options change, and the snapshot payload), replay.go (where a restore's
 // replay scan starts), refuse.go (records the output cannot take),
-// skipped.go (input below the log start), damage.go (every snapshot
+// skipped.go (input below the log start), origin.go (repartitioned
+// records: origin headers, high-water marks and their checkpoint section), damage.go (every snapshot
 // damaged: CHECKPOINT_ON_DAMAGE).
 //
 // Concurrency: one worker goroutine owns the reader, pair, arena and ack

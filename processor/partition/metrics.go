@@ -14,9 +14,13 @@ type Metrics struct {
 	Forwarded, Duplicate, Retraction, Unkeyed prometheus.Counter
 	Refused, DeadLettered                     prometheus.Counter // outputs the output cannot take
 	ReplaySuppressed                          prometheus.Counter
-	Fill, EstKeys, FPRate, Saturated          [2]prometheus.Gauge // current, previous
-	WindowElapsed, Bytes, Lag                 prometheus.Gauge
-	Rotations                                 prometheus.Counter
+	// A repartitioned partition's records sent again by hop 1 and
+	// dropped by their origin offset, and records without origin headers
+	// (not written by hop 1). Nil outside repartition mode.
+	RepartitionResent, RepartitionUnmarked prometheus.Counter
+	Fill, EstKeys, FPRate, Saturated       [2]prometheus.Gauge // current, previous
+	WindowElapsed, Bytes, Lag              prometheus.Gauge
+	Rotations                              prometheus.Counter
 	// Fingerprint mode's overload (rotation.Stats): inserts kept in a
 	// generation's exact stash, early rotations forced by a full stash,
 	// the keys those dropped; stash entries per generation.
@@ -62,6 +66,7 @@ var PieceLabels = [2]string{"base", "increment"}
 type Totals struct {
 	In, Forwarded, Duplicates, Retractions, Unkeyed, Suppressed atomic.Uint64
 	Refused, DeadLettered                                       atomic.Uint64
+	Resent                                                      atomic.Uint64 // repartition re-sends dropped
 }
 
 // counts are per-outcome tallies the worker keeps locally and publishes
@@ -70,6 +75,7 @@ type counts struct {
 	in, forwarded, duplicates, retractions, unkeyed, suppressed uint64
 	refused, deadLettered                                       uint64
 	future, missing, rewritten                                  uint64
+	resent, unmarked                                            uint64
 }
 
 func (w *Worker) publishCounts() {
@@ -87,6 +93,15 @@ func (w *Worker) publishCounts() {
 	publish(c.suppressed, pm.ReplaySuppressed, &pr.Suppressed)
 	publish(c.refused, pm.Refused, &pr.Refused)
 	publish(c.deadLettered, pm.DeadLettered, &pr.DeadLettered)
+	if c.resent > 0 {
+		pr.Resent.Add(c.resent)
+		if pm.RepartitionResent != nil {
+			pm.RepartitionResent.Add(float64(c.resent))
+		}
+	}
+	if c.unmarked > 0 && pm.RepartitionUnmarked != nil {
+		pm.RepartitionUnmarked.Add(float64(c.unmarked))
+	}
 	for _, a := range [...]struct {
 		n uint64
 		m prometheus.Counter

@@ -90,7 +90,7 @@ func (w *Worker) outputSize(m *kafka.Message) int64 {
 	for i := range m.Headers {
 		n += headerSize(m.Headers[i].Key, len(m.Headers[i].Value))
 	}
-	return n + w.srcFixed + headerSize(HeaderSourceOffset, offsetDigits(m.Offset))
+	return n + w.srcFixed + headerSize(w.arena.names()[2], offsetDigits(m.Offset))
 }
 
 // tooLarge is the reason a record of size bytes is refused.
@@ -146,9 +146,9 @@ func (w *Worker) copyOut(m *kafka.Message, extra ...kafka.Header) kafka.Message 
 	hdrs := make([]kafka.Header, 0, len(m.Headers)+3+len(extra))
 	hdrs = append(hdrs, m.Headers...)
 	hdrs = append(hdrs,
-		kafka.Header{Key: HeaderSourceTopic, Value: w.srcTop},
-		kafka.Header{Key: HeaderSourcePartition, Value: w.srcPart},
-		kafka.Header{Key: HeaderSourceOffset, Value: fmt.Appendf(nil, "%d", m.Offset)},
+		kafka.Header{Key: w.arena.names()[0], Value: w.srcTop},
+		kafka.Header{Key: w.arena.names()[1], Value: w.srcPart},
+		kafka.Header{Key: w.arena.names()[2], Value: fmt.Appendf(nil, "%d", m.Offset)},
 	)
 	hdrs = append(hdrs, extra...)
 	out := m.Time

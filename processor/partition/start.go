@@ -51,7 +51,9 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 	if w.d.Clock == nil {
 		w.d.Clock = systemClock{}
 	}
-	w.srcFixed = headerSize(HeaderSourceTopic, len(w.srcTop)) + headerSize(HeaderSourcePartition, len(w.srcPart))
+	w.arena.repart = d.Repartitioned
+	names := w.arena.names()
+	w.srcFixed = headerSize(names[0], len(w.srcTop)) + headerSize(names[1], len(w.srcPart))
 
 	committed := d.Committed // absolute, or kafka.FirstOffset/LastOffset when none
 	start := committed
@@ -85,6 +87,7 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 				anchor = &mark // the scan from there covered everything since
 			}
 			w.legacy = r.legacy
+			w.origins = r.marks
 			w.suppress, w.suppressTo = r.suppress, r.suppressTo
 			replay = replayMark{to: r.suppressTo, from: mark}
 		}
@@ -104,6 +107,16 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 		// fill, hours later, instead of at assignment.
 		pair.Reset()
 		w.pair = pair
+	}
+	switch {
+	case !d.Repartitioned:
+		w.origins = nil // marks of a repartitioned past are of no use
+	case w.origins == nil:
+		// Nothing taken yet, or every snapshot lost: without marks a
+		// re-send of an input record taken before is decided as a new
+		// record (the filters drop it as a duplicate while they hold
+		// its key).
+		w.origins = origins{}
 	}
 	if w.legacy != nil {
 		// Aged to the stream's time from the first record on, which may be
@@ -180,7 +193,7 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 		w.cp.last, w.cp.exact = start, anchor == nil
 	}
 	log.Info("partition assigned", OffsetAttr("committed", committed), "start", start, "source", string(source),
-		"suppress", len(w.suppress))
+		"suppress", len(w.suppress), "origins", len(w.origins))
 	return w, nil
 }
 
@@ -192,7 +205,8 @@ type restored struct {
 	legacy     *legacy        // the pair from before the options changed, still holding keys
 	suppress   map[int64]struct{}
 	suppressTo int64
-	rejected   bool // every snapshot was rejected: meta is the committed offset's
+	rejected   bool    // every snapshot was rejected: meta is the committed offset's
+	marks      origins // a repartitioned partition's high-water marks (nil: none saved)
 }
 
 // restore loads the newest valid snapshot and scans the output for records
@@ -224,9 +238,16 @@ func (w *Worker) restore(ctx context.Context) (restored, error) {
 	var (
 		increments int
 		readBytes  int64
+		marks      origins // the high-water marks of the pieces read
 	)
 	loadBegan := time.Now()
 	meta, source, err := d.Store.Load(lctx, d.Topic, d.Partition, func(m checkpoint.Meta, r io.Reader) error {
+		// Every piece of a repartitioned partition starts with its marks;
+		// they are taken only with the piece (all or nothing).
+		pm, r, err := readOrigins(r)
+		if err != nil {
+			return err
+		}
 		if m.Group != "" && m.Group != d.GroupID {
 			return fmt.Errorf("snapshot of group %q, want %q", m.Group, d.GroupID)
 		}
@@ -242,6 +263,9 @@ func (w *Worker) restore(ctx context.Context) (restored, error) {
 			if _, err := got.ApplyDelta(r); err != nil {
 				return err
 			}
+			if pm != nil {
+				marks = pm
+			}
 			increments++
 			readBytes += m.StoredBytes
 			return nil
@@ -251,7 +275,7 @@ func (w *Worker) restore(ctx context.Context) (restored, error) {
 		if err != nil {
 			return err
 		}
-		got, old, mismatch = &pr, l, pr.Options() != want
+		got, old, mismatch, marks = &pr, l, pr.Options() != want, pm
 		increments, readBytes = 0, m.StoredBytes
 		return nil
 	})
@@ -278,7 +302,7 @@ func (w *Worker) restore(ctx context.Context) (restored, error) {
 			return restored{}, nil
 		}
 		log.Warn(what+"; replay scan from the output end offsets recorded with it", "committed", off)
-		meta, source, got, old, mismatch = checkpoint.Meta{Offset: off, OutputEnds: ends}, checkpoint.SourceEmpty, nil, nil, false
+		meta, source, got, old, mismatch, marks = checkpoint.Meta{Offset: off, OutputEnds: ends}, checkpoint.SourceEmpty, nil, nil, false, nil
 		emptied = true
 	case errors.Is(err, checkpoint.ErrNotFound):
 		log.Info("no checkpoint: starting with empty filters")
@@ -315,12 +339,12 @@ func (w *Worker) restore(ctx context.Context) (restored, error) {
 			"damaged_snapshots", damagedNames(loadErr), "err", err, "committed", off)
 		// Nothing of a rejected snapshot is kept: not its legacy pair either
 		// (the decoder may have read one before the snapshot failed).
-		meta, source, got, old, mismatch = checkpoint.Meta{Offset: off, OutputEnds: ends}, checkpoint.SourceEmpty, nil, nil, false
+		meta, source, got, old, mismatch, marks = checkpoint.Meta{Offset: off, OutputEnds: ends}, checkpoint.SourceEmpty, nil, nil, false, nil
 		emptied = true
 	default:
 		return restored{}, fmt.Errorf("load checkpoint of %s/%d: %w", d.Topic, d.Partition, err)
 	}
-	r := restored{found: true, meta: meta, source: source, pair: got, legacy: old, rejected: emptied}
+	r := restored{found: true, meta: meta, source: source, pair: got, legacy: old, rejected: emptied, marks: marks}
 	if mismatch {
 		// The snapshot's pair becomes the legacy one, unless no record
 		// ever reached it (it holds nothing to keep).

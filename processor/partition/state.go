@@ -141,17 +141,38 @@ type Snapshot struct {
 	// none), Retracted the keys retracted from it since.
 	Legacy    *rotation.Pair
 	Retracted int
+	// Origins are a repartitioned partition's high-water marks
+	// ("topic/partition:offset ..."), empty for any other.
+	Origins string
 }
 
 // ReadSnapshot decodes a snapshot payload.
 func ReadSnapshot(r io.Reader) (Snapshot, error) {
 	s := Snapshot{Pair: new(rotation.Pair)}
+	marks, r, err := readOrigins(r)
+	if err != nil {
+		return Snapshot{}, err
+	}
 	l, err := readState(r, s.Pair)
 	if err != nil {
 		return Snapshot{}, err
+	}
+	if marks != nil {
+		s.Origins = marks.String()
 	}
 	if l != nil {
 		s.Legacy, s.Retracted = l.pair, len(l.retracted)
 	}
 	return s, nil
+}
+
+// ApplyIncrement applies an increment's payload to pair (dedup inspect):
+// its high-water-mark section, if any, is skipped.
+func ApplyIncrement(pair *rotation.Pair, r io.Reader) error {
+	_, r, err := readOrigins(r)
+	if err != nil {
+		return err
+	}
+	_, err = pair.ApplyDelta(r)
+	return err
 }

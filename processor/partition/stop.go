@@ -59,7 +59,9 @@ func (w *Worker) stop() error {
 func (w *Worker) keepable() bool {
 	// A partition that still keeps its pair from before the filter options
 	// changed restores from its checkpoint, which holds that pair too.
-	return w.d.Owner != nil && w.legacy == nil && w.position >= 0 && w.position == w.cp.last &&
+	// A repartitioned partition restores its high-water marks with its
+	// pair from the checkpoint: the kept pair alone would lose them.
+	return w.d.Owner != nil && w.legacy == nil && w.origins == nil && w.position >= 0 && w.position == w.cp.last &&
 		(w.cp.exact || w.d.Store == nil) && w.position >= w.suppressTo &&
 		w.acks.failed() == nil && !w.crashed()
 }

@@ -38,6 +38,12 @@ type Worker struct {
 	// per tick: a record stamped after it does not move event time.
 	futureAfter time.Time
 
+	// origins are the high-water marks of a repartitioned partition
+	// (Deps.Repartitioned; nil otherwise), originTopic the origin topic
+	// name last read, kept so that a record's origin costs no allocation.
+	origins     origins
+	originTopic string
+
 	// Replay suppression after a restore: input offsets whose output is
 	// already in the output topic. nil once the replay passed them all.
 	suppress   map[int64]struct{}
@@ -125,6 +131,8 @@ type record struct {
 	key   []byte
 	keyed bool
 	probe rotation.Probe
+	// origin: the input record a repartitioned record copies (unwrap).
+	origin originOf
 }
 
 // consume is the hot loop: read → key → pair → write, until fctx expires.
@@ -179,6 +187,9 @@ func (w *Worker) fetch(fctx context.Context) error {
 			return fmt.Errorf("fetch %s/%d: %w", w.d.Topic, w.d.Partition, err)
 		}
 		w.batch = append(w.batch, record{msg: m})
+		if w.origins != nil {
+			w.unwrap(&w.batch[len(w.batch)-1])
+		}
 		if m.Offset+1 >= m.HighWaterMark {
 			return nil
 		}
@@ -193,6 +204,12 @@ func (w *Worker) process(r *record) error {
 	w.position = m.Offset + 1
 	w.hwm = m.HighWaterMark
 	w.counts.in++
+	if w.origins != nil && w.resent(r) {
+		// Sent again by hop 1 after a failure: taken before, whatever it
+		// was decided then.
+		w.counts.resent++
+		return w.flushIfCaughtUp()
+	}
 
 	// ts is the event time the record is decided at. A zero time leaves the
 	// pair's window where it is: kafka-go reads a missing timestamp (0 or

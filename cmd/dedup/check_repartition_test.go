@@ -1,0 +1,48 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+// TestCheckRepartitionTopic: with REPARTITION_TOPIC, dedup check says a
+// missing repartition topic will be created (warn), and fails a compacted
+// one, warning about a partition count other than the output's and a
+// retention shorter than a day.
+func TestCheckRepartitionTopic(t *testing.T) {
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "events", "events-deduped"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cluster.Close)
+	env := testEnv(t)
+	env["KAFKA_BROKERS"] = cluster.ListenAddrs()[0]
+	env["REPARTITION_TOPIC"] = "events-by-id"
+
+	var stdout, stderr bytes.Buffer
+	run(context.Background(), []string{"check"}, env.Lookup, &stdout, &stderr)
+	out := stdout.String()
+	wantCheck(t, out, "warn", "repartition topic")
+	if l := checkLine(out, "repartition topic"); !strings.Contains(l, "the stage creates it") || !strings.Contains(l, "cleanup.policy=delete") {
+		t.Errorf("missing repartition topic: %q", l)
+	}
+
+	if err := cluster.CreateTopic("events-by-id", 3, map[string]string{"cleanup.policy": "compact", "retention.ms": "3600000"}); err != nil {
+		t.Fatal(err)
+	}
+	stdout.Reset()
+	if code := run(context.Background(), []string{"check"}, env.Lookup, &stdout, &stderr); code != exitFailure {
+		t.Fatalf("exit %d, want 1:\n%s%s", code, &stdout, &stderr)
+	}
+	out = stdout.String()
+	wantCheck(t, out, "warn", "repartition topic")
+	wantCheck(t, out, "FAIL", "repartition cleanup.policy")
+	wantCheck(t, out, "warn", "repartition retention")
+	if want := "repartition cleanup.policy"; !strings.Contains(lastLine(out), want) {
+		t.Errorf("verdict %q, want it to name %q", lastLine(out), want)
+	}
+}

@@ -1,0 +1,321 @@
+package partition
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+)
+
+// Origin headers: hop 1 (the re-key hop, processor/repartition) sets them
+// on every record it sends to the repartition topic. They name the input
+// record the repartition record is a copy of, and carry its key (the
+// repartition record's own key is the dedup key).
+const (
+	HeaderOriginTopic     = "dedup-origin-topic"
+	HeaderOriginPartition = "dedup-origin-partition"
+	HeaderOriginOffset    = "dedup-origin-offset"
+	// HeaderOriginKey holds the input record's key; absent when the
+	// input record had none (a null key).
+	HeaderOriginKey = "dedup-origin-key"
+	// HeaderOriginPartitions is the repartition topic's partition count
+	// hop 1 routed the record by: the marks are kept per count, so that
+	// a record routed anew after partitions were added is never taken for
+	// a re-send (see origins).
+	HeaderOriginPartitions = "dedup-origin-partitions"
+)
+
+// Repartition headers: hop 2 adds them to every output, naming the
+// repartition record it was decided from. The restore's replay scan
+// matches outputs to repartition offsets by them (the source headers name
+// the input, which a repartitioned partition does not read).
+const (
+	HeaderRepartitionTopic     = "dedup-repartition-topic"
+	HeaderRepartitionPartition = "dedup-repartition-partition"
+	HeaderRepartitionOffset    = "dedup-repartition-offset"
+)
+
+// origin is an input partition, as a repartitioned record's origin
+// headers name it, and the repartition partition count hop 1 routed it by
+// (0: not named).
+type origin struct {
+	topic     string
+	partition int32
+	count     int32
+}
+
+// origins is a repartitioned partition's high-water marks: per input
+// partition, the highest input offset it has taken. Hop 1 sends an input
+// partition's records to each repartition partition in input order and,
+// after a failure, sends again from its committed offset, after what
+// landed: a record at or below the mark is such a re-send.
+//
+// That order holds under one routing only. After partitions are added to
+// the repartition topic, a record hop 1 sends again may go to another
+// partition than its first copy, one that took later records of the same
+// input partition under the old count: its mark would drop the record,
+// which that partition never took. So the marks are kept per partition
+// count: a record routed by a new count is compared with marks of that
+// count only (at worst it is taken twice, never lost).
+type origins map[origin]int64
+
+// originOf is what unwrap found of a record's origin.
+type originOf struct {
+	at     origin
+	offset int64
+	ok     bool // the record carries well-formed origin headers
+}
+
+// unwrap turns a record read from the repartition topic back into the
+// input record it copies, in place: its key is the input record's again,
+// the origin key header is dropped, and the other origin headers are
+// renamed to the source headers (same lengths, so the output's size is
+// unchanged) the output carries. A record without them (not written by
+// hop 1) keeps its key and headers and has no origin.
+func (w *Worker) unwrap(r *record) {
+	m := &r.msg
+	var topic, part, off, key, count []byte
+	hasKey := false
+	for i := range m.Headers {
+		switch h := &m.Headers[i]; h.Key {
+		case HeaderOriginKey:
+			key, hasKey = h.Value, true
+		case HeaderOriginTopic:
+			topic = h.Value
+		case HeaderOriginPartition:
+			part = h.Value
+		case HeaderOriginOffset:
+			off = h.Value
+		case HeaderOriginPartitions:
+			count = h.Value
+		}
+	}
+	p, okP := parseDecimal(part)
+	o, okO := parseDecimal(off)
+	c, okC := parseDecimal(count)
+	if count == nil {
+		c, okC = 0, true
+	}
+	if len(topic) == 0 || !okP || !okO || !okC || p > math.MaxInt32 || c > math.MaxInt32 {
+		r.origin = originOf{}
+		w.counts.unmarked++
+		return
+	}
+	n := 0
+	for _, h := range m.Headers {
+		switch h.Key {
+		case HeaderOriginKey, HeaderOriginPartitions:
+			continue // dropped: the key again, and hop 1's routing
+		case HeaderOriginTopic:
+			h.Key = HeaderSourceTopic
+		case HeaderOriginPartition:
+			h.Key = HeaderSourcePartition
+		case HeaderOriginOffset:
+			h.Key = HeaderSourceOffset
+		}
+		m.Headers[n] = h
+		n++
+	}
+	clear(m.Headers[n:])
+	m.Headers = m.Headers[:n]
+	if string(topic) != w.originTopic { // compared without allocating
+		w.originTopic = string(topic)
+	}
+	r.origin = originOf{at: origin{topic: w.originTopic, partition: int32(p), count: int32(c)}, offset: o, ok: true}
+	switch {
+	case !hasKey:
+		m.Key = nil
+	case key == nil:
+		m.Key = []byte{} // an empty key, not a null one
+	default:
+		m.Key = key
+	}
+}
+
+// parseDecimal parses a non-negative decimal without allocating.
+func parseDecimal(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) > 18 {
+		return 0, false
+	}
+	var v int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int64(c-'0')
+	}
+	return v, true
+}
+
+// resent reports whether r is a re-send by hop 1 of an input record this
+// partition already took, and otherwise raises its origin's mark.
+func (w *Worker) resent(r *record) bool {
+	if !r.origin.ok {
+		return false
+	}
+	if hwm, ok := w.origins[r.origin.at]; ok && r.origin.offset <= hwm {
+		return true
+	}
+	w.origins[r.origin.at] = r.origin.offset
+	return false
+}
+
+// The high-water marks go into every checkpoint piece of a repartitioned
+// partition, base and increment alike, as a section in front of the
+// piece's own encoding (a pair's, with its legacy section, or a delta's):
+//
+//	magic "DHWM", version uint16, count uint32 (little endian)
+//	count × (topic length uint16, topic, partition int32, partition count int32, offset int64), sorted
+//	crc32c of everything before it, uint32
+//
+// In front, not behind: an increment is then decoded whole before its
+// delta is applied, so a damaged section refuses the increment without
+// having changed the pair. A piece without the section (a partition that
+// is not repartitioned, and every piece written before the section
+// existed) starts with the pair's or the delta's own magic.
+const (
+	originsMagic   = "DHWM"
+	originsVersion = 1
+	maxOrigins     = 1 << 20
+)
+
+// ErrOriginsFormat is a high-water-mark section that cannot be decoded.
+var ErrOriginsFormat = errors.New("bad high-water-mark section")
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// withOrigins writes the section, then the piece.
+type withOrigins struct {
+	marks origins
+	piece io.WriterTo
+}
+
+// WriteTo implements io.WriterTo.
+func (s withOrigins) WriteTo(w io.Writer) (int64, error) {
+	var b bytes.Buffer
+	b.WriteString(originsMagic)
+	b.Write(binary.LittleEndian.AppendUint16(nil, originsVersion))
+	keys := slices.SortedFunc(maps.Keys(s.marks), compareOrigin)
+	b.Write(binary.LittleEndian.AppendUint32(nil, uint32(len(keys))))
+	for _, k := range keys {
+		if len(k.topic) > math.MaxUint16 {
+			return 0, fmt.Errorf("write high-water marks: topic name of %d bytes", len(k.topic))
+		}
+		b.Write(binary.LittleEndian.AppendUint16(nil, uint16(len(k.topic))))
+		b.WriteString(k.topic)
+		b.Write(binary.LittleEndian.AppendUint32(nil, uint32(k.partition)))
+		b.Write(binary.LittleEndian.AppendUint32(nil, uint32(k.count)))
+		b.Write(binary.LittleEndian.AppendUint64(nil, uint64(s.marks[k])))
+	}
+	b.Write(binary.LittleEndian.AppendUint32(nil, crc32.Checksum(b.Bytes(), castagnoli)))
+	n, err := b.WriteTo(w)
+	if err != nil {
+		return n, err
+	}
+	m, err := s.piece.WriteTo(w)
+	return n + m, err
+}
+
+// readOrigins reads a piece's high-water-mark section, if it has one, and
+// returns the reader of the rest of the piece. marks is nil for a piece
+// without the section.
+func readOrigins(r io.Reader) (marks origins, rest io.Reader, err error) {
+	br := bufio.NewReader(r)
+	head, err := br.Peek(len(originsMagic))
+	if err != nil || string(head) != originsMagic {
+		// Too short for the section: the piece's own decoder says why.
+		return nil, br, nil
+	}
+	crc := crc32.New(castagnoli)
+	tr := io.TeeReader(br, crc)
+	fail := func(what string, err error) (origins, io.Reader, error) {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, nil, fmt.Errorf("%w: %s: %w", ErrOriginsFormat, what, err)
+	}
+	var hdr [10]byte
+	if _, err := io.ReadFull(tr, hdr[:]); err != nil {
+		return fail("header", err)
+	}
+	if v := binary.LittleEndian.Uint16(hdr[4:]); v != originsVersion {
+		return fail("header", fmt.Errorf("version %d (this build reads %d)", v, originsVersion))
+	}
+	count := binary.LittleEndian.Uint32(hdr[6:])
+	if count > maxOrigins {
+		return fail("count", fmt.Errorf("%d entries", count))
+	}
+	marks = make(origins, count)
+	var entry [16]byte
+	for i := range count {
+		var l [2]byte
+		if _, err := io.ReadFull(tr, l[:]); err != nil {
+			return fail("entry "+strconv.Itoa(int(i)), err)
+		}
+		topic := make([]byte, binary.LittleEndian.Uint16(l[:]))
+		if _, err := io.ReadFull(tr, topic); err != nil {
+			return fail("entry "+strconv.Itoa(int(i)), err)
+		}
+		if _, err := io.ReadFull(tr, entry[:]); err != nil {
+			return fail("entry "+strconv.Itoa(int(i)), err)
+		}
+		p, n := int32(binary.LittleEndian.Uint32(entry[:])), int32(binary.LittleEndian.Uint32(entry[4:]))
+		off := int64(binary.LittleEndian.Uint64(entry[8:]))
+		if p < 0 || n < 0 || off < 0 {
+			return fail("entry "+strconv.Itoa(int(i)), fmt.Errorf("partition %d count %d offset %d", p, n, off))
+		}
+		marks[origin{topic: string(topic), partition: p, count: n}] = off
+	}
+	sum := crc.Sum32()
+	var stored [4]byte
+	if _, err := io.ReadFull(br, stored[:]); err != nil {
+		return fail("checksum", err)
+	}
+	if got := binary.LittleEndian.Uint32(stored[:]); got != sum {
+		return fail("checksum", fmt.Errorf("stored %08x, computed %08x", got, sum))
+	}
+	return marks, br, nil
+}
+
+// originsOf returns a copy of the worker's marks for a checkpoint (nil
+// when the partition is not repartitioned).
+func (w *Worker) originsOf() origins {
+	if w.origins == nil {
+		return nil
+	}
+	return maps.Clone(w.origins)
+}
+
+// String is the marks as text, for logs and tests.
+func (o origins) String() string {
+	keys := slices.SortedFunc(maps.Keys(o), compareOrigin)
+	var b bytes.Buffer
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%s/%d:%d", k.topic, k.partition, o[k])
+		if k.count > 0 {
+			fmt.Fprintf(&b, "(of %d)", k.count)
+		}
+	}
+	return b.String()
+}
+
+func compareOrigin(a, b origin) int {
+	if c := cmp.Compare(a.topic, b.topic); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.partition, b.partition); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.count, b.count)
+}

@@ -1,0 +1,174 @@
+// Package repartition is hop 1 of REPARTITION_TOPIC: it reads the input,
+// takes each record's dedup key and sends the record to the repartition
+// topic keyed by it, with the origin headers (partition.HeaderOrigin*)
+// that let hop 2 (a processor.Processor with Options.Repartitioned)
+// turn it back into the input record and drop re-sends.
+//
+// What it guarantees:
+//
+//   - Each input record reaches the repartition topic at least once, with
+//     its value, timestamp (a record without one is sent with -1, read
+//     back as none) and headers, its key in dedup-origin-key (absent for a
+//     null key) and its input topic, partition and offset in the other
+//     origin headers. A keyed record goes to the partition of its dedup
+//     key (murmur2, as the Java client's default partitioner); an unkeyed
+//     one to the input partition's number modulo the partition count, so
+//     that one input partition's unkeyed records stay in one repartition
+//     partition, in order.
+//   - Order per input partition within each repartition partition, under
+//     retries and lost acknowledgements: a partition's records go out one
+//     batch at a time, each batch as one produce request per repartition
+//     partition, never retried; the next batch is sent only once every
+//     request of the one before is acknowledged. On any failure (an error
+//     or an unknown outcome) the partition drops its connections, waits,
+//     and sends again from the first record not acknowledged, after
+//     whatever of the failed batch landed. Hop 2 drops what it had taken
+//     by its high-water marks.
+//   - An input offset is committed (to Options.GroupID, a group of its own)
+//     only after everything below it is acknowledged.
+//
+// Files: repartition.go (Options, Run, the group), partition.go (one
+// input partition's loop), topic.go (creating and checking the
+// repartition topic).
+package repartition
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+	"golang.org/x/sync/errgroup"
+
+	"dedup/key"
+	"dedup/processor/cluster"
+)
+
+// Options configure hop 1.
+type Options struct {
+	Brokers   []string
+	Dialer    *kafka.Dialer    // TLS/SASL for the group and the readers (nil = kafka.DefaultDialer)
+	Transport *kafka.Transport // TLS/SASL for produce and admin requests (nil = kafka.DefaultTransport's settings)
+	// GroupID is hop 1's own consumer group (<GROUP_ID>-repartition): its
+	// committed offsets are input offsets, hop 2's repartition offsets.
+	GroupID     string
+	InputTopic  string
+	Topic       string // the repartition topic
+	Key         key.Source
+	StartOffset int64 // kafka.FirstOffset (default) or kafka.LastOffset
+
+	SessionTimeout    time.Duration // default 30s
+	RebalanceTimeout  time.Duration // default SessionTimeout
+	HeartbeatInterval time.Duration // default SessionTimeout/10, at most 3s
+
+	BatchSize     int           // records per batch at most (default 1000)
+	FetchMaxBytes int           // one fetch at most, per input partition held (default 1 MiB)
+	FetchMaxWait  time.Duration // default 250ms
+	// CommitInterval is how often acknowledged offsets are committed
+	// (default 1s); they are also committed at the end of a generation.
+	CommitInterval time.Duration
+	// RetryBackoff is the pause before a partition sends again after a
+	// failed batch (default 200ms, doubling to 5s while failures go on).
+	RetryBackoff time.Duration
+
+	Metrics Metrics
+	Logger  *slog.Logger
+}
+
+// Metrics are hop 1's series, labelled by input topic and partition. Nil
+// vectors are not updated.
+type Metrics struct {
+	Rekeyed  *prometheus.CounterVec // records acknowledged by the repartition topic
+	Restarts *prometheus.CounterVec // failed batches, each followed by a re-send from the first record not acknowledged
+	Lag      *prometheus.GaugeVec   // input records not yet acknowledged by the repartition topic
+}
+
+func (o *Options) defaults() error {
+	var errs []error
+	if len(o.Brokers) == 0 {
+		errs = append(errs, errors.New("no brokers"))
+	}
+	if o.GroupID == "" || o.InputTopic == "" || o.Topic == "" {
+		errs = append(errs, errors.New("group, input topic and repartition topic are required"))
+	}
+	if o.InputTopic != "" && o.InputTopic == o.Topic {
+		errs = append(errs, fmt.Errorf("input and repartition topic are both %q", o.Topic))
+	}
+	if o.StartOffset == 0 {
+		o.StartOffset = kafka.FirstOffset
+	}
+	o.SessionTimeout = cmp.Or(o.SessionTimeout, 30*time.Second)
+	o.RebalanceTimeout = cmp.Or(o.RebalanceTimeout, o.SessionTimeout)
+	if o.HeartbeatInterval == 0 {
+		o.HeartbeatInterval = min(o.SessionTimeout/10, 3*time.Second)
+	}
+	o.BatchSize = cmp.Or(o.BatchSize, 1000)
+	o.FetchMaxBytes = cmp.Or(o.FetchMaxBytes, 1<<20)
+	o.FetchMaxWait = cmp.Or(o.FetchMaxWait, 250*time.Millisecond)
+	o.CommitInterval = cmp.Or(o.CommitInterval, time.Second)
+	o.RetryBackoff = cmp.Or(o.RetryBackoff, 200*time.Millisecond)
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return errors.Join(errs...)
+}
+
+// Run is hop 1 as one member of its group, until ctx ends. The
+// repartition topic must exist (EnsureTopic).
+func Run(ctx context.Context, o Options) error {
+	if err := o.defaults(); err != nil {
+		return fmt.Errorf("repartition options: %w", err)
+	}
+	log := o.Logger.With("hop", "repartition")
+	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
+		ID:                     o.GroupID,
+		Brokers:                o.Brokers,
+		Dialer:                 o.Dialer,
+		Topics:                 []string{o.InputTopic},
+		SessionTimeout:         o.SessionTimeout,
+		RebalanceTimeout:       o.RebalanceTimeout,
+		HeartbeatInterval:      o.HeartbeatInterval,
+		JoinGroupBackoff:       time.Second,
+		StartOffset:            o.StartOffset,
+		WatchPartitionChanges:  true,
+		PartitionWatchInterval: 5 * time.Second,
+		ErrorLogger:            cluster.Logger{Log: log.With("component", "group")},
+	})
+	if err != nil {
+		return fmt.Errorf("create repartition consumer group: %w", err)
+	}
+	eg, egCtx := errgroup.WithContext(ctx)
+	eg.Go(func() error {
+		<-egCtx.Done()
+		return cg.Close()
+	})
+	eg.Go(func() error {
+		for {
+			gen, err := cg.Next(egCtx)
+			switch {
+			case egCtx.Err() != nil, errors.Is(err, kafka.ErrGroupClosed):
+				return nil
+			case err != nil:
+				log.Warn("join repartition consumer group", "group", o.GroupID, "err", err)
+				cluster.Sleep(egCtx, time.Second)
+				continue
+			}
+			runGeneration(&o, log, gen)
+		}
+	})
+	return eg.Wait()
+}
+
+// runGeneration runs every assigned input partition until the generation
+// ends.
+func runGeneration(o *Options, log *slog.Logger, gen *kafka.Generation) {
+	for _, a := range gen.Assignments[o.InputTopic] {
+		p := &worker{o: o, gen: gen, part: a.ID, start: a.Offset,
+			log: log.With("topic", o.InputTopic, "partition", a.ID, "generation", gen.ID)}
+		gen.Start(p.run)
+	}
+}

@@ -1,0 +1,71 @@
+package sizing
+
+import (
+	"fmt"
+	"io"
+	"math/bits"
+	"time"
+)
+
+// Repartition is the traffic of the repartition topic (REPARTITION_TOPIC):
+// every input record crosses it once more, written by hop 1 and read by
+// hop 2, and it keeps them for its retention.
+type Repartition struct {
+	RecordsPerSecond float64       // input records per second, all partitions (duplicates included)
+	RecordBytes      int64         // mean input record: key, value and headers
+	KeyBytes         int64         // mean dedup key (the repartition record's key)
+	Retention        time.Duration // the repartition topic's retention.ms
+	Replication      int           // its replication factor
+	InputTopic       string        // named in every record's origin headers
+	Topic            string        // the repartition topic, named in every output's repartition headers
+}
+
+// OriginBytes is what a repartition record carries beyond its input
+// record: the origin headers (topic, partition, offset, and the input key
+// moved into dedup-origin-key, which leaves the key's own bytes as they
+// were) and the dedup key as its key.
+func (r Repartition) OriginBytes() int64 {
+	h := func(name string, value int64) int64 {
+		return varintLen(int64(len(name))) + int64(len(name)) + varintLen(value) + value
+	}
+	return h("dedup-origin-topic", int64(len(r.InputTopic))) + h("dedup-origin-partition", 3) +
+		h("dedup-origin-offset", 10) + h("dedup-origin-partitions", 2) + h("dedup-origin-key", 0) + r.KeyBytes
+}
+
+// OutputBytes is what an output record of hop 2 carries beyond one hop's
+// output: the three repartition headers.
+func (r Repartition) OutputBytes(repartitionTopic string) int64 {
+	h := func(name string, value int64) int64 {
+		return varintLen(int64(len(name))) + int64(len(name)) + varintLen(value) + value
+	}
+	return h("dedup-repartition-topic", int64(len(repartitionTopic))) + h("dedup-repartition-partition", 3) +
+		h("dedup-repartition-offset", 10)
+}
+
+// Throughput is the repartition topic's bytes per second, produced by hop
+// 1 and fetched by hop 2 alike (before compression and replication).
+func (r Repartition) Throughput() float64 {
+	return r.RecordsPerSecond * float64(r.RecordBytes+r.OriginBytes())
+}
+
+// Storage is what the repartition topic holds at its retention, all
+// replicas (before compression).
+func (r Repartition) Storage() float64 {
+	return r.Throughput() * r.Retention.Seconds() * float64(max(r.Replication, 1))
+}
+
+// Write prints the repartition topic's figures.
+func (r Repartition) Write(w io.Writer) {
+	fmt.Fprintf(w, "\nRepartition topic (REPARTITION_TOPIC), %.0f records/s of %d bytes:\n", r.RecordsPerSecond, r.RecordBytes)
+	fmt.Fprintf(w, "  throughput: %s/s produced by hop 1 and %s/s fetched by hop 2 (each record + %d bytes of origin headers and dedup key)\n",
+		BytesIEC(r.Throughput()), BytesIEC(r.Throughput()), r.OriginBytes())
+	fmt.Fprintf(w, "  storage at retention %v, replication %d: %s (before compression)\n",
+		r.Retention, max(r.Replication, 1), BytesIEC(r.Storage()))
+	fmt.Fprintf(w, "  outputs carry %d bytes more each (repartition headers)\n", r.OutputBytes(r.Topic))
+}
+
+// varintLen is the length of i as a zig-zag varint.
+func varintLen(i int64) int64 {
+	u := uint64((i << 1) ^ (i >> 63))
+	return int64(bits.Len64(u|1)+6) / 7
+}

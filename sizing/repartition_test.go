@@ -1,0 +1,35 @@
+package sizing
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRepartitionSizing: the repartition topic carries every input record
+// plus its origin headers and dedup key, produced and fetched once each,
+// kept for its retention on every replica; the report prints it.
+func TestRepartitionSizing(t *testing.T) {
+	r := Repartition{RecordsPerSecond: 1000, RecordBytes: 400, KeyBytes: 16, Retention: time.Hour, Replication: 3,
+		InputTopic: "events", Topic: "events-repartition"}
+	// Names 18+22+19+23+16, one length byte each, values 6+3+10+2+0,
+	// their length bytes, and the 16-byte key.
+	want := int64(18+22+19+23+16) + 5 + (6 + 3 + 10 + 2 + 0) + 5 + 16
+	if got := r.OriginBytes(); got != want {
+		t.Errorf("origin bytes %d, want %d", got, want)
+	}
+	if got, want := r.Throughput(), 1000*float64(400+want); got != want {
+		t.Errorf("throughput %v, want %v", got, want)
+	}
+	if got, want := r.Storage(), r.Throughput()*3600*3; got != want {
+		t.Errorf("storage %v, want %v", got, want)
+	}
+	var b bytes.Buffer
+	r.Write(&b)
+	for _, s := range []string{"1000 records/s of 400 bytes", "produced by hop 1", "replication 3", BytesIEC(r.Storage())} {
+		if !strings.Contains(b.String(), s) {
+			t.Errorf("report lacks %q:\n%s", s, b.String())
+		}
+	}
+}
