@@ -152,10 +152,11 @@ func (p piece) payload() io.WriterTo {
 // past it the worker copies the whole pair into the spare instead (a
 // base). Copying the pair streams its bytes; taking a delta scans the
 // change bitmaps and reads each changed word where it lies, a cache miss
-// apiece in a large pair, so beyond about one changed word per 512 bytes
-// of pair the full copy pauses the worker less. A few tens of thousands
-// of words take well under a millisecond whatever the pair.
-func maxDeltaWords(pair *rotation.Pair) int { return max(pair.SizeBytes()/512, 1<<16) }
+// apiece in a large pair, so beyond about one changed word per 4 KiB of
+// pair the full copy pauses the worker less (BenchmarkStageCheckpoints
+// shows the pauses). Some thousands of words take a few milliseconds
+// whatever the pair.
+func maxDeltaWords(pair *rotation.Pair) int { return max(pair.SizeBytes()/4096, 1<<14) }
 
 // handoff is what the worker hands its saver with the copy of its pair.
 type handoff struct {
