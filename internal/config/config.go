@@ -40,7 +40,7 @@ type Config struct {
 	OutputTopic        string        `env:"OUTPUT_TOPIC" envDefault:"events-deduped" help:"topic that receives first occurrences (must differ from INPUT_TOPIC)"`
 	GroupID            string        `env:"GROUP_ID" envDefault:"dedup" help:"consumer group; also names the state"`
 	RepartitionTopic   string        `env:"REPARTITION_TOPIC" helpDefault:"empty" help:"when set, the input is not assumed to be partitioned by the dedup key: a first hop sends each record keyed by its dedup key to this topic (created if absent) and the stage deduplicates from there (docs/repartition.md)"`
-	RepartitionParts   string        `env:"REPARTITION_PARTITIONS" helpDefault:"empty" help:"partition count of REPARTITION_TOPIC when the stage creates it; empty: as many as INPUT_TOPIC has"`
+	RepartitionParts   string        `env:"REPARTITION_PARTITIONS" helpDefault:"as many as INPUT_TOPIC" help:"partition count of REPARTITION_TOPIC when the stage creates it"`
 	DeadLetterTopic    string        `env:"DEAD_LETTER_TOPIC" helpDefault:"empty" help:"topic for records the output refuses for good (too large, invalid), with a dedup-error header naming why; empty = logged, counted and skipped"`
 	ClientID           string        `env:"KAFKA_CLIENT_ID" envDefault:"dedup" help:"client.id the stage's Kafka clients send (broker logs, quotas, ACL audits)"`
 
