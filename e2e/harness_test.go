@@ -468,24 +468,35 @@ func waitLagZero(t *testing.T, ps ...*proc) {
 		if err := alive(ps...); err != nil {
 			return err
 		}
-		var lag float64
-		var series int
-		for _, p := range ps {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			samples, err := scrape(ctx, p.metrics)
-			cancel()
-			if err != nil {
-				return fmt.Errorf("%w: %s: %v", errNotYet, p.name, err)
-			}
-			l, n := sum(samples, "dedup_consumer_lag", map[string]string{"topic": inputTopic})
-			lag += l
-			series += n
+		lag, series, err := sumAcross(ps, "dedup_consumer_lag", map[string]string{"topic": inputTopic})
+		if err != nil {
+			return err
 		}
 		if series < numPartitions || lag != 0 {
 			return fmt.Errorf("%w: lag %v over %d series", errNotYet, lag, series)
 		}
 		return nil
 	})
+}
+
+// sumAcross scrapes every process and sums family's series matching labels:
+// the total and how many series there were. A process that does not answer
+// is not yet ready (errNotYet).
+func sumAcross(ps []*proc, family string, labels map[string]string) (float64, int, error) {
+	var total float64
+	var series int
+	for _, p := range ps {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		samples, err := scrape(ctx, p.metrics)
+		cancel()
+		if err != nil {
+			return 0, 0, fmt.Errorf("%w: %s: %v", errNotYet, p.name, err)
+		}
+		v, n := sum(samples, family, labels)
+		total += v
+		series += n
+	}
+	return total, series, nil
 }
 
 // procSet hands out numbered incarnations of one stage.

@@ -169,16 +169,9 @@ func hop1Settled(t *testing.T, guard func() error, ps ...*proc) {
 		if err := guard(); err != nil {
 			return err
 		}
-		var series int
-		for _, p := range ps {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			samples, err := scrape(ctx, p.metrics)
-			cancel()
-			if err != nil {
-				return fmt.Errorf("%w: %s: %v", errNotYet, p.name, err)
-			}
-			_, n := sum(samples, "dedup_repartition_input_lag", map[string]string{"topic": inputTopic})
-			series += n
+		_, series, err := sumAcross(ps, "dedup_repartition_input_lag", map[string]string{"topic": inputTopic})
+		if err != nil {
+			return err
 		}
 		if series != numPartitions {
 			return fmt.Errorf("%w: hop 1 shows %d of %d input partitions", errNotYet, series, numPartitions)
