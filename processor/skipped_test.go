@@ -1,7 +1,6 @@
 package processor
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"dedup/internal/testkit"
 )
 
 // Input deleted below the next offset to read (retention, DeleteRecords)
@@ -33,31 +34,6 @@ func skipLines(log string) []string {
 		}
 	}
 	return out
-}
-
-// deleteRecords moves partition p of topic's log start to offset, as
-// retention or an operator's DeleteRecords does.
-func (e *testEnv) deleteRecords(topic string, p int32, offset int64) {
-	e.t.Helper()
-	req := kmsg.NewPtrDeleteRecordsRequest()
-	req.TimeoutMillis = 10_000
-	rt := kmsg.NewDeleteRecordsRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
-	rp.Partition, rp.Offset = p, offset
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(context.Background(), e.prod)
-	if err != nil {
-		e.t.Fatalf("delete records: %v", err)
-	}
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			if p.ErrorCode != 0 || p.LowWatermark != offset {
-				e.t.Fatalf("delete records of %s/%d to %d: error code %d, log start %d", topic, p.Partition, offset, p.ErrorCode, p.LowWatermark)
-			}
-		}
-	}
 }
 
 // numbered are records n0 to n1-1 of partition 0, one distinct key each,
@@ -149,7 +125,7 @@ func TestSkippedAtStart(t *testing.T) {
 			}
 
 			e.produceNumbered(10, 30)
-			e.deleteRecords(inTopic, 0, 20)
+			testkit.DeleteRecords(e.t, e.brokers[0], inTopic, 0, 20)
 
 			log, buf := capturedLogger()
 			o.Logger = log
@@ -207,7 +183,7 @@ func TestSkippedAtRuntime(t *testing.T) {
 	hold.Store(true)
 	<-held
 	e.produceNumbered(10, 30)
-	e.deleteRecords(inTopic, 0, 20)
+	testkit.DeleteRecords(e.t, e.brokers[0], inTopic, 0, 20)
 	hold.Store(false)
 	close(release)
 	released = true

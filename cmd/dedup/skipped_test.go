@@ -14,28 +14,6 @@ import (
 	"dedup/internal/testkit"
 )
 
-// deleteRecords moves the log start of topic's partition p to offset, as
-// retention or an operator's DeleteRecords does.
-func deleteRecords(t *testing.T, brokers, topic string, p int32, offset int64) {
-	t.Helper()
-	req := kmsg.NewPtrDeleteRecordsRequest()
-	req.TimeoutMillis = 10_000
-	rt := kmsg.NewDeleteRecordsRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
-	rp.Partition, rp.Offset = p, offset
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp := testkit.Request(t, brokers, "delete records", req).(*kmsg.DeleteRecordsResponse)
-	for _, rt := range resp.Topics {
-		for _, rp := range rt.Partitions {
-			if rp.ErrorCode != 0 || rp.LowWatermark != offset {
-				t.Fatalf("delete records of %s/%d to %d: error code %d, log start %d", topic, rp.Partition, offset, rp.ErrorCode, rp.LowWatermark)
-			}
-		}
-	}
-}
-
 // onPartition is a record for partition p of the input.
 func onPartition(p int32, key, value string) *kgo.Record {
 	return &kgo.Record{Topic: "events", Partition: p, Key: []byte(key), Value: []byte(value)}
@@ -60,7 +38,7 @@ func TestSkippedInputAtRestart(t *testing.T) {
 
 	testkit.Produce(t, client, skippedInput()...)
 	// Offsets 5-9 of partition 0 (n000-n004's first copies) go.
-	deleteRecords(t, cluster.ListenAddrs()[0], "events", 0, 10)
+	testkit.DeleteRecords(t, cluster.ListenAddrs()[0], "events", 0, 10)
 
 	bin = startBinary(t, env)
 	metrics := env["METRICS_ADDR"]
@@ -198,7 +176,7 @@ func TestSkippedInputAtRuntime(t *testing.T) {
 		t.Fatal("no fetch of events/0 within 15s")
 	}
 	testkit.Produce(t, client, skippedInput()...)
-	deleteRecords(t, cluster.ListenAddrs()[0], "events", 0, 10)
+	testkit.DeleteRecords(t, cluster.ListenAddrs()[0], "events", 0, 10)
 	hold.Store(false)
 	releaseOnce.Do(func() { close(release) })
 

@@ -315,3 +315,26 @@ func Corrupt(t testing.TB, path string) []byte {
 	}
 	return raw
 }
+
+// DeleteRecords moves the log start of topic's partition p to offset, as
+// retention or an operator's DeleteRecords does, and fails t unless the
+// broker reports exactly that log start.
+func DeleteRecords(t testing.TB, brokers, topic string, p int32, offset int64) {
+	t.Helper()
+	req := kmsg.NewPtrDeleteRecordsRequest()
+	req.TimeoutMillis = 10_000
+	rt := kmsg.NewDeleteRecordsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
+	rp.Partition, rp.Offset = p, offset
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp := Request(t, brokers, "delete records", req).(*kmsg.DeleteRecordsResponse)
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			if rp.ErrorCode != 0 || rp.LowWatermark != offset {
+				t.Fatalf("delete records of %s/%d to %d: error code %d, log start %d", topic, rp.Partition, offset, rp.ErrorCode, rp.LowWatermark)
+			}
+		}
+	}
+}
