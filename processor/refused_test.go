@@ -141,17 +141,23 @@ func newRefusedCase(t *testing.T, name string, outLimit, dlq int) *refusedCase {
 	return &refusedCase{e: e, o: o, out: e.collect(), logs: logs}
 }
 
-// produce writes 10 records, the big one (value of size bytes, then
-// suffix, with a header of its own) on partition 0, 10 more and the
-// sentinels, and waits until every record is decided.
-func (c *refusedCase) produce(t *testing.T, a *running, size int, suffix ...string) {
-	var before, after []*kgo.Record
+// aroundBig are the 10 records written before the big one and the 10
+// after it, spread over the partitions.
+func aroundBig() (before, after []*kgo.Record) {
 	for i := range 10 {
 		k := fmt.Sprintf("before-%d", i)
 		before = append(before, rec(int32(i%refusedParts), k, k, t0))
 		k = fmt.Sprintf("after-%d", i)
 		after = append(after, rec(int32(i%refusedParts), k, k, t0))
 	}
+	return before, after
+}
+
+// produce writes 10 records, the big one (value of size bytes, then
+// suffix, with a header of its own) on partition 0, 10 more and the
+// sentinels, and waits until every record is decided.
+func (c *refusedCase) produce(t *testing.T, a *running, size int, suffix ...string) {
+	before, after := aroundBig()
 	c.e.produce(before...)
 	c.out.until("records before the big one", func(rs []outRec) bool { return len(rs) >= len(before) })
 	c.big = rec(0, "big", strings.Repeat("x", size)+strings.Join(suffix, ""), t0.Add(time.Second), kgo.RecordHeader{Key: "trace", Value: []byte("t-1")})
@@ -500,13 +506,7 @@ func TestDeadLetterWaitedForBeforeCommit(t *testing.T) {
 	})
 	a := start(t, c.o)
 	a.waitReady(t)
-	var before, after []*kgo.Record
-	for i := range 10 {
-		k := fmt.Sprintf("before-%d", i)
-		before = append(before, rec(int32(i%refusedParts), k, k, t0))
-		k = fmt.Sprintf("after-%d", i)
-		after = append(after, rec(int32(i%refusedParts), k, k, t0))
-	}
+	before, after := aroundBig()
 	c.e.produce(before...)
 	c.out.until("records before the big one", func(rs []outRec) bool { return len(rs) >= len(before) })
 	bigAt := int64(len(before) / refusedParts)
