@@ -38,14 +38,13 @@ func (o originRec) record(ts time.Time) *kgo.Record {
 	if k == "" {
 		k = "unkeyed-" + strconv.Itoa(int(o.op))
 	}
-	hs := []kgo.RecordHeader{
-		{Key: partition.HeaderOriginTopic, Value: []byte(originTopic)},
-		{Key: partition.HeaderOriginPartition, Value: []byte(strconv.Itoa(int(o.op)))},
-		{Key: partition.HeaderOriginOffset, Value: []byte(strconv.FormatInt(o.off, 10))},
-		{Key: "trace", Value: []byte(o.value())},
-	}
+	var key []byte // a null input key unless it has one
 	if o.key != "" {
-		hs = append(hs, kgo.RecordHeader{Key: partition.HeaderOriginKey, Value: []byte(o.key)})
+		key = []byte(o.key)
+	}
+	hs := []kgo.RecordHeader{
+		{Key: "trace", Value: []byte(o.value())},
+		{Key: partition.HeaderOrigin, Value: partition.AppendOrigin(nil, originTopic, o.op, o.off, 0, key)},
 	}
 	if o.retracts {
 		hs = append(hs, kgo.RecordHeader{Key: retract, Value: []byte("1")})
@@ -144,10 +143,8 @@ func checkRepartitioned(t *testing.T, want map[string]originRec, got []outRec) {
 		if r.Headers[partition.HeaderRepartitionTopic] != inTopic || r.Headers[partition.HeaderRepartitionOffset] == "" {
 			t.Errorf("%s: repartition headers %v", r.Value, r.Headers)
 		}
-		for _, h := range []string{partition.HeaderOriginTopic, partition.HeaderOriginPartition, partition.HeaderOriginOffset, partition.HeaderOriginKey} {
-			if _, ok := r.Headers[h]; ok {
-				t.Errorf("%s: output carries the origin header %s", r.Value, h)
-			}
+		if _, ok := r.Headers[partition.HeaderOrigin]; ok {
+			t.Errorf("%s: output carries the origin header", r.Value)
 		}
 		if w, ok := want[r.Value]; ok && r.Key != w.key {
 			t.Errorf("%s: output key %q, want the origin's %q", r.Value, r.Key, w.key)

@@ -13,9 +13,10 @@ import (
 func TestRepartitionSizing(t *testing.T) {
 	r := Repartition{RecordsPerSecond: 1000, RecordBytes: 400, KeyBytes: 16, Retention: time.Hour, Replication: 3,
 		InputTopic: "events", Topic: "events-repartition"}
-	// Names 18+22+19+23+16, one length byte each, values 6+3+10+2+0,
-	// their length bytes, and the 16-byte key.
-	want := int64(18+22+19+23+16) + 5 + (6 + 3 + 10 + 2 + 0) + 5 + 16
+	// The name dedup-origin (12) and its length byte; the value
+	// "events/ppp/oooooooooo/cc/" (6+3+10+2 and four slashes) and its
+	// length byte; the 16-byte key.
+	want := int64(12) + 1 + (6 + 3 + 10 + 2 + 4) + 1 + 16
 	if got := r.OriginBytes(); got != want {
 		t.Errorf("origin bytes %d, want %d", got, want)
 	}

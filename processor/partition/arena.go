@@ -16,9 +16,8 @@ import (
 type headerArena struct {
 	cur  *arenaBlock
 	full []*arenaBlock // FIFO, oldest first
-	// repart: the worker adds the repartition headers, not the source
-	// headers (a repartitioned record carries its source headers already:
-	// unwrap, origin.go).
+	// repart: the worker adds the repartition headers, after the source
+	// headers of the record's origin (unwrap, origin.go).
 	repart bool
 }
 
@@ -47,17 +46,25 @@ const (
 	arenaDigits  = 20 << 10 // ~20 digits each
 )
 
-// headers returns m's headers plus the three headers of a.names, for the
-// output in ack slot slot (the slot's index + 1 is recorded as the block's
-// end). retired is the tracker's retired prefix as the worker last saw it.
-func (a *headerArena) headers(m *kafka.Message, topic, partition []byte, slot, retired uint64) []kafka.Header {
+// headers returns m's headers, the source headers with the values of
+// source when it is not nil (a repartitioned record's origin), and the
+// three headers of a.names, for the output in ack slot slot (the slot's
+// index + 1 is recorded as the block's end). retired is the tracker's
+// retired prefix as the worker last saw it.
+func (a *headerArena) headers(m *kafka.Message, source *[3][]byte, topic, partition []byte, slot, retired uint64) []kafka.Header {
 	n := len(m.Headers) + 3
+	if source != nil {
+		n += 3
+	}
 	b := a.cur
 	if b == nil || cap(b.hdrs)-len(b.hdrs) < n || cap(b.digits)-len(b.digits) < 20 {
 		b = a.next(n, retired)
 	}
 	start := len(b.hdrs)
 	h := append(b.hdrs[start:start:start+n], m.Headers...)
+	if source != nil {
+		h = appendSource(h, source)
+	}
 	b.hdrs = b.hdrs[:start+n]
 	d := len(b.digits)
 	b.digits = strconv.AppendInt(b.digits, m.Offset, 10)
@@ -68,6 +75,14 @@ func (a *headerArena) headers(m *kafka.Message, topic, partition []byte, slot, r
 		kafka.Header{Key: names[1], Value: partition},
 		kafka.Header{Key: names[2], Value: b.digits[d:len(b.digits):len(b.digits)]},
 	)
+}
+
+// appendSource appends the source headers with the values of source.
+func appendSource(h []kafka.Header, source *[3][]byte) []kafka.Header {
+	for i, name := range sourceNames {
+		h = append(h, kafka.Header{Key: name, Value: source[i]})
+	}
+	return h
 }
 
 // next retires the current block and returns a block with room for n

@@ -15,23 +15,77 @@ import (
 	"strconv"
 )
 
-// Origin headers: hop 1 (the re-key hop, processor/repartition) sets them
-// on every record it sends to the repartition topic. They name the input
-// record the repartition record is a copy of, and carry its key (the
-// repartition record's own key is the dedup key).
-const (
-	HeaderOriginTopic     = "dedup-origin-topic"
-	HeaderOriginPartition = "dedup-origin-partition"
-	HeaderOriginOffset    = "dedup-origin-offset"
-	// HeaderOriginKey holds the input record's key; absent when the
-	// input record had none (a null key).
-	HeaderOriginKey = "dedup-origin-key"
-	// HeaderOriginPartitions is the repartition topic's partition count
-	// hop 1 routed the record by: the marks are kept per count, so that
-	// a record routed anew after partitions were added is never taken for
-	// a re-send (see origins).
-	HeaderOriginPartitions = "dedup-origin-partitions"
-)
+// HeaderOrigin: hop 1 (the re-key hop, processor/repartition) sets it on
+// every record it sends to the repartition topic. It names the input
+// record the repartition record is a copy of and carries its key (the
+// repartition record's own key is the dedup key):
+//
+//	<input topic>/<input partition>/<input offset>/<partition count>[/<input key>]
+//
+// The partition count is the repartition topic's count hop 1 routed the
+// record by: the marks are kept per count, so that a record routed anew
+// after partitions were added is never taken for a re-send (see origins).
+// The key part, slash included, is absent when the input record had a
+// null key; a topic name cannot hold a slash, so everything after the
+// fourth slash is the key, whatever its bytes. One header, not one per
+// field: each header costs hop 1 an encoding and hop 2 a decoding with two
+// allocations.
+const HeaderOrigin = "dedup-origin"
+
+// AppendOrigin appends to b the HeaderOrigin value naming the input record
+// at offset in topic/partition, routed by count partitions, with key (nil:
+// a null key).
+func AppendOrigin(b []byte, topic string, partition int32, offset int64, count int, key []byte) []byte {
+	b = append(b, topic...)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, int64(partition), 10)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, offset, 10)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, int64(count), 10)
+	if key != nil {
+		b = append(b, '/')
+		b = append(b, key...)
+	}
+	return b
+}
+
+// originFields are the parts of a HeaderOrigin value: the texts the
+// source headers take (sub-slices of the value), their numbers, and the
+// input record's key.
+type originFields struct {
+	text                     [3][]byte // topic, partition, offset
+	partition, offset, count int64
+	key                      []byte
+	keyed                    bool
+}
+
+// parseOrigin splits a HeaderOrigin value without allocating; ok is false
+// when it is not well formed.
+func parseOrigin(v []byte) (f originFields, ok bool) {
+	var parts [4][]byte
+	rest := v
+	for i := range 3 {
+		j := bytes.IndexByte(rest, '/')
+		if j < 0 {
+			return f, false
+		}
+		parts[i], rest = rest[:j], rest[j+1:]
+	}
+	parts[3] = rest
+	if j := bytes.IndexByte(rest, '/'); j >= 0 {
+		parts[3], f.key, f.keyed = rest[:j], rest[j+1:], true // rest[j+1:] is empty, never nil, for an empty key
+	}
+	var okP, okO, okC bool
+	f.partition, okP = parseDecimal(parts[1])
+	f.offset, okO = parseDecimal(parts[2])
+	f.count, okC = parseDecimal(parts[3])
+	if len(parts[0]) == 0 || !okP || !okO || !okC || f.partition > math.MaxInt32 || f.count > math.MaxInt32 {
+		return f, false
+	}
+	f.text = [3][]byte{parts[0], parts[1], parts[2]}
+	return f, true
+}
 
 // Repartition headers: hop 2 adds them to every output, naming the
 // repartition record it was decided from. The restore's replay scan
@@ -71,72 +125,50 @@ type origins map[origin]int64
 type originOf struct {
 	at     origin
 	offset int64
-	ok     bool // the record carries well-formed origin headers
+	ok     bool // the record carries a well-formed origin header
+	// source is the values of the source headers its output carries:
+	// the input topic, partition and offset, as the origin header spells
+	// them.
+	source [3][]byte
 }
 
 // unwrap turns a record read from the repartition topic back into the
-// input record it copies, in place: its key is the input record's again,
-// the origin key header is dropped, and the other origin headers are
-// renamed to the source headers (same lengths, so the output's size is
-// unchanged) the output carries. A record without them (not written by
-// hop 1) keeps its key and headers and has no origin.
+// input record it copies, in place: its key is the input record's again
+// and the origin header is dropped; its input coordinates are kept for the
+// source headers its output carries (headerArena). A record without a
+// well-formed origin header (not written by hop 1) keeps its key and
+// headers and has no origin. The last origin header counts: an input
+// record may carry one of an earlier stage.
 func (w *Worker) unwrap(r *record) {
 	m := &r.msg
-	var topic, part, off, key, count []byte
-	hasKey := false
-	for i := range m.Headers {
-		switch h := &m.Headers[i]; h.Key {
-		case HeaderOriginKey:
-			key, hasKey = h.Value, true
-		case HeaderOriginTopic:
-			topic = h.Value
-		case HeaderOriginPartition:
-			part = h.Value
-		case HeaderOriginOffset:
-			off = h.Value
-		case HeaderOriginPartitions:
-			count = h.Value
+	at := -1
+	for i := len(m.Headers) - 1; i >= 0; i-- {
+		if m.Headers[i].Key == HeaderOrigin {
+			at = i
+			break
 		}
 	}
-	p, okP := parseDecimal(part)
-	o, okO := parseDecimal(off)
-	c, okC := parseDecimal(count)
-	if count == nil {
-		c, okC = 0, true
+	var f originFields
+	ok := at >= 0
+	if ok {
+		f, ok = parseOrigin(m.Headers[at].Value)
 	}
-	if len(topic) == 0 || !okP || !okO || !okC || p > math.MaxInt32 || c > math.MaxInt32 {
+	if !ok {
 		r.origin = originOf{}
 		w.counts.unmarked++
 		return
 	}
-	n := 0
-	for _, h := range m.Headers {
-		switch h.Key {
-		case HeaderOriginKey, HeaderOriginPartitions:
-			continue // dropped: the key again, and hop 1's routing
-		case HeaderOriginTopic:
-			h.Key = HeaderSourceTopic
-		case HeaderOriginPartition:
-			h.Key = HeaderSourcePartition
-		case HeaderOriginOffset:
-			h.Key = HeaderSourceOffset
-		}
-		m.Headers[n] = h
-		n++
+	m.Headers = slices.Delete(m.Headers, at, at+1)
+	if string(f.text[0]) != w.originTopic { // compared without allocating
+		w.originTopic = string(f.text[0])
 	}
-	clear(m.Headers[n:])
-	m.Headers = m.Headers[:n]
-	if string(topic) != w.originTopic { // compared without allocating
-		w.originTopic = string(topic)
+	r.origin = originOf{
+		at:     origin{topic: w.originTopic, partition: int32(f.partition), count: int32(f.count)},
+		offset: f.offset, ok: true, source: f.text,
 	}
-	r.origin = originOf{at: origin{topic: w.originTopic, partition: int32(p), count: int32(c)}, offset: o, ok: true}
-	switch {
-	case !hasKey:
-		m.Key = nil
-	case key == nil:
-		m.Key = []byte{} // an empty key, not a null one
-	default:
-		m.Key = key
+	m.Key = nil
+	if f.keyed {
+		m.Key = f.key
 	}
 }
 

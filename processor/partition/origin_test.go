@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"maps"
+	"math"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,54 +113,53 @@ func TestOriginsSection(t *testing.T) {
 }
 
 // TestUnwrap: a repartition record is turned back into the input record:
-// its key, its headers with the origin headers renamed to the source
-// headers, the origin key header gone; a null origin key stays null, an
-// empty one empty; a record without origin headers is left as it is.
+// its key, its headers without the origin header, its input coordinates
+// kept for the source headers (the last origin header counts); a null
+// origin key stays null, an empty one empty; a record without a
+// well-formed origin header is left as it is and counted.
 func TestUnwrap(t *testing.T) {
 	w := &Worker{origins: origins{}}
-	hs := func(extra ...kafka.Header) []kafka.Header {
-		return append([]kafka.Header{
-			{Key: "a", Value: []byte("1")},
-			{Key: HeaderOriginTopic, Value: []byte("raw")},
-			{Key: HeaderOriginPartition, Value: []byte("3")},
-			{Key: HeaderOriginOffset, Value: []byte("1234")},
-		}, extra...)
+	hs := func(origin string, extra ...kafka.Header) []kafka.Header {
+		return append([]kafka.Header{{Key: "a", Value: []byte("1")}, {Key: HeaderOrigin, Value: []byte(origin)}}, extra...)
 	}
-	r := record{msg: kafka.Message{Key: []byte("dedup-id"), Headers: hs(kafka.Header{Key: HeaderOriginKey, Value: []byte("user-7")})}}
+	r := record{msg: kafka.Message{Key: []byte("dedup-id"), Headers: hs("raw/3/1234/0/user-7", kafka.Header{Key: "b"})}}
 	w.unwrap(&r)
 	if string(r.msg.Key) != "user-7" || !r.origin.ok || r.origin.at != (origin{"raw", 3, 0}) || r.origin.offset != 1234 {
 		t.Fatalf("unwrapped %q %+v", r.msg.Key, r.origin)
 	}
-	want := []string{"a", HeaderSourceTopic, HeaderSourcePartition, HeaderSourceOffset}
-	if len(r.msg.Headers) != len(want) {
+	if src := r.source(); src == nil || string(src[0]) != "raw" || string(src[1]) != "3" || string(src[2]) != "1234" {
+		t.Fatalf("source %q", src)
+	}
+	if len(r.msg.Headers) != 2 || r.msg.Headers[0].Key != "a" || r.msg.Headers[1].Key != "b" {
 		t.Fatalf("headers %v", r.msg.Headers)
 	}
-	for i, h := range r.msg.Headers {
-		if h.Key != want[i] {
-			t.Fatalf("header %d %q, want %q", i, h.Key, want[i])
+	for _, c := range []struct {
+		origin string
+		key    []byte
+	}{
+		{"raw/3/1234/8", nil},                         // a null key
+		{"raw/3/1234/8/", []byte{}},                   // an empty one
+		{"raw/3/1234/8/a/b/", []byte("a/b/")},         // slashes in the key
+		{"raw/3/1234/8/\x00\xff", []byte("\x00\xff")}, // any bytes
+	} {
+		r = record{msg: kafka.Message{Key: []byte("k"), Headers: hs(c.origin)}}
+		w.unwrap(&r)
+		if !r.origin.ok || r.origin.at != (origin{"raw", 3, 8}) || (r.msg.Key == nil) != (c.key == nil) || !bytes.Equal(r.msg.Key, c.key) {
+			t.Errorf("%q: key %q, origin %+v", c.origin, r.msg.Key, r.origin)
 		}
 	}
-	r = record{msg: kafka.Message{Key: []byte("p3"), Headers: hs()}}
+	// An input record's own origin header (an earlier stage's) stays.
+	r = record{msg: kafka.Message{Key: []byte("k"), Headers: hs("raw/3/7/8", kafka.Header{Key: HeaderOrigin, Value: []byte("in/1/5/2")})}}
 	w.unwrap(&r)
-	if r.msg.Key != nil || !r.origin.ok {
-		t.Fatalf("null origin key: %q %+v", r.msg.Key, r.origin)
+	if r.origin.at != (origin{"in", 1, 2}) || r.origin.offset != 5 || len(r.msg.Headers) != 2 || string(r.msg.Headers[1].Value) != "raw/3/7/8" {
+		t.Fatalf("two origin headers: %+v %v", r.origin, r.msg.Headers)
 	}
-	r = record{msg: kafka.Message{Key: []byte("x"), Headers: hs(kafka.Header{Key: HeaderOriginKey})}}
-	w.unwrap(&r)
-	if r.msg.Key == nil || len(r.msg.Key) != 0 {
-		t.Fatalf("empty origin key: %v", r.msg.Key)
-	}
-	r = record{msg: kafka.Message{Key: []byte("k"), Headers: []kafka.Header{{Key: HeaderOriginOffset, Value: []byte("x1")}}}}
-	w.unwrap(&r)
-	if r.origin.ok || string(r.msg.Key) != "k" || w.counts.unmarked != 1 {
-		t.Fatalf("malformed origin: %+v %q, unmarked %d", r.origin, r.msg.Key, w.counts.unmarked)
-	}
-
-	// The partition count hop 1 routed by is read and the header dropped.
-	r = record{msg: kafka.Message{Key: []byte("k"), Headers: hs(kafka.Header{Key: HeaderOriginPartitions, Value: []byte("8")})}}
-	w.unwrap(&r)
-	if !r.origin.ok || r.origin.at != (origin{"raw", 3, 8}) || len(r.msg.Headers) != 4 {
-		t.Fatalf("routed by 8 partitions: %+v %v", r.origin, r.msg.Headers)
+	for i, bad := range []string{"", "raw", "raw/3/1234", "/3/1234/8", "raw/x/1234/8", "raw/3/-1/8", "raw/3/1234/", "raw/3/1234/8x", "raw/99999999999/1/1"} {
+		r = record{msg: kafka.Message{Key: []byte("k"), Headers: hs(bad)}}
+		w.unwrap(&r)
+		if r.origin.ok || string(r.msg.Key) != "k" || len(r.msg.Headers) != 2 || w.counts.unmarked != uint64(i+1) {
+			t.Fatalf("malformed origin %q: %+v %q, unmarked %d", bad, r.origin, r.msg.Key, w.counts.unmarked)
+		}
 	}
 
 	// The marks: a re-send is at or below its origin's mark, of the same
@@ -174,4 +176,33 @@ func TestUnwrap(t *testing.T) {
 			t.Errorf("%d/%d resent %v, want %v", c.part, c.off, got, c.want)
 		}
 	}
+}
+
+// FuzzOrigin: whatever hop 1 writes (AppendOrigin), hop 2 reads back
+// (parseOrigin): the coordinates, the partition count and the key, a null
+// key as null and an empty one as empty.
+func FuzzOrigin(f *testing.F) {
+	f.Add("raw", int32(3), int64(1234), 8, []byte("user-7"), true)
+	f.Add("a.b_c-d", int32(0), int64(0), 0, []byte(nil), false)
+	f.Add("t", int32(math.MaxInt32), int64(999999999999999999), math.MaxInt32, []byte("/x/"), true)
+	f.Fuzz(func(t *testing.T, topic string, p int32, off int64, count int, key []byte, keyed bool) {
+		if topic == "" || strings.ContainsRune(topic, '/') || p < 0 || off < 0 || off > 999999999999999999 || count < 0 || count > math.MaxInt32 {
+			return // not what hop 1 writes
+		}
+		switch {
+		case !keyed:
+			key = nil
+		case key == nil:
+			key = []byte{}
+		}
+		v := AppendOrigin(nil, topic, p, off, count, key)
+		got, ok := parseOrigin(v)
+		if !ok || string(got.text[0]) != topic || got.partition != int64(p) || got.offset != off || got.count != int64(count) ||
+			got.keyed != keyed || !bytes.Equal(got.key, key) || (got.key == nil) != (key == nil) {
+			t.Fatalf("%q read back as %+v, %v", v, got, ok)
+		}
+		if string(got.text[1]) != strconv.Itoa(int(p)) || string(got.text[2]) != strconv.FormatInt(off, 10) {
+			t.Fatalf("%q: source texts %q", v, got.text)
+		}
+	})
 }

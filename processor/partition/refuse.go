@@ -82,13 +82,24 @@ func offsetDigits(off int64) int {
 	return n
 }
 
-// outputSize is MessageSize of m's output: m with the three source
-// headers. Computed without building the output, so that the check costs
+// outputSize is MessageSize of r's output: its message with the three
+// headers the worker adds, after the source headers of its origin when it
+// has one. Computed without building the output, so that the check costs
 // the hot path a few additions per record.
-func (w *Worker) outputSize(m *kafka.Message) int64 {
-	n := int64(4+1+1+8) + 4 + int64(len(m.Key)) + 4 + int64(len(m.Value)) + varintLen(int64(len(m.Headers)+3))
+func (w *Worker) outputSize(r *record) int64 {
+	m := &r.msg
+	added := 3
+	if r.origin.ok {
+		added = 6
+	}
+	n := int64(4+1+1+8) + 4 + int64(len(m.Key)) + 4 + int64(len(m.Value)) + varintLen(int64(len(m.Headers)+added))
 	for i := range m.Headers {
 		n += headerSize(m.Headers[i].Key, len(m.Headers[i].Value))
+	}
+	if r.origin.ok {
+		for i, name := range sourceNames {
+			n += headerSize(name, len(r.origin.source[i]))
+		}
 	}
 	return n + w.srcFixed + headerSize(w.arena.names()[2], offsetDigits(m.Offset))
 }
@@ -116,13 +127,14 @@ func (w *Worker) outputRefused() {
 // header, and the worker waits for the acknowledgement, so no commit passes
 // it before; without one it is logged and counted, and the partition moves
 // on.
-func (w *Worker) refuse(m *kafka.Message, size int64, why string) error {
+func (w *Worker) refuse(r *record, size int64, why string) error {
+	m := &r.msg
 	if w.d.DeadLetter == nil {
 		w.counts.refused++
 		w.logRefused(m, size, "record refused by the output: skipped, not forwarded (no DEAD_LETTER_TOPIC)", why, nil)
 		return w.flushIfCaughtUp()
 	}
-	err := w.d.DeadLetter.Write(context.Background(), w.copyOut(m, kafka.Header{Key: HeaderError, Value: []byte(why)}))
+	err := w.d.DeadLetter.Write(context.Background(), w.copyOut(r, kafka.Header{Key: HeaderError, Value: []byte(why)}))
 	switch {
 	case err == nil:
 		w.counts.deadLettered++
@@ -139,12 +151,17 @@ func (w *Worker) refuse(m *kafka.Message, size int64, why string) error {
 	return w.flushIfCaughtUp()
 }
 
-// copyOut is m as the stage writes it outside the hot path (to the
+// copyOut is r as the stage writes it outside the hot path (to the
 // dead-letter topic, or alone after a refusal): its key, value and headers,
-// the source headers and extra, stamped as process stamps its outputs.
-func (w *Worker) copyOut(m *kafka.Message, extra ...kafka.Header) kafka.Message {
-	hdrs := make([]kafka.Header, 0, len(m.Headers)+3+len(extra))
+// the headers process adds and extra, stamped as process stamps its
+// outputs.
+func (w *Worker) copyOut(r *record, extra ...kafka.Header) kafka.Message {
+	m := &r.msg
+	hdrs := make([]kafka.Header, 0, len(m.Headers)+6+len(extra))
 	hdrs = append(hdrs, m.Headers...)
+	if r.origin.ok {
+		hdrs = appendSource(hdrs, &r.origin.source)
+	}
 	hdrs = append(hdrs,
 		kafka.Header{Key: w.arena.names()[0], Value: w.srcTop},
 		kafka.Header{Key: w.arena.names()[1], Value: w.srcPart},
@@ -183,7 +200,8 @@ func (w *Worker) logRefused(m *kafka.Message, size int64, msg, why string, err e
 // before it is acknowledged (so that the partition's outputs stay in
 // order). A refusal of the lone record names it: it is refused as a too
 // large one is, with the broker's answer as the reason.
-func (w *Worker) probe(m *kafka.Message, outcome *uint64, ts time.Time, size int64) error {
+func (w *Worker) probe(r *record, outcome *uint64, ts time.Time, size int64) error {
+	m := &r.msg
 	w.isolate--
 	if err := w.flush(); err != nil {
 		return err
@@ -191,7 +209,7 @@ func (w *Worker) probe(m *kafka.Message, outcome *uint64, ts time.Time, size int
 	if err := w.acks.waitAcknowledged(context.Background(), m.Offset); err != nil {
 		return err
 	}
-	out := w.copyOut(m)
+	out := w.copyOut(r)
 	out.Partition = w.d.Route.partition(w.d.Partition, m.Key)
 	err := w.d.Probe.WriteMessages(context.Background(), out)
 	switch {
@@ -202,7 +220,7 @@ func (w *Worker) probe(m *kafka.Message, outcome *uint64, ts time.Time, size int
 		}
 		return w.flushIfCaughtUp()
 	case errors.Is(err, ErrRecordRefused):
-		return w.refuse(m, size, err.Error())
+		return w.refuse(r, size, err.Error())
 	}
 	// Not known to be written: as a failed output, nothing at or after it
 	// is committed and the restore's replay scan finds it if it landed.

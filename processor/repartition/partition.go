@@ -1,10 +1,12 @@
 package repartition
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -27,9 +29,7 @@ type worker struct {
 
 	acked     int64 // next input offset to send: everything below is acknowledged (-1: none yet)
 	committed int64
-	topic     []byte
 	partText  []byte
-	countText []byte // parts, as the dedup-origin-partitions header says it
 }
 
 // tick bounds how long the worker waits for a first record before it
@@ -41,7 +41,7 @@ const tick = 100 * time.Millisecond
 // first record not acknowledged, until the generation ends.
 func (w *worker) run(ctx context.Context) {
 	w.acked, w.committed = -1, w.start
-	w.topic, w.partText = []byte(w.o.InputTopic), []byte(strconv.Itoa(w.part))
+	w.partText = []byte(strconv.Itoa(w.part))
 	backoff := w.o.RetryBackoff
 	for _, c := range []*prometheus.CounterVec{w.o.Metrics.Rekeyed, w.o.Metrics.Restarts} {
 		if c != nil {
@@ -94,7 +94,7 @@ func (w *worker) session(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	w.parts, w.countText = n, []byte(strconv.Itoa(n))
+	w.parts = n
 	r := kafka.NewReader(kafka.ReaderConfig{
 		Brokers: w.o.Brokers,
 		// The stage's readers' dialer: deadlines set per record are
@@ -113,6 +113,7 @@ func (w *worker) session(ctx context.Context) error {
 		return fmt.Errorf("seek %s/%d to %d: %w", w.o.InputTopic, w.part, w.resumeAt(), err)
 	}
 	batch := make([]kafka.Message, 0, w.o.BatchSize)
+	var out sender
 	var hwm int64
 	lastCommit := time.Now()
 	for {
@@ -141,7 +142,7 @@ func (w *worker) session(ctx context.Context) error {
 				// log's end by then, with KAFKA_START_OFFSET=latest).
 				w.acked = batch[0].Offset
 			}
-			if err := w.send(client, batch); err != nil {
+			if err := w.send(&out, client, batch); err != nil {
 				return err
 			}
 			w.acked = batch[len(batch)-1].Offset + 1
@@ -182,48 +183,88 @@ func (w *worker) commit(final bool) {
 // noTimestamp is Kafka's "no timestamp" as kafka-go writes it.
 var noTimestamp = time.UnixMilli(-1)
 
+// sender holds the buffers a session's batches are encoded from, reused
+// batch after batch: a batch is sent only once every request of the one
+// before is answered, and a session that fails takes its buffers along,
+// so no request still being written can see them change.
+type sender struct {
+	byPart  [][]kafka.Record
+	all     []int // every repartition partition, for the balancer
+	headers []kafka.Header
+	texts   []byte
+	values  []payload
+}
+
+// payload is a record's key or value as kafka.Record takes it, from a
+// slice per batch rather than an allocation per record (kafka.NewBytes).
+type payload struct{ bytes.Reader }
+
+func (*payload) Close() error { return nil }
+
 // send writes batch to the repartition topic, one produce request per
 // repartition partition it reaches, all at once, and waits for every
 // answer. Nothing is retried here: any error fails the batch.
-func (w *worker) send(client *kafka.Client, batch []kafka.Message) error {
-	byPart := map[int][]kafka.Record{}
-	var murmur kafka.Murmur2Balancer
-	all := make([]int, w.parts)
-	for i := range all {
-		all[i] = i
+func (w *worker) send(s *sender, client *kafka.Client, batch []kafka.Message) error {
+	if len(s.all) != w.parts {
+		s.all = make([]int, w.parts)
+		for i := range s.all {
+			s.all[i] = i
+		}
+		s.byPart = make([][]kafka.Record, w.parts)
 	}
+	for p := range s.byPart {
+		clear(s.byPart[p])
+		s.byPart[p] = s.byPart[p][:0]
+	}
+	nh, nt := 0, 0
+	for i := range batch {
+		nh += len(batch[i].Headers) + 1
+		nt += len(w.o.InputTopic) + 32 + len(batch[i].Key)
+	}
+	// Sized for the whole batch before any is taken: the records hold
+	// sub-slices of these.
+	s.headers = slices.Grow(s.headers[:0], nh)
+	s.texts = slices.Grow(s.texts[:0], nt)
+	s.values = slices.Grow(s.values[:0], 2*len(batch))[:2*len(batch)]
+	var murmur kafka.Murmur2Balancer
 	for i := range batch {
 		m := &batch[i]
 		dk, keyed := w.o.Key.Extract(m)
-		hs := make([]kafka.Header, 0, len(m.Headers)+5)
-		hs = append(hs, m.Headers...)
-		hs = append(hs,
-			kafka.Header{Key: partition.HeaderOriginTopic, Value: w.topic},
-			kafka.Header{Key: partition.HeaderOriginPartition, Value: w.partText},
-			kafka.Header{Key: partition.HeaderOriginOffset, Value: strconv.AppendInt(nil, m.Offset, 10)},
-			kafka.Header{Key: partition.HeaderOriginPartitions, Value: w.countText},
-		)
-		if m.Key != nil {
-			hs = append(hs, kafka.Header{Key: partition.HeaderOriginKey, Value: m.Key})
-		}
+		t := len(s.texts)
+		s.texts = partition.AppendOrigin(s.texts, w.o.InputTopic, int32(w.part), m.Offset, w.parts, m.Key)
+		h := len(s.headers)
+		s.headers = append(s.headers, m.Headers...)
+		s.headers = append(s.headers, kafka.Header{Key: partition.HeaderOrigin, Value: s.texts[t:len(s.texts):len(s.texts)]})
 		ts := m.Time
 		if ts.IsZero() {
 			ts = noTimestamp
 		}
-		rec := kafka.Record{Time: ts, Value: kafka.NewBytes(m.Value), Headers: hs}
+		rec := kafka.Record{Time: ts, Headers: s.headers[h:len(s.headers):len(s.headers)]}
+		if m.Value != nil {
+			v := &s.values[2*i]
+			v.Reset(m.Value)
+			rec.Value = v
+		}
 		p := w.part % w.parts
 		if keyed {
-			rec.Key = kafka.NewBytes(dk)
-			p = murmur.Balance(kafka.Message{Key: dk}, all...)
+			if dk != nil {
+				k := &s.values[2*i+1]
+				k.Reset(dk)
+				rec.Key = k
+			}
+			p = murmur.Balance(kafka.Message{Key: dk}, s.all...)
 		}
-		byPart[p] = append(byPart[p], rec)
+		s.byPart[p] = append(s.byPart[p], rec)
 	}
 	var (
 		mu   sync.Mutex
 		errs []error
 		wg   sync.WaitGroup
 	)
-	for p, recs := range byPart {
+	for p, recs := range s.byPart {
+		if len(recs) == 0 {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

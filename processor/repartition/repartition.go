@@ -1,6 +1,6 @@
 // Package repartition is hop 1 of REPARTITION_TOPIC: it reads the input,
 // takes each record's dedup key and sends the record to the repartition
-// topic keyed by it, with the origin headers (partition.HeaderOrigin*)
+// topic keyed by it, with the origin header (partition.HeaderOrigin)
 // that let hop 2 (a processor.Processor with Options.Repartitioned)
 // turn it back into the input record and drop re-sends.
 //
@@ -8,9 +8,8 @@
 //
 //   - Each input record reaches the repartition topic at least once, with
 //     its value, timestamp (a record without one is sent with -1, read
-//     back as none) and headers, its key in dedup-origin-key (absent for a
-//     null key) and its input topic, partition and offset in the other
-//     origin headers. A keyed record goes to the partition of its dedup
+//     back as none) and headers, and the origin header naming its input
+//     topic, partition and offset and holding its key. A keyed record goes to the partition of its dedup
 //     key (murmur2, as the Java client's default partitioner); an unkeyed
 //     one to the input partition's number modulo the partition count, so
 //     that one input partition's unkeyed records stay in one repartition
