@@ -31,13 +31,11 @@ func (r Repartition) OriginBytes() int64 {
 }
 
 // OutputBytes is what an output record of hop 2 carries beyond one hop's
-// output: the three repartition headers.
+// output: the dedup-repartition header.
 func (r Repartition) OutputBytes(repartitionTopic string) int64 {
-	h := func(name string, value int64) int64 {
-		return varintLen(int64(len(name))) + int64(len(name)) + varintLen(value) + value
-	}
-	return h("dedup-repartition-topic", int64(len(repartitionTopic))) + h("dedup-repartition-partition", 3) +
-		h("dedup-repartition-offset", 10)
+	const name = "dedup-repartition"
+	value := int64(len(repartitionTopic)) + 3 + 10 + 2 // and two slashes
+	return varintLen(int64(len(name))) + int64(len(name)) + varintLen(value) + value
 }
 
 // Throughput is the repartition topic's bytes per second, produced by hop

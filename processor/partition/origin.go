@@ -87,18 +87,15 @@ func parseOrigin(v []byte) (f originFields, ok bool) {
 	return f, true
 }
 
-// Repartition headers: hop 2 adds them to every output, naming the
-// repartition record it was decided from. The restore's replay scan
-// matches outputs to repartition offsets by them (the source headers name
-// the input, which a repartitioned partition does not read).
-const (
-	HeaderRepartitionTopic     = "dedup-repartition-topic"
-	HeaderRepartitionPartition = "dedup-repartition-partition"
-	HeaderRepartitionOffset    = "dedup-repartition-offset"
-)
+// HeaderRepartition: hop 2 adds it to every output, naming the
+// repartition record it was decided from, "<topic>/<partition>/<offset>".
+// The restore's replay scan matches outputs to repartition offsets by it
+// (the source headers name the input, which a repartitioned partition does
+// not read). One header rather than three, as HeaderOrigin.
+const HeaderRepartition = "dedup-repartition"
 
 // origin is an input partition, as a repartitioned record's origin
-// headers name it, and the repartition partition count hop 1 routed it by
+// header names it, and the repartition partition count hop 1 routed it by
 // (0: not named).
 type origin struct {
 	topic     string

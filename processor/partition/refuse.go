@@ -82,26 +82,16 @@ func offsetDigits(off int64) int {
 	return n
 }
 
-// outputSize is MessageSize of r's output: its message with the three
-// headers the worker adds, after the source headers of its origin when it
-// has one. Computed without building the output, so that the check costs
-// the hot path a few additions per record.
+// outputSize is MessageSize of r's output: its message with the headers
+// the worker adds (headerArena.appendAdded). Computed without building the
+// output, so that the check costs the hot path a few additions per record.
 func (w *Worker) outputSize(r *record) int64 {
-	m := &r.msg
-	added := 3
-	if r.origin.ok {
-		added = 6
-	}
-	n := int64(4+1+1+8) + 4 + int64(len(m.Key)) + 4 + int64(len(m.Value)) + varintLen(int64(len(m.Headers)+added))
+	m, source := &r.msg, r.source()
+	n := int64(4+1+1+8) + 4 + int64(len(m.Key)) + 4 + int64(len(m.Value)) + varintLen(int64(len(m.Headers)+w.arena.added(source)))
 	for i := range m.Headers {
 		n += headerSize(m.Headers[i].Key, len(m.Headers[i].Value))
 	}
-	if r.origin.ok {
-		for i, name := range sourceNames {
-			n += headerSize(name, len(r.origin.source[i]))
-		}
-	}
-	return n + w.srcFixed + headerSize(w.arena.names()[2], offsetDigits(m.Offset))
+	return n + w.arena.addedSize(source, w.srcTop, w.srcPart, m.Offset)
 }
 
 // tooLarge is the reason a record of size bytes is refused.
@@ -157,16 +147,10 @@ func (w *Worker) refuse(r *record, size int64, why string) error {
 // outputs.
 func (w *Worker) copyOut(r *record, extra ...kafka.Header) kafka.Message {
 	m := &r.msg
-	hdrs := make([]kafka.Header, 0, len(m.Headers)+6+len(extra))
+	source := r.source()
+	hdrs := make([]kafka.Header, 0, len(m.Headers)+w.arena.added(source)+len(extra))
 	hdrs = append(hdrs, m.Headers...)
-	if r.origin.ok {
-		hdrs = appendSource(hdrs, &r.origin.source)
-	}
-	hdrs = append(hdrs,
-		kafka.Header{Key: w.arena.names()[0], Value: w.srcTop},
-		kafka.Header{Key: w.arena.names()[1], Value: w.srcPart},
-		kafka.Header{Key: w.arena.names()[2], Value: fmt.Appendf(nil, "%d", m.Offset)},
-	)
+	hdrs = w.arena.appendAdded(hdrs, source, w.srcTop, w.srcPart, w.arena.text(nil, m.Offset))
 	hdrs = append(hdrs, extra...)
 	out := m.Time
 	if out.IsZero() {

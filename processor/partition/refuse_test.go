@@ -44,9 +44,9 @@ func TestMessageSize(t *testing.T) {
 func TestOutputSize(t *testing.T) {
 	for _, repart := range []bool{false, true} {
 		w := &Worker{srcTop: []byte("events"), srcPart: []byte("12")}
-		w.arena.repart = repart
-		names := w.arena.names()
-		w.srcFixed = headerSize(names[0], len(w.srcTop)) + headerSize(names[1], len(w.srcPart))
+		if repart {
+			w.arena.prefix = []byte("events/12/")
+		}
 		for _, m := range []kafka.Message{
 			{Offset: 0},
 			{Offset: 9, Key: []byte("k"), Value: []byte("v")},
@@ -78,7 +78,6 @@ func TestOutputSize(t *testing.T) {
 //	go test ./processor/partition -run '^$' -bench OutputSize
 func BenchmarkOutputSize(b *testing.B) {
 	w := &Worker{srcTop: []byte("events"), srcPart: []byte("3"), d: Deps{Limit: Limit{Bytes: 1 << 20}}}
-	w.srcFixed = headerSize(HeaderSourceTopic, len(w.srcTop)) + headerSize(HeaderSourcePartition, len(w.srcPart))
 	for _, bc := range []struct {
 		name string
 		m    kafka.Message

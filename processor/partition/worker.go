@@ -54,10 +54,7 @@ type Worker struct {
 	arena   headerArena     // output header slices and source-offset texts
 	srcTop  []byte
 	srcPart []byte
-	// srcFixed is the size of the source topic and partition headers
-	// (outputSize).
-	srcFixed int64
-	refused  refusals
+	refused refusals
 	// isolate is how many outputs at or after Deps.IsolateFrom are still
 	// to be written alone (Deps.Probe).
 	isolate int
