@@ -104,7 +104,7 @@ func (w *worker) session(ctx context.Context) error {
 		Partition:       w.part,
 		MaxBytes:        w.o.FetchMaxBytes,
 		MaxWait:         w.o.FetchMaxWait,
-		QueueCapacity:   2 * w.o.BatchSize, // a batch in hand, the next one fetched
+		QueueCapacity:   2 * w.o.BatchSize,
 		ReadLagInterval: -1,
 		ErrorLogger:     cluster.Logger{Log: w.log.With("component", "reader")},
 	})
@@ -112,14 +112,19 @@ func (w *worker) session(ctx context.Context) error {
 	if err := r.SetOffset(w.resumeAt()); err != nil {
 		return fmt.Errorf("seek %s/%d to %d: %w", w.o.InputTopic, w.part, w.resumeAt(), err)
 	}
-	batch := make([]kafka.Message, 0, w.o.BatchSize)
+	// A batch fills every repartition partition's request about once:
+	// fewer, larger requests cost hop 1, the broker and hop 2 (which
+	// reads what hop 1 appends) less per record.
+	maxRecords := w.o.BatchSize * w.parts
+	batch := make([]kafka.Message, 0, min(maxRecords, 4*w.o.BatchSize))
 	var out sender
 	var hwm int64
 	lastCommit := time.Now()
 	for {
 		batch = batch[:0]
+		size := 0
 		fctx, cancel := context.WithTimeout(ctx, tick)
-		for len(batch) < w.o.BatchSize {
+		for len(batch) < maxRecords && size < w.o.BatchBytes {
 			m, err := r.FetchMessage(fctx)
 			if err != nil {
 				if ctx.Err() == nil && fctx.Err() == nil {
@@ -129,6 +134,7 @@ func (w *worker) session(ctx context.Context) error {
 				break
 			}
 			batch = append(batch, m)
+			size += messageBytes(&m)
 			hwm = m.HighWaterMark
 			if m.Offset+1 >= m.HighWaterMark {
 				break // caught up: send what there is
@@ -201,9 +207,10 @@ type payload struct{ bytes.Reader }
 
 func (*payload) Close() error { return nil }
 
-// send writes batch to the repartition topic, one produce request per
-// repartition partition it reaches, all at once, and waits for every
-// answer. Nothing is retried here: any error fails the batch.
+// send writes batch to the repartition topic, the requests of each
+// repartition partition it reaches one after the other (request), the
+// partitions all at once, and waits for every answer. Nothing is retried
+// here: any error fails the batch.
 func (w *worker) send(s *sender, client *kafka.Client, batch []kafka.Message) error {
 	if len(s.all) != w.parts {
 		s.all = make([]int, w.parts)
@@ -268,16 +275,63 @@ func (w *worker) send(s *sender, client *kafka.Client, batch []kafka.Message) er
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := produce(client, w.o.Topic, p, recs)
-			if err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
+			// A partition's requests one after the other, each once the
+			// one before is acknowledged: none lands ahead of one that
+			// failed.
+			for len(recs) > 0 {
+				n := w.request(recs)
+				if err := produce(client, w.o.Topic, p, recs[:n]); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+					return
+				}
+				recs = recs[n:]
 			}
 		}()
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// request is how many of recs, from the first, one produce request takes:
+// BatchSize records and BatchBytes at most, and at least one.
+func (w *worker) request(recs []kafka.Record) int {
+	size := 0
+	for i := range recs {
+		if i == w.o.BatchSize {
+			return i
+		}
+		size += recordBytes(&recs[i])
+		if size > w.o.BatchBytes && i > 0 {
+			return i
+		}
+	}
+	return len(recs)
+}
+
+// messageBytes is m's key, value and headers in bytes.
+func messageBytes(m *kafka.Message) int {
+	n := len(m.Key) + len(m.Value)
+	for _, h := range m.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
+}
+
+// recordBytes is r's key, value and headers in bytes.
+func recordBytes(r *kafka.Record) int {
+	n := 0
+	if r.Key != nil {
+		n += r.Key.Len()
+	}
+	if r.Value != nil {
+		n += r.Value.Len()
+	}
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
 }
 
 // produce sends one request and checks its answer.
