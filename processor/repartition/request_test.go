@@ -1,0 +1,42 @@
+package repartition
+
+import (
+	"bytes"
+	"slices"
+	"testing"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// TestRequestBounds: a repartition partition's share of a batch goes in
+// requests of BatchSize records and BatchBytes at most, in order; a record
+// larger than BatchBytes goes alone.
+func TestRequestBounds(t *testing.T) {
+	w := &worker{o: &Options{BatchSize: 3, BatchBytes: 100}}
+	rec := func(value int) kafka.Record {
+		return kafka.Record{Value: &payload{Reader: *bytes.NewReader(make([]byte, value))}}
+	}
+	for _, c := range []struct {
+		values []int
+		want   []int // records per request
+	}{
+		{[]int{10, 10, 10, 10, 10, 10, 10}, []int{3, 3, 1}},
+		{[]int{60, 30, 20, 10}, []int{2, 2}},
+		{[]int{150, 10, 200}, []int{1, 1, 1}},
+		{[]int{10}, []int{1}},
+	} {
+		var recs []kafka.Record
+		for _, v := range c.values {
+			recs = append(recs, rec(v))
+		}
+		var got []int
+		for len(recs) > 0 {
+			n := w.request(recs)
+			got = append(got, n)
+			recs = recs[n:]
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("values %v: requests of %v records, want %v", c.values, got, c.want)
+		}
+	}
+}
