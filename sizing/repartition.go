@@ -16,18 +16,17 @@ type Repartition struct {
 	KeyBytes         int64         // mean dedup key (the repartition record's key)
 	Retention        time.Duration // the repartition topic's retention.ms
 	Replication      int           // its replication factor
-	InputTopic       string        // named in every record's origin header
+	InputTopic       string        // named in every record's origin trailer
 	Topic            string        // the repartition topic, named in every output's repartition headers
 }
 
 // OriginBytes is what a repartition record carries beyond its input
-// record: the dedup-origin header (topic, partition, offset, partition
-// count and the input key moved into it, which leaves the key's own bytes
-// as they were) and the dedup key as its key.
+// record: the origin trailer of its value (topic, partition, offset,
+// partition count and the input key moved into it, which leaves the key's
+// own bytes as they were, and 9 bytes of flags, length and magic) and the
+// dedup key as its key.
 func (r Repartition) OriginBytes() int64 {
-	const name = "dedup-origin"
-	value := int64(len(r.InputTopic)) + 3 + 10 + 2 + 4 // and three or four slashes
-	return varintLen(int64(len(name))) + int64(len(name)) + varintLen(value) + value + r.KeyBytes
+	return int64(len(r.InputTopic)) + 3 + 10 + 2 + 4 + 9 + r.KeyBytes // and three or four slashes
 }
 
 // OutputBytes is what an output record of hop 2 carries beyond one hop's
@@ -53,7 +52,7 @@ func (r Repartition) Storage() float64 {
 // Write prints the repartition topic's figures.
 func (r Repartition) Write(w io.Writer) {
 	fmt.Fprintf(w, "\nRepartition topic (REPARTITION_TOPIC), %.0f records/s of %d bytes:\n", r.RecordsPerSecond, r.RecordBytes)
-	fmt.Fprintf(w, "  throughput: %s/s produced by hop 1 and %s/s fetched by hop 2 (each record + %d bytes of origin header and dedup key)\n",
+	fmt.Fprintf(w, "  throughput: %s/s produced by hop 1 and %s/s fetched by hop 2 (each record + %d bytes of origin trailer and dedup key)\n",
 		BytesIEC(r.Throughput()), BytesIEC(r.Throughput()), r.OriginBytes())
 	fmt.Fprintf(w, "  storage at retention %v, replication %d: %s (before compression)\n",
 		r.Retention, max(r.Replication, 1), BytesIEC(r.Storage()))

@@ -15,10 +15,14 @@ import (
 	"strconv"
 )
 
-// HeaderOrigin: hop 1 (the re-key hop, processor/repartition) sets it on
-// every record it sends to the repartition topic. It names the input
-// record the repartition record is a copy of and carries its key (the
-// repartition record's own key is the dedup key):
+// Origin names an input record as hop 1 (the re-key hop,
+// processor/repartition) sends it to the repartition topic: it appends
+// this trailer to the record's value (AppendTo), and hop 2 takes it off
+// again (unwrap):
+//
+//	<value> <origin text> <flags, 1 byte> <origin text length, uint32 BE> "\xffdO1"
+//
+// with the origin text
 //
 //	<input topic>/<input partition>/<input offset>/<partition count>[/<input key>]
 //
@@ -27,32 +31,80 @@ import (
 // after partitions were added is never taken for a re-send (see origins).
 // The key part, slash included, is absent when the input record had a
 // null key; a topic name cannot hold a slash, so everything after the
-// fourth slash is the key, whatever its bytes. One header, not one per
-// field: each header costs hop 1 an encoding and hop 2 a decoding with two
-// allocations.
-const HeaderOrigin = "dedup-origin"
-
-// AppendOrigin appends to b the HeaderOrigin value naming the input record
-// at offset in topic/partition, routed by count partitions, with key (nil:
-// a null key).
-func AppendOrigin(b []byte, topic string, partition int32, offset int64, count int, key []byte) []byte {
-	b = append(b, topic...)
-	b = append(b, '/')
-	b = strconv.AppendInt(b, int64(partition), 10)
-	b = append(b, '/')
-	b = strconv.AppendInt(b, offset, 10)
-	b = append(b, '/')
-	b = strconv.AppendInt(b, int64(count), 10)
-	if key != nil {
-		b = append(b, '/')
-		b = append(b, key...)
-	}
-	return b
+// fourth slash is the key, whatever its bytes. Flag 1 is a null value.
+//
+// In the value, not in headers: kafka-go decodes every header with two
+// allocations and a headers slice per record, and hop 2 would pay them
+// for every record (the repartition record's own key is the dedup key).
+type Origin struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Count     int    // the repartition topic's partition count the record is routed by
+	Key       []byte // the input record's key; nil when it had none
 }
 
-// originFields are the parts of a HeaderOrigin value: the texts the
-// source headers take (sub-slices of the value), their numbers, and the
-// input record's key.
+// The trailer's fixed end: flags, length and magic.
+const (
+	originMagic     = "\xffdO1"
+	originFooterLen = 1 + 4 + len(originMagic)
+	originNullValue = 1 // flag: the input record's value was null
+)
+
+// AppendTrailer appends to b the trailer naming o that follows value in
+// the repartition record's value (value itself is not appended).
+func (o *Origin) AppendTrailer(b, value []byte) []byte {
+	start := len(b)
+	b = append(b, o.Topic...)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, int64(o.Partition), 10)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, o.Offset, 10)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, int64(o.Count), 10)
+	if o.Key != nil {
+		b = append(b, '/')
+		b = append(b, o.Key...)
+	}
+	n := len(b) - start
+	var flags byte
+	if value == nil {
+		flags |= originNullValue
+	}
+	b = append(b, flags)
+	b = binary.BigEndian.AppendUint32(b, uint32(n))
+	return append(b, originMagic...)
+}
+
+// splitOrigin splits a repartition record's value into the input record's
+// value and the fields of its trailer, without allocating; ok is false
+// when the value does not end in a well-formed trailer.
+func splitOrigin(v []byte) (value []byte, f originFields, ok bool) {
+	n := len(v)
+	if n < originFooterLen || string(v[n-len(originMagic):]) != originMagic {
+		return nil, f, false
+	}
+	flags := v[n-originFooterLen]
+	l := binary.BigEndian.Uint32(v[n-originFooterLen+1:])
+	if uint64(l) > uint64(n-originFooterLen) || flags&^originNullValue != 0 {
+		return nil, f, false
+	}
+	start := n - originFooterLen - int(l)
+	if f, ok = parseOrigin(v[start : n-originFooterLen]); !ok {
+		return nil, f, false
+	}
+	switch {
+	case flags&originNullValue == 0:
+		value = v[:start:start]
+	case start != 0:
+		return nil, f, false // a null value has no bytes
+	}
+	return value, f, true
+}
+
+// originFields are the parts of an origin text: the texts the source
+// headers take (sub-slices of the value), their numbers, and the input
+// record's key.
 type originFields struct {
 	text                     [3][]byte // topic, partition, offset
 	partition, offset, count int64
@@ -60,8 +112,8 @@ type originFields struct {
 	keyed                    bool
 }
 
-// parseOrigin splits a HeaderOrigin value without allocating; ok is false
-// when it is not well formed.
+// parseOrigin splits an origin text without allocating; ok is false when
+// it is not well formed.
 func parseOrigin(v []byte) (f originFields, ok bool) {
 	var parts [4][]byte
 	rest := v
@@ -91,11 +143,11 @@ func parseOrigin(v []byte) (f originFields, ok bool) {
 // repartition record it was decided from, "<topic>/<partition>/<offset>".
 // The restore's replay scan matches outputs to repartition offsets by it
 // (the source headers name the input, which a repartitioned partition does
-// not read). One header rather than three, as HeaderOrigin.
+// not read). One header rather than three: each costs an encoding.
 const HeaderRepartition = "dedup-repartition"
 
 // origin is an input partition, as a repartitioned record's origin
-// header names it, and the repartition partition count hop 1 routed it by
+// trailer names it, and the repartition partition count hop 1 routed it by
 // (0: not named).
 type origin struct {
 	topic     string
@@ -122,40 +174,27 @@ type origins map[origin]int64
 type originOf struct {
 	at     origin
 	offset int64
-	ok     bool // the record carries a well-formed origin header
+	ok     bool // the record's value ends in a well-formed origin trailer
 	// source is the values of the source headers its output carries:
-	// the input topic, partition and offset, as the origin header spells
-	// them.
+	// the input topic, partition and offset, as the trailer spells them.
 	source [3][]byte
 }
 
 // unwrap turns a record read from the repartition topic back into the
-// input record it copies, in place: its key is the input record's again
-// and the origin header is dropped; its input coordinates are kept for the
-// source headers its output carries (headerArena). A record without a
-// well-formed origin header (not written by hop 1) keeps its key and
-// headers and has no origin. The last origin header counts: an input
-// record may carry one of an earlier stage.
+// input record it copies, in place: its value without the origin trailer
+// and its key the input record's again; its input coordinates are kept
+// for the source headers its output carries (headerArena). A record
+// without a well-formed trailer (not written by hop 1) keeps its key and
+// value and has no origin.
 func (w *Worker) unwrap(r *record) {
 	m := &r.msg
-	at := -1
-	for i := len(m.Headers) - 1; i >= 0; i-- {
-		if m.Headers[i].Key == HeaderOrigin {
-			at = i
-			break
-		}
-	}
-	var f originFields
-	ok := at >= 0
-	if ok {
-		f, ok = parseOrigin(m.Headers[at].Value)
-	}
+	value, f, ok := splitOrigin(m.Value)
 	if !ok {
 		r.origin = originOf{}
 		w.counts.unmarked++
 		return
 	}
-	m.Headers = slices.Delete(m.Headers, at, at+1)
+	m.Value = value
 	if string(f.text[0]) != w.originTopic { // compared without allocating
 		w.originTopic = string(f.text[0])
 	}

@@ -113,52 +113,65 @@ func TestOriginsSection(t *testing.T) {
 }
 
 // TestUnwrap: a repartition record is turned back into the input record:
-// its key, its headers without the origin header, its input coordinates
-// kept for the source headers (the last origin header counts); a null
-// origin key stays null, an empty one empty; a record without a
-// well-formed origin header is left as it is and counted.
+// its value without the origin trailer, its key, its input coordinates
+// kept for the source headers (the last trailer counts); a null origin key
+// stays null, an empty one empty, and so do values; a record without a
+// well-formed trailer is left as it is and counted.
 func TestUnwrap(t *testing.T) {
 	w := &Worker{origins: origins{}}
-	hs := func(origin string, extra ...kafka.Header) []kafka.Header {
-		return append([]kafka.Header{{Key: "a", Value: []byte("1")}, {Key: HeaderOrigin, Value: []byte(origin)}}, extra...)
-	}
-	r := record{msg: kafka.Message{Key: []byte("dedup-id"), Headers: hs("raw/3/1234/0/user-7", kafka.Header{Key: "b"})}}
+	wrap := func(value []byte, o Origin) []byte { return o.AppendTrailer(bytes.Clone(value), value) }
+	hs := []kafka.Header{{Key: "a", Value: []byte("1")}}
+	r := record{msg: kafka.Message{Key: []byte("dedup-id"), Headers: hs,
+		Value: wrap([]byte("v"), Origin{Topic: "raw", Partition: 3, Offset: 1234, Key: []byte("user-7")})}}
 	w.unwrap(&r)
-	if string(r.msg.Key) != "user-7" || !r.origin.ok || r.origin.at != (origin{"raw", 3, 0}) || r.origin.offset != 1234 {
-		t.Fatalf("unwrapped %q %+v", r.msg.Key, r.origin)
+	if string(r.msg.Key) != "user-7" || string(r.msg.Value) != "v" || !r.origin.ok || r.origin.at != (origin{"raw", 3, 0}) || r.origin.offset != 1234 {
+		t.Fatalf("unwrapped %q %q %+v", r.msg.Key, r.msg.Value, r.origin)
 	}
 	if src := r.source(); src == nil || string(src[0]) != "raw" || string(src[1]) != "3" || string(src[2]) != "1234" {
 		t.Fatalf("source %q", src)
 	}
-	if len(r.msg.Headers) != 2 || r.msg.Headers[0].Key != "a" || r.msg.Headers[1].Key != "b" {
+	if len(r.msg.Headers) != 1 {
 		t.Fatalf("headers %v", r.msg.Headers)
 	}
 	for _, c := range []struct {
-		origin string
-		key    []byte
+		key, value []byte
 	}{
-		{"raw/3/1234/8", nil},                         // a null key
-		{"raw/3/1234/8/", []byte{}},                   // an empty one
-		{"raw/3/1234/8/a/b/", []byte("a/b/")},         // slashes in the key
-		{"raw/3/1234/8/\x00\xff", []byte("\x00\xff")}, // any bytes
+		{nil, []byte("v")},                      // a null key
+		{[]byte{}, []byte("v")},                 // an empty one
+		{[]byte("a/b/"), nil},                   // slashes in the key, a null value
+		{[]byte("\x00\xff"), []byte{}},          // any bytes, an empty value
+		{[]byte("k"), []byte("\xffdO1\xffdO1")}, // a value that ends in the magic
 	} {
-		r = record{msg: kafka.Message{Key: []byte("k"), Headers: hs(c.origin)}}
+		r = record{msg: kafka.Message{Key: []byte("k"), Value: wrap(c.value, Origin{Topic: "raw", Partition: 3, Offset: 1234, Count: 8, Key: c.key})}}
 		w.unwrap(&r)
-		if !r.origin.ok || r.origin.at != (origin{"raw", 3, 8}) || (r.msg.Key == nil) != (c.key == nil) || !bytes.Equal(r.msg.Key, c.key) {
-			t.Errorf("%q: key %q, origin %+v", c.origin, r.msg.Key, r.origin)
+		if !r.origin.ok || r.origin.at != (origin{"raw", 3, 8}) || (r.msg.Key == nil) != (c.key == nil) || !bytes.Equal(r.msg.Key, c.key) ||
+			(r.msg.Value == nil) != (c.value == nil) || !bytes.Equal(r.msg.Value, c.value) {
+			t.Errorf("key %q value %q: unwrapped key %q value %q, origin %+v", c.key, c.value, r.msg.Key, r.msg.Value, r.origin)
 		}
 	}
-	// An input record's own origin header (an earlier stage's) stays.
-	r = record{msg: kafka.Message{Key: []byte("k"), Headers: hs("raw/3/7/8", kafka.Header{Key: HeaderOrigin, Value: []byte("in/1/5/2")})}}
+	// An input record that carries a trailer of an earlier stage keeps it.
+	inner := wrap([]byte("v"), Origin{Topic: "in", Partition: 1, Offset: 5, Count: 2})
+	r = record{msg: kafka.Message{Key: []byte("k"), Value: wrap(inner, Origin{Topic: "raw", Partition: 3, Offset: 7, Count: 8})}}
 	w.unwrap(&r)
-	if r.origin.at != (origin{"in", 1, 2}) || r.origin.offset != 5 || len(r.msg.Headers) != 2 || string(r.msg.Headers[1].Value) != "raw/3/7/8" {
-		t.Fatalf("two origin headers: %+v %v", r.origin, r.msg.Headers)
+	if r.origin.at != (origin{"raw", 3, 8}) || r.origin.offset != 7 || !bytes.Equal(r.msg.Value, inner) {
+		t.Fatalf("nested trailers: %+v %q", r.origin, r.msg.Value)
 	}
-	for i, bad := range []string{"", "raw", "raw/3/1234", "/3/1234/8", "raw/x/1234/8", "raw/3/-1/8", "raw/3/1234/", "raw/3/1234/8x", "raw/99999999999/1/1"} {
-		r = record{msg: kafka.Message{Key: []byte("k"), Headers: hs(bad)}}
+	good := wrap([]byte("v"), Origin{Topic: "raw", Partition: 3, Offset: 7, Count: 8})
+	footer := len(good) - originFooterLen
+	damage := func(at int, b byte) []byte { d := bytes.Clone(good); d[at] = b; return d }
+	for i, bad := range [][]byte{
+		nil, []byte("plain value"), []byte(originMagic), good[:len(good)-1],
+		damage(len(good)-1, '2'),                               // magic
+		damage(footer, 2),                                      // unknown flag
+		damage(footer, originNullValue),                        // a null value with bytes
+		damage(footer+1, 1),                                    // length beyond the value
+		damage(footer-2, 'x'),                                  // a slash lost: three fields
+		[]byte("raw/3/1234\x00\x00\x00\x00\x0a" + originMagic), // three fields
+	} {
+		r = record{msg: kafka.Message{Key: []byte("k"), Value: bad}}
 		w.unwrap(&r)
-		if r.origin.ok || string(r.msg.Key) != "k" || len(r.msg.Headers) != 2 || w.counts.unmarked != uint64(i+1) {
-			t.Fatalf("malformed origin %q: %+v %q, unmarked %d", bad, r.origin, r.msg.Key, w.counts.unmarked)
+		if r.origin.ok || string(r.msg.Key) != "k" || !bytes.Equal(r.msg.Value, bad) || w.counts.unmarked != uint64(i+1) {
+			t.Fatalf("malformed %q: %+v key %q value %q, unmarked %d", bad, r.origin, r.msg.Key, r.msg.Value, w.counts.unmarked)
 		}
 	}
 
@@ -178,14 +191,16 @@ func TestUnwrap(t *testing.T) {
 	}
 }
 
-// FuzzOrigin: whatever hop 1 writes (AppendOrigin), hop 2 reads back
-// (parseOrigin): the coordinates, the partition count and the key, a null
-// key as null and an empty one as empty.
+// FuzzOrigin: whatever hop 1 writes (the value and AppendTrailer), hop 2
+// reads back (splitOrigin): the value, the coordinates, the partition
+// count and the key, a null key or value as null and an empty one as
+// empty. And no value at all makes it panic.
 func FuzzOrigin(f *testing.F) {
-	f.Add("raw", int32(3), int64(1234), 8, []byte("user-7"), true)
-	f.Add("a.b_c-d", int32(0), int64(0), 0, []byte(nil), false)
-	f.Add("t", int32(math.MaxInt32), int64(999999999999999999), math.MaxInt32, []byte("/x/"), true)
-	f.Fuzz(func(t *testing.T, topic string, p int32, off int64, count int, key []byte, keyed bool) {
+	f.Add("raw", int32(3), int64(1234), 8, []byte("user-7"), true, []byte("v"), true)
+	f.Add("a.b_c-d", int32(0), int64(0), 0, []byte(nil), false, []byte(nil), false)
+	f.Add("t", int32(math.MaxInt32), int64(999999999999999999), math.MaxInt32, []byte("/x/"), true, []byte("\xffdO1"), true)
+	f.Fuzz(func(t *testing.T, topic string, p int32, off int64, count int, key []byte, keyed bool, value []byte, valued bool) {
+		splitOrigin(value) // anything at all: no panic
 		if topic == "" || strings.ContainsRune(topic, '/') || p < 0 || off < 0 || off > 999999999999999999 || count < 0 || count > math.MaxInt32 {
 			return // not what hop 1 writes
 		}
@@ -195,11 +210,19 @@ func FuzzOrigin(f *testing.F) {
 		case key == nil:
 			key = []byte{}
 		}
-		v := AppendOrigin(nil, topic, p, off, count, key)
-		got, ok := parseOrigin(v)
+		switch {
+		case !valued:
+			value = nil
+		case value == nil:
+			value = []byte{}
+		}
+		o := Origin{Topic: topic, Partition: p, Offset: off, Count: count, Key: key}
+		v := o.AppendTrailer(bytes.Clone(value), value)
+		gotValue, got, ok := splitOrigin(v)
 		if !ok || string(got.text[0]) != topic || got.partition != int64(p) || got.offset != off || got.count != int64(count) ||
-			got.keyed != keyed || !bytes.Equal(got.key, key) || (got.key == nil) != (key == nil) {
-			t.Fatalf("%q read back as %+v, %v", v, got, ok)
+			got.keyed != keyed || !bytes.Equal(got.key, key) || (got.key == nil) != (key == nil) ||
+			!bytes.Equal(gotValue, value) || (gotValue == nil) != (value == nil) {
+			t.Fatalf("%q read back as %q %+v, %v", v, gotValue, got, ok)
 		}
 		if string(got.text[1]) != strconv.Itoa(int(p)) || string(got.text[2]) != strconv.FormatInt(off, 10) {
 			t.Fatalf("%q: source texts %q", v, got.text)

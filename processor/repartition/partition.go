@@ -1,10 +1,10 @@
 package repartition
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -194,16 +194,42 @@ var noTimestamp = time.UnixMilli(-1)
 // before is answered, and a session that fails takes its buffers along,
 // so no request still being written can see them change.
 type sender struct {
-	byPart  [][]kafka.Record
-	all     []int // every repartition partition, for the balancer
-	headers []kafka.Header
-	texts   []byte
-	values  []payload
+	byPart   [][]kafka.Record
+	all      []int // every repartition partition, for the balancer
+	trailers []byte
+	payloads []payload
 }
 
-// payload is a record's key or value as kafka.Record takes it, from a
-// slice per batch rather than an allocation per record (kafka.NewBytes).
-type payload struct{ bytes.Reader }
+// payload is a record's key or value as kafka.Record takes it: head, then
+// tail (a value and its origin trailer), from a slice per batch rather
+// than an allocation per record, written without a copy of its own.
+type payload struct{ head, tail []byte }
+
+func (p *payload) Len() int { return len(p.head) + len(p.tail) }
+
+func (p *payload) Read(b []byte) (int, error) {
+	if len(p.head) == 0 {
+		p.head, p.tail = p.tail, nil
+	}
+	if len(p.head) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(b, p.head)
+	p.head = p.head[n:]
+	return n, nil
+}
+
+// WriteTo is what the encoder's io.Copy calls.
+func (p *payload) WriteTo(w io.Writer) (int64, error) {
+	n, err := w.Write(p.head)
+	if err == nil {
+		var m int
+		m, err = w.Write(p.tail)
+		n += m
+	}
+	p.head, p.tail = nil, nil
+	return int64(n), err
+}
 
 func (*payload) Close() error { return nil }
 
@@ -223,40 +249,33 @@ func (w *worker) send(s *sender, client *kafka.Client, batch []kafka.Message) er
 		clear(s.byPart[p])
 		s.byPart[p] = s.byPart[p][:0]
 	}
-	nh, nt := 0, 0
+	nt := 0
 	for i := range batch {
-		nh += len(batch[i].Headers) + 1
-		nt += len(w.o.InputTopic) + 32 + len(batch[i].Key)
+		nt += len(w.o.InputTopic) + 48 + len(batch[i].Key)
 	}
 	// Sized for the whole batch before any is taken: the records hold
 	// sub-slices of these.
-	s.headers = slices.Grow(s.headers[:0], nh)
-	s.texts = slices.Grow(s.texts[:0], nt)
-	s.values = slices.Grow(s.values[:0], 2*len(batch))[:2*len(batch)]
+	s.trailers = slices.Grow(s.trailers[:0], nt)
+	s.payloads = slices.Grow(s.payloads[:0], 2*len(batch))[:2*len(batch)]
 	var murmur kafka.Murmur2Balancer
 	for i := range batch {
 		m := &batch[i]
 		dk, keyed := w.o.Key.Extract(m)
-		t := len(s.texts)
-		s.texts = partition.AppendOrigin(s.texts, w.o.InputTopic, int32(w.part), m.Offset, w.parts, m.Key)
-		h := len(s.headers)
-		s.headers = append(s.headers, m.Headers...)
-		s.headers = append(s.headers, kafka.Header{Key: partition.HeaderOrigin, Value: s.texts[t:len(s.texts):len(s.texts)]})
+		t := len(s.trailers)
+		o := partition.Origin{Topic: w.o.InputTopic, Partition: int32(w.part), Offset: m.Offset, Count: w.parts, Key: m.Key}
+		s.trailers = o.AppendTrailer(s.trailers, m.Value)
 		ts := m.Time
 		if ts.IsZero() {
 			ts = noTimestamp
 		}
-		rec := kafka.Record{Time: ts, Headers: s.headers[h:len(s.headers):len(s.headers)]}
-		if m.Value != nil {
-			v := &s.values[2*i]
-			v.Reset(m.Value)
-			rec.Value = v
-		}
+		v := &s.payloads[2*i]
+		*v = payload{head: m.Value, tail: s.trailers[t:len(s.trailers):len(s.trailers)]}
+		rec := kafka.Record{Time: ts, Value: v, Headers: m.Headers}
 		p := w.part % w.parts
 		if keyed {
 			if dk != nil {
-				k := &s.values[2*i+1]
-				k.Reset(dk)
+				k := &s.payloads[2*i+1]
+				*k = payload{head: dk}
 				rec.Key = k
 			}
 			p = murmur.Balance(kafka.Message{Key: dk}, s.all...)

@@ -1,6 +1,6 @@
 // Package repartition is hop 1 of REPARTITION_TOPIC: it reads the input,
 // takes each record's dedup key and sends the record to the repartition
-// topic keyed by it, with the origin header (partition.HeaderOrigin)
+// topic keyed by it, with the origin trailer (partition.Origin)
 // that let hop 2 (a processor.Processor with Options.Repartitioned)
 // turn it back into the input record and drop re-sends.
 //
@@ -8,11 +8,12 @@
 //
 //   - Each input record reaches the repartition topic at least once, with
 //     its value, timestamp (a record without one is sent with -1, read
-//     back as none) and headers, and the origin header naming its input
-//     topic, partition and offset and holding its key. A keyed record goes to the partition of its dedup
-//     key (murmur2, as the Java client's default partitioner); an unkeyed
-//     one to the input partition's number modulo the partition count, so
-//     that one input partition's unkeyed records stay in one repartition
+//     back as none) and headers, and an origin trailer at the end of its
+//     value naming its input topic, partition and offset and holding its
+//     key. A keyed record goes to the partition of its dedup key
+//     (murmur2, as the Java client's default partitioner); an unkeyed one
+//     to the input partition's number modulo the partition count, so that
+//     one input partition's unkeyed records stay in one repartition
 //     partition, in order.
 //   - Order per input partition within each repartition partition, under
 //     retries and lost acknowledgements: a partition's records go out one
