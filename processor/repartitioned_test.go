@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,8 +20,9 @@ const originTopic = "raw-events"
 
 // originRec is what hop 1 writes to repartition partition p for the
 // record at offset off of origin partition op: keyed by the dedup key,
-// the origin key and coordinates in headers. key "" is an unkeyed record
-// (hop 1 keys those by their origin partition).
+// the origin key and coordinates in the value's trailer. key "" is an
+// unkeyed record: a null key, as hop 1 sends those (to a partition by
+// their origin partition).
 type originRec struct {
 	p        int32
 	op       int32
@@ -33,12 +33,18 @@ type originRec struct {
 
 func (o originRec) value() string { return fmt.Sprintf("o%d-%d", o.op, o.off) }
 
-func (o originRec) record(ts time.Time) *kgo.Record {
-	k := o.key
-	if k == "" {
-		k = "unkeyed-" + strconv.Itoa(int(o.op))
+// inputKey is the key of the input record: keyed by user, one per origin
+// partition, not by the dedup key (hop 2 takes the dedup key from the
+// repartition record's key, never from the input record again).
+func (o originRec) inputKey() []byte {
+	if o.key == "" {
+		return nil
 	}
-	var key []byte // a null input key unless it has one
+	return fmt.Appendf(nil, "user-%d", o.op)
+}
+
+func (o originRec) record(ts time.Time) *kgo.Record {
+	var key []byte // a null key unless it has one
 	if o.key != "" {
 		key = []byte(o.key)
 	}
@@ -46,9 +52,9 @@ func (o originRec) record(ts time.Time) *kgo.Record {
 	if o.retracts {
 		hs = append(hs, kgo.RecordHeader{Key: retract, Value: []byte("1")})
 	}
-	origin := partition.Origin{Topic: originTopic, Partition: o.op, Offset: o.off, Key: key}
+	origin := partition.Origin{Topic: originTopic, Partition: o.op, Offset: o.off, Key: o.inputKey()}
 	value := []byte(o.value())
-	return &kgo.Record{Partition: o.p, Key: []byte(k), Value: origin.AppendTrailer(value, value), Timestamp: ts, Headers: hs}
+	return &kgo.Record{Partition: o.p, Key: key, Value: origin.AppendTrailer(value, value), Timestamp: ts, Headers: hs}
 }
 
 // originStream is hop 1's first sends of a stream: per origin partition,
@@ -144,8 +150,8 @@ func checkRepartitioned(t *testing.T, want map[string]originRec, got []outRec) {
 		if n, err := fmt.Sscanf(r.Headers[partition.HeaderRepartition], inTopic+"/%d/%d", &rp, &roff); n != 2 || err != nil {
 			t.Errorf("%s: repartition header %q", r.Value, r.Headers[partition.HeaderRepartition])
 		}
-		if w, ok := want[r.Value]; ok && r.Key != w.key {
-			t.Errorf("%s: output key %q, want the origin's %q", r.Value, r.Key, w.key)
+		if w, ok := want[r.Value]; ok && r.Key != string(w.inputKey()) {
+			t.Errorf("%s: output key %q, want the origin's %q", r.Value, r.Key, w.inputKey())
 		}
 		if r.Headers["trace"] != r.Value {
 			t.Errorf("%s: own header trace=%q lost", r.Value, r.Headers["trace"])

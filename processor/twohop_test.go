@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -33,7 +34,7 @@ type hop1 struct {
 	from    map[int32]int64 // input offsets it starts at (committed before it): none = 0
 }
 
-func startHop1(t *testing.T, e *testEnv, group string, k key.Source, batch hop1Batch) *hop1 {
+func startHop1(t *testing.T, e *testEnv, group string, k key.Source, batch hop1Settings) *hop1 {
 	t.Helper()
 	labels := []string{"topic", "partition"}
 	h := &hop1{done: make(chan error, 1), metrics: repartition.Metrics{
@@ -47,7 +48,7 @@ func startHop1(t *testing.T, e *testEnv, group string, k key.Source, batch hop1B
 		h.done <- repartition.Run(ctx, repartition.Options{
 			Brokers: e.brokers, GroupID: group + "-repartition", InputTopic: inTopic, Topic: reTopic, Key: k,
 			SessionTimeout: time.Second, RebalanceTimeout: 2 * time.Second, HeartbeatInterval: 100 * time.Millisecond,
-			BatchSize: batch.records, BatchBytes: batch.bytes, FetchMaxWait: 50 * time.Millisecond, CommitInterval: 50 * time.Millisecond,
+			BatchSize: batch.records, BatchBytes: batch.bytes, Compression: batch.codec, FetchMaxWait: 50 * time.Millisecond, CommitInterval: 50 * time.Millisecond,
 			RetryBackoff: 20 * time.Millisecond, Metrics: h.metrics, Logger: testLogger(),
 		})
 	}()
@@ -55,11 +56,14 @@ func startHop1(t *testing.T, e *testEnv, group string, k key.Source, batch hop1B
 	return h
 }
 
-// hop1Batch is hop 1's BatchSize and BatchBytes.
-type hop1Batch struct{ records, bytes int }
+// hop1Settings are hop 1's BatchSize, BatchBytes and Compression.
+type hop1Settings struct {
+	records, bytes int
+	codec          kafka.Compression
+}
 
 // smallBatches: requests of 50 records at most.
-var smallBatches = hop1Batch{records: 50}
+var smallBatches = hop1Settings{records: 50}
 
 func (h *hop1) stop() {
 	if h.cancel != nil {
@@ -194,12 +198,12 @@ func repartitionSentinels(e *testEnv, parts int32) {
 // repartition partition's share of a batch goes in several requests and
 // the faults fall between two of them.
 func TestTwoHopsLostAcknowledgements(t *testing.T) {
-	for _, batch := range []hop1Batch{smallBatches, {records: 3, bytes: 200}} {
+	for _, batch := range []hop1Settings{smallBatches, {records: 3, bytes: 200}} {
 		t.Run(fmt.Sprintf("requests of %d records", batch.records), func(t *testing.T) { twoHopsLostAcknowledgements(t, batch) })
 	}
 }
 
-func twoHopsLostAcknowledgements(t *testing.T, batch hop1Batch) {
+func twoHopsLostAcknowledgements(t *testing.T, batch hop1Settings) {
 	for _, tc := range []struct {
 		name   string
 		answer func(*kmsg.ProduceRequest) (kmsg.Response, error)
@@ -424,4 +428,39 @@ func idNumber(v []byte) int {
 	s = s[strings.Index(s, `"id":"id-`)+9:]
 	n, _ := strconv.Atoi(s[:strings.IndexByte(s, '"')])
 	return n
+}
+
+// TestRekeyCompressed: hop 1 compresses its produce requests as the
+// output's are (PRODUCE_COMPRESSION): the repartition topic's batches are
+// zstd, and each record holds its input value and the origin trailer.
+func TestRekeyCompressed(t *testing.T) {
+	const inParts, reParts = 2, 2
+	e := newTestEnv(t, inParts, reParts)
+	k, err := key.Parse("json:id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repartition.EnsureTopic(context.Background(), e.brokers, nil, reTopic, inTopic, reParts, testLogger()); err != nil {
+		t.Fatal(err)
+	}
+	startHop1(t, e, "zstd", k, hop1Settings{records: 50, codec: kafka.Zstd})
+	in := newTwoHopInput(inParts, 20, 1, 2, 7)
+	e.produce(in.recs...)
+	got := readTopic(t, e, reTopic, len(in.recs))
+	if len(got) != len(in.recs) {
+		t.Fatalf("%d repartition records, want %d", len(got), len(in.recs))
+	}
+	values := map[string]bool{}
+	for _, r := range in.recs {
+		values[string(r.Value)] = true
+	}
+	for _, r := range got {
+		if c := r.Attrs.CompressionType(); c != 4 {
+			t.Errorf("record at %d/%d: compression type %d, want 4 (zstd)", r.Partition, r.Offset, c)
+		}
+		v, _, ok := bytes.Cut(r.Value, []byte(inTopic+"/"))
+		if !ok || !values[string(v)] || !bytes.HasSuffix(r.Value, []byte("\xffdO1")) {
+			t.Errorf("record at %d/%d: value %q is not an input value and its trailer", r.Partition, r.Offset, r.Value)
+		}
+	}
 }

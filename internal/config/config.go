@@ -66,7 +66,7 @@ type Config struct {
 
 	ProduceBatchSize    int           `env:"PRODUCE_BATCH_SIZE" envDefault:"1000" help:"records per produce batch"`
 	ProduceBatchBytes   int64         `env:"PRODUCE_BATCH_BYTES" envDefault:"1048576" help:"bytes per produce batch"`
-	ProduceCompression  string        `env:"PRODUCE_COMPRESSION" envDefault:"none" help:"compression of the output writer's batches: none, gzip, snappy, lz4 or zstd (checkpoint snapshots are zstd-compressed already)"`
+	ProduceCompression  string        `env:"PRODUCE_COMPRESSION" envDefault:"none" help:"compression of the batches written to the output and the repartition topic: none, gzip, snappy, lz4 or zstd (checkpoint snapshots are zstd-compressed already)"`
 	ProduceBatchTimeout time.Duration `env:"PRODUCE_BATCH_TIMEOUT" envDefault:"5ms" help:"longest wait to fill a produce batch (Go duration)"`
 	RecoveryTimeout     time.Duration `env:"PRODUCE_RECOVERY_TIMEOUT" envDefault:"1m" help:"how long outputs may stay undeliverable (writer replaced, partitions restored, produce retried) before the stage exits 1 for a restart (Go duration)"`
 	FetchMinBytes       int           `env:"FETCH_MIN_BYTES" envDefault:"1" help:"bytes a fetch waits for"`

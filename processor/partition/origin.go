@@ -178,6 +178,9 @@ type originOf struct {
 	// source is the values of the source headers its output carries:
 	// the input topic, partition and offset, as the trailer spells them.
 	source [3][]byte
+	// dedup is the repartition record's key: the dedup key hop 1 took
+	// from the input record (empty when it had none), not taken again.
+	dedup []byte
 }
 
 // unwrap turns a record read from the repartition topic back into the
@@ -200,7 +203,7 @@ func (w *Worker) unwrap(r *record) {
 	}
 	r.origin = originOf{
 		at:     origin{topic: w.originTopic, partition: int32(f.partition), count: int32(f.count)},
-		offset: f.offset, ok: true, source: f.text,
+		offset: f.offset, ok: true, source: f.text, dedup: m.Key,
 	}
 	m.Key = nil
 	if f.keyed {

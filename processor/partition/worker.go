@@ -115,7 +115,13 @@ const locateAhead = 4
 // locate extracts r's key and, when it has one, locates it in the pair,
 // which starts loading its bucket.
 func (w *Worker) locate(r *record) {
-	r.key, r.keyed = w.d.Keys.Extract(&r.msg)
+	if r.origin.ok {
+		// Hop 1 keyed the repartition record by the dedup key it took:
+		// not extracted again (a JSON field would be parsed twice).
+		r.key, r.keyed = r.origin.dedup, len(r.origin.dedup) > 0
+	} else {
+		r.key, r.keyed = w.d.Keys.Extract(&r.msg)
+	}
 	if r.keyed {
 		w.pair.Locate(r.key, &r.probe)
 	}

@@ -299,7 +299,7 @@ func (w *worker) send(s *sender, client *kafka.Client, batch []kafka.Message) er
 			// failed.
 			for len(recs) > 0 {
 				n := w.request(recs)
-				if err := produce(client, w.o.Topic, p, recs[:n]); err != nil {
+				if err := produce(client, w.o.Topic, p, w.o.Compression, recs[:n]); err != nil {
 					mu.Lock()
 					errs = append(errs, err)
 					mu.Unlock()
@@ -354,7 +354,7 @@ func recordBytes(r *kafka.Record) int {
 }
 
 // produce sends one request and checks its answer.
-func produce(client *kafka.Client, topic string, p int, recs []kafka.Record) error {
+func produce(client *kafka.Client, topic string, p int, codec kafka.Compression, recs []kafka.Record) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	res, err := client.Produce(ctx, &kafka.ProduceRequest{
@@ -362,6 +362,7 @@ func produce(client *kafka.Client, topic string, p int, recs []kafka.Record) err
 		Partition:    p,
 		RequiredAcks: kafka.RequireAll,
 		Records:      kafka.NewRecordReader(recs...),
+		Compression:  codec,
 	})
 	if err != nil {
 		return fmt.Errorf("produce %d records to %s/%d: %w", len(recs), topic, p, err)

@@ -71,7 +71,10 @@ type Options struct {
 	BatchSize int
 	// BatchBytes bounds a batch's keys, values and headers, and one
 	// produce request's (default 1 MiB; a larger record goes alone).
-	BatchBytes    int
+	BatchBytes int
+	// Compression of the produce requests (PRODUCE_COMPRESSION, as the
+	// output's; zero = none).
+	Compression   kafka.Compression
 	FetchMaxBytes int           // one fetch at most, per input partition held (default 1 MiB)
 	FetchMaxWait  time.Duration // default 250ms
 	// CommitInterval is how often acknowledged offsets are committed
