@@ -144,10 +144,5 @@ func checkRefused(t *testing.T, e *testEnv, st interface {
 			t.Errorf("after the repair: dedup_checkpoint_damaged_total{partition=%d} = %v, want %d", p, n, perPart[p])
 		}
 	}
-	if err := b.stop(t); err != nil {
-		t.Fatal(err)
-	}
-	if s := b.p.Progress().Suppressed; s != forwarded {
-		t.Errorf("successor suppressed %d replayed records, want %d (what the crashed member forwarded)", s, forwarded)
-	}
+	b.stopSuppressed(t, forwarded)
 }

@@ -23,8 +23,7 @@ import (
 // partition instead: TestOutputRefused.)
 func TestProduceFailureStops(t *testing.T) {
 	e := newTestEnv(t, 1, 1)
-	o := e.options("refused")
-	o.Store = fileStore(t, "refused")
+	o := e.storedOptions(t, "refused")
 	o.RecoveryTimeout = 1500 * time.Millisecond
 	out := e.collect()
 	a := start(t, o)

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -123,20 +124,8 @@ func checkNothingLost(t *testing.T, w *workload, out []outRec) {
 // produceInBackground produces recs in chunks and closes the returned
 // channel when done.
 func produceInBackground(t *testing.T, e *testEnv, recs []*kgo.Record, chunk int) <-chan struct{} {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for i := 0; i < len(recs); i += chunk {
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			err := e.prod.ProduceSync(ctx, recs[i:min(i+chunk, len(recs))]...).FirstErr()
-			cancel()
-			if err != nil {
-				t.Errorf("produce: %v", err)
-				return
-			}
-		}
-	}()
-	return done
+	var sent atomic.Int64
+	return producePaced(t, e, recs, chunk, 0, &sent)
 }
 
 func assignedTo(r *running) float64 { return metricValue(r.p.metrics.Assigned) }
@@ -293,13 +282,8 @@ func TestCrashReplaySuppressed(t *testing.T) {
 	if n := suppressed(); n != float64(forwardedByB) {
 		t.Errorf("dedup_replay_suppressed_total = %v, want %d", n, forwardedByB)
 	}
-	if err := c.stop(t); err != nil {
-		t.Fatal(err)
-	}
-	if s := c.p.Progress().Suppressed; s != forwardedByB {
-		t.Errorf("successor suppressed %d replayed records, want %d (what the crashed member forwarded)", s, forwardedByB)
-	}
-	if n := metricValue(c.p.metrics.Restores.WithLabelValues("latest")); n != parts {
+	c.stopSuppressed(t, forwardedByB)
+	if n := restoresFrom(c, "latest"); n != parts {
 		t.Errorf("dedup_restores_total{source=latest} = %v, want %d", n, parts)
 	}
 }
@@ -389,8 +373,7 @@ func TestRestoreLegacyAtStreamTime(t *testing.T) {
 			if back {
 				group += "-back"
 			}
-			o := e.options(group)
-			o.Store = fileStore(t, group)
+			o := e.storedOptions(t, group)
 			o.Filter.Window = time.Minute // t0 is a window boundary
 			out := e.collect()
 			oldOptions, newOptions := o.Filter, o.Filter

@@ -345,6 +345,19 @@ func (e *testEnv) storedOptions(t testing.TB, group string) Options {
 	return o
 }
 
+// stopSuppressed stops r, the successor of a crashed member that forwarded
+// forwarded records, and checks that its replay scan suppressed exactly
+// those.
+func (r *running) stopSuppressed(t testing.TB, forwarded uint64) {
+	t.Helper()
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if s := r.p.Progress().Suppressed; s != forwarded {
+		t.Errorf("successor suppressed %d replayed records, want %d (what the crashed member forwarded)", s, forwarded)
+	}
+}
+
 // crash stops r like a killed process: no final checkpoint, no final
 // commit.
 func (r *running) crash(t testing.TB) {

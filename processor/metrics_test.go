@@ -161,8 +161,7 @@ func TestMetricsFollowPartitions(t *testing.T) {
 func TestMemoryPredictedFollowsAssignment(t *testing.T) {
 	const parts, outParts = 2, 3
 	e := newTestEnv(t, parts, outParts)
-	o := e.options("predicted")
-	o.Store = fileStore(t, "predicted")
+	o := e.storedOptions(t, "predicted")
 	o.Metrics = NewMetrics(newRegistry())
 	a := start(t, o)
 	predicted := func(r *running) int64 { return int64(metricValue(r.p.metrics.MemPredicted)) }

@@ -49,8 +49,7 @@ func restoresFrom(r *running, source string) float64 {
 func TestRestoreScanBounded(t *testing.T) {
 	const parts = 3
 	e := newTestEnv(t, parts, parts)
-	o := e.options("bounded")
-	o.Store = fileStore(t, "bounded")
+	o := e.storedOptions(t, "bounded")
 	out := e.collect()
 
 	// A long history, checkpointed at its end by a graceful stop.
@@ -134,8 +133,7 @@ func TestTakeKept(t *testing.T) {
 func TestWarmKeep(t *testing.T) {
 	const parts = 4
 	e := newTestEnv(t, parts, parts)
-	o := e.options("warm")
-	o.Store = fileStore(t, "warm")
+	o := e.storedOptions(t, "warm")
 	out := e.collect()
 	a := start(t, o)
 	a.waitReady(t)
@@ -209,19 +207,25 @@ func (w *workload) prefixed(prefix string) *workload {
 	return out
 }
 
-// addInputPartitions grows the input topic to n partitions.
-func (e *testEnv) addInputPartitions(n int) {
+// addPartitions grows topic to n partitions.
+func (e *testEnv) addPartitions(topic string, n int) {
 	e.t.Helper()
 	c := &kafka.Client{Addr: kafka.TCP(e.brokers...), Timeout: 10 * time.Second}
 	res, err := c.CreatePartitions(context.Background(), &kafka.CreatePartitionsRequest{
-		Topics: []kafka.TopicPartitionsConfig{{Name: inTopic, Count: int32(n)}},
+		Topics: []kafka.TopicPartitionsConfig{{Name: topic, Count: int32(n)}},
 	})
 	if err == nil {
-		err = res.Errors[inTopic]
+		err = res.Errors[topic]
 	}
 	if err != nil {
-		e.t.Fatalf("add partitions to %s: %v", inTopic, err)
+		e.t.Fatalf("add partitions to %s: %v", topic, err)
 	}
+}
+
+// addInputPartitions grows the input topic to n partitions.
+func (e *testEnv) addInputPartitions(n int) {
+	e.t.Helper()
+	e.addPartitions(inTopic, n)
 	// A new producer: the old one's metadata knows the old count.
 	prod, err := kgo.NewClient(
 		kgo.SeedBrokers(e.brokers...),
@@ -295,8 +299,7 @@ func TestNewInputPartition(t *testing.T) {
 // Resuming from memory here would forward them twice.
 func TestWarmKeepMissedGeneration(t *testing.T) {
 	e := newTestEnv(t, 1, 1)
-	o := e.options("missed")
-	o.Store = fileStore(t, "missed")
+	o := e.storedOptions(t, "missed")
 	out := e.collect()
 
 	ao := o

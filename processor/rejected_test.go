@@ -86,13 +86,8 @@ func checkAllRejected(t *testing.T, e *testEnv, st interface {
 			t.Errorf("dedup_checkpoint_damaged_total{partition=%d} = %v, want %d", p, n, perPart[p])
 		}
 	}
-	if err := b.stop(t); err != nil {
-		t.Fatal(err)
-	}
-	if s := b.p.Progress().Suppressed; s != forwarded {
-		t.Errorf("successor suppressed %d replayed records, want %d (what the crashed member forwarded)", s, forwarded)
-	}
-	if n := metricValue(b.p.metrics.Restores.WithLabelValues("empty")); n != parts {
+	b.stopSuppressed(t, forwarded)
+	if n := restoresFrom(b, "empty"); n != parts {
 		t.Errorf("dedup_restores_total{source=empty} = %v, want %d", n, parts)
 	}
 }

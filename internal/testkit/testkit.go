@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -335,6 +336,39 @@ func DeleteRecords(t testing.TB, brokers, topic string, p int32, offset int64) {
 			if rp.ErrorCode != 0 || rp.LowWatermark != offset {
 				t.Fatalf("delete records of %s/%d to %d: error code %d, log start %d", topic, rp.Partition, offset, rp.ErrorCode, rp.LowWatermark)
 			}
+		}
+	}
+}
+
+// SetTopicConfig sets one configuration of topic with
+// IncrementalAlterConfigs and fails t unless the broker applies it.
+func SetTopicConfig(t testing.TB, brokers, topic, name, value string) {
+	t.Helper()
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType = kmsg.ConfigResourceTypeTopic
+	res.ResourceName = topic
+	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	c.Name = name
+	c.Op = kmsg.IncrementalAlterConfigOpSet
+	c.Value = kmsg.StringPtr(value)
+	res.Configs = append(res.Configs, c)
+	req.Resources = append(req.Resources, res)
+	resp := Request(t, brokers, fmt.Sprintf("alter %s %s=%s", topic, name, value), req).(*kmsg.IncrementalAlterConfigsResponse)
+	for _, r := range resp.Resources {
+		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+			t.Fatalf("alter %s %s=%s: %v", topic, name, value, err)
+		}
+	}
+}
+
+// ForwardedOnce fails t for every name in want that got does not count
+// exactly once; what goes before the name in the failure ("unkeyed ").
+func ForwardedOnce(t testing.TB, what string, want map[string]bool, got map[string]int) {
+	t.Helper()
+	for name := range want {
+		if got[name] != 1 {
+			t.Errorf("%s%s forwarded %d times, want once", what, name, got[name])
 		}
 	}
 }
