@@ -27,6 +27,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"dedup/deploy/k8scheck"
 	"dedup/internal/testkit"
 	"dedup/rotation"
 	"dedup/sizing"
@@ -551,45 +552,17 @@ func loadYAML(t *testing.T, file string) map[string]any {
 // ---------------------------------------------------------------------------
 // Kubernetes.
 
-type k8sObject struct {
-	File     string
-	Kind     string
-	Name     string
-	Raw      map[string]any
-	Rendered []byte
-}
-
-func loadManifests(t *testing.T) []k8sObject {
+// loadManifests decodes every document of deploy/kubernetes; each must
+// name its kind.
+func loadManifests(t *testing.T) []k8scheck.Object {
 	t.Helper()
-	files, err := filepath.Glob(path("deploy", "kubernetes", "*.yaml"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no manifests in deploy/kubernetes: %v", err)
+	objs, err := k8scheck.DecodeFiles(path("deploy", "kubernetes", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	var objs []k8sObject
-	for _, file := range files {
-		raw, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dec := yaml.NewDecoder(bytes.NewReader(raw))
-		for {
-			var m map[string]any
-			if err := dec.Decode(&m); err != nil {
-				if err.Error() == "EOF" {
-					break
-				}
-				t.Fatalf("%s is not YAML: %v", file, err)
-			}
-			if m == nil {
-				continue
-			}
-			kind, _ := m["kind"].(string)
-			meta, _ := m["metadata"].(map[string]any)
-			name, _ := meta["name"].(string)
-			if kind == "" {
-				t.Errorf("%s: document without kind", file)
-			}
-			objs = append(objs, k8sObject{File: filepath.Base(file), Kind: kind, Name: name, Raw: m})
+	for _, o := range objs {
+		if o.Kind == "" {
+			t.Errorf("%s: document without kind", o.Source)
 		}
 	}
 	return objs
@@ -722,7 +695,7 @@ func TestKubernetesFitsBinary(t *testing.T) {
 	objs := loadManifests(t)
 	vars := configVarSet(t)
 	d := parseDockerfile(t)
-	byKind := map[string][]k8sObject{}
+	byKind := map[string][]k8scheck.Object{}
 	for _, o := range objs {
 		byKind[o.Kind] = append(byKind[o.Kind], o)
 	}

@@ -20,6 +20,8 @@ import (
 	"go/token"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
@@ -60,6 +62,31 @@ func Decode(source string, data []byte) ([]Object, error) {
 		name, _ := meta["name"].(string)
 		objs = append(objs, Object{Source: source, Kind: kind, Name: name, Raw: m})
 	}
+}
+
+// DecodeFiles decodes every file that matches pattern (filepath.Glob),
+// each object's Source the file's base name; no match is an error.
+func DecodeFiles(pattern string) ([]Object, error) {
+	files, err := filepath.Glob(pattern)
+	if err != nil {
+		return nil, fmt.Errorf("find manifests: %w", err)
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("find manifests: nothing matches %s", pattern)
+	}
+	var objs []Object
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("read manifest: %w", err)
+		}
+		o, err := Decode(filepath.Base(f), raw)
+		if err != nil {
+			return nil, err
+		}
+		objs = append(objs, o...)
+	}
+	return objs, nil
 }
 
 // ConfigDefaults parses internal/config/config.go and returns each `env` tag of

@@ -39,6 +39,17 @@ func echo(t *testing.T) string {
 	return ln.Addr().String()
 }
 
+// dial connects to p; the connection is closed when the test ends.
+func dial(t *testing.T, p *Proxy) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", p.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 func roundTrip(c net.Conn) error {
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 	if _, err := c.Write([]byte("ping\n")); err != nil {
@@ -54,11 +65,7 @@ func TestCutAndRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	c, err := net.Dial("tcp", p.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dial(t, p)
 	if err := roundTrip(c); err != nil {
 		t.Fatalf("before the cut: %v", err)
 	}
@@ -74,12 +81,7 @@ func TestCutAndRestore(t *testing.T) {
 		c2.Close()
 	}
 	p.Restore()
-	c3, err := net.Dial("tcp", p.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c3.Close()
-	if err := roundTrip(c3); err != nil {
+	if err := roundTrip(dial(t, p)); err != nil {
 		t.Fatalf("after the restore: %v", err)
 	}
 }

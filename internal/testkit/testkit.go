@@ -105,13 +105,20 @@ func Cluster(t testing.TB, partitions int, extra ...kfake.Opt) *kfake.Cluster {
 	return c
 }
 
-// Produce writes records with a franz-go client (not the project's own).
-func Produce(t testing.TB, opts []kgo.Opt, recs ...*kgo.Record) {
+// client is a franz-go client with opts; the caller closes it.
+func client(t testing.TB, opts []kgo.Opt) *kgo.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cl
+}
+
+// Produce writes records with a franz-go client (not the project's own).
+func Produce(t testing.TB, opts []kgo.Opt, recs ...*kgo.Record) {
+	t.Helper()
+	cl := client(t, opts)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -124,10 +131,7 @@ func Produce(t testing.TB, opts []kgo.Opt, recs ...*kgo.Record) {
 func ConsumeN(t testing.TB, opts []kgo.Opt, topic string, n int) []*kgo.Record {
 	t.Helper()
 	opts = append(opts, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := client(t, opts)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
