@@ -88,8 +88,7 @@ func TestProduceFailureStops(t *testing.T) {
 	}
 
 	refuse.Store(false)
-	o.Metrics = NewMetrics(newRegistry())
-	b := start(t, o)
+	b := startFresh(t, o)
 	e.produce(sentinels(1, t0)...)
 	got := values(withoutSentinels(out.untilSentinels(1)))
 	want := append(values(recsAsOut(ok)), values(recsAsOut(refused))...)

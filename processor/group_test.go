@@ -137,8 +137,7 @@ func TestTwoMembersSplitPartitions(t *testing.T) {
 	e := newTestEnv(t, parts, parts)
 	o := e.storedOptions(t, "pair")
 	a := start(t, o)
-	o.Metrics = NewMetrics(newRegistry())
-	b := start(t, o)
+	b := startFresh(t, o)
 	out := e.collect()
 	eventually(t, 20*time.Second, "both members assigned", func() bool {
 		return a.p.Ready() && b.p.Ready() && assignedTo(a) > 0 && assignedTo(b) > 0 && assignedTo(a)+assignedTo(b) == parts
@@ -172,8 +171,7 @@ func TestRebalanceWhileFlowing(t *testing.T) {
 	w := newWorkload(parts, 1000, 3, 2)
 	produced := produceInBackground(t, e, w.recs, 100)
 	eventually(t, 20*time.Second, "records flowing", func() bool { return a.p.Progress().In > 1000 })
-	o.Metrics = NewMetrics(newRegistry())
-	b := start(t, o)
+	b := startFresh(t, o)
 	<-produced
 	eventually(t, 20*time.Second, "both members assigned", func() bool {
 		return a.p.Ready() && b.p.Ready() && assignedTo(a) > 0 && assignedTo(b) > 0
@@ -213,8 +211,7 @@ func TestShutdownMidStream(t *testing.T) {
 			}
 			t.Logf("first member read %d of %d records before the cancel", a.p.Progress().In, len(w.recs))
 			<-produced
-			o.Metrics = NewMetrics(newRegistry())
-			b := start(t, o)
+			b := startFresh(t, o)
 			e.produce(sentinels(parts, t0.Add(time.Hour/2))...)
 			got := out.untilSentinels(parts)
 			if withStore {
@@ -240,9 +237,7 @@ func TestCrashReplaySuppressed(t *testing.T) {
 	out := e.collect()
 
 	first := newWorkload(parts, 200, 2, 4)
-	e.produce(first.recs...)
-	a := start(t, o)
-	eventually(t, 20*time.Second, "first batch read", func() bool { return a.p.Progress().In == uint64(len(first.recs)) })
+	a := e.startAfter(t, o, first, "first batch read")
 	if err := a.stop(t); err != nil { // graceful: checkpoint at the end of the first batch
 		t.Fatal(err)
 	}
@@ -253,7 +248,7 @@ func TestCrashReplaySuppressed(t *testing.T) {
 	o.Metrics = NewMetrics(newRegistry())
 	o.CheckpointInterval = time.Hour // no checkpoint after the restore...
 	b := start(t, o)
-	eventually(t, 20*time.Second, "second batch read", func() bool { return b.p.Progress().In == uint64(len(second.recs)) })
+	b.waitRead(t, "second batch read", len(second.recs))
 	forwardedByB := b.p.Progress().Written()
 	if forwardedByB == 0 {
 		t.Fatal("second member forwarded nothing; the test would prove nothing")
@@ -261,8 +256,7 @@ func TestCrashReplaySuppressed(t *testing.T) {
 	out.until("second member's outputs", func(rs []outRec) bool { return uint64(len(rs)) >= uint64(len(first.keys))+forwardedByB })
 	b.crash(t) // ...and none at the end, nor a commit
 
-	o.Metrics = NewMetrics(newRegistry())
-	c := start(t, o)
+	c := startFresh(t, o)
 	e.produce(sentinels(parts, t0.Add(time.Hour/2))...)
 	got := out.untilSentinels(parts)
 	all := union(parts, first, second)
@@ -491,8 +485,7 @@ func restoreOptionsChanged(t *testing.T, store, change string) {
 	case "mode":
 		o.Filter.Mode = rotation.Fingerprint
 	}
-	o.Metrics = NewMetrics(newRegistry())
-	b := start(t, o)
+	b := startFresh(t, o)
 	b.waitReady(t)
 	e.produce(rec(0, "old", "old-2", t0.Add(10*time.Second)),
 		rec(0, "ret", "ret-retraction", t0.Add(11*time.Second), del),
@@ -508,8 +501,7 @@ func restoreOptionsChanged(t *testing.T, store, change string) {
 		t.Fatal(err)
 	}
 
-	o.Metrics = NewMetrics(newRegistry())
-	c := start(t, o)
+	c := startFresh(t, o)
 	c.waitReady(t)
 	e.produce(rec(0, "old", "old-3", t0.Add(20*time.Second)), rec(0, "ret", "ret-2", t0.Add(21*time.Second)),
 		rec(0, "mark-c", "mark-c", t0.Add(22*time.Second)))

@@ -284,8 +284,7 @@ func TestOutputRefused(t *testing.T) {
 			}
 
 			lift()
-			o.Metrics = NewMetrics(newRegistry())
-			b := start(t, o)
+			b := startFresh(t, o)
 			e.produce(sentinels(parts, t0)...)
 			got := out.untilSentinels(parts)
 			want := map[string]bool{}

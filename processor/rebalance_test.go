@@ -54,9 +54,7 @@ func TestRestoreScanBounded(t *testing.T) {
 
 	// A long history, checkpointed at its end by a graceful stop.
 	history := newWorkload(parts, 3000, 1, 11)
-	e.produce(history.recs...)
-	a := start(t, o)
-	eventually(t, 20*time.Second, "history read", func() bool { return a.p.Progress().In == uint64(len(history.recs)) })
+	a := e.startAfter(t, o, history, "history read")
 	if err := a.stop(t); err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +66,7 @@ func TestRestoreScanBounded(t *testing.T) {
 	o.Metrics = NewMetrics(newRegistry())
 	o.CheckpointInterval = time.Hour
 	b := start(t, o)
-	eventually(t, 20*time.Second, "recent read", func() bool { return b.p.Progress().In == uint64(len(recent.recs)) })
+	b.waitRead(t, "recent read", len(recent.recs))
 	forwardedByB := b.p.Progress().Forwarded
 	if forwardedByB == 0 || forwardedByB >= uint64(len(history.recs))/10 {
 		t.Fatalf("crashed member forwarded %d records; the test needs a few, far fewer than the history", forwardedByB)
@@ -80,8 +78,7 @@ func TestRestoreScanBounded(t *testing.T) {
 	}
 	b.crash(t)
 
-	o.Metrics = NewMetrics(newRegistry())
-	c := start(t, o)
+	c := startFresh(t, o)
 	c.waitReady(t)
 	e.produce(sentinels(parts, t0.Add(time.Hour/2))...)
 	all := &workload{parts: parts, keys: recent.keys}
@@ -105,10 +102,7 @@ func TestRestoreScanBounded(t *testing.T) {
 // other kept pair is released.
 func TestTakeKept(t *testing.T) {
 	e := newTestEnv(t, 1, 1)
-	p, err := New(e.options("kept"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := mustNew(t, e.options("kept"))
 	pairs := make([]*rotation.Pair, 4)
 	for i := range pairs {
 		pairs[i] = &rotation.Pair{}
@@ -255,7 +249,7 @@ func TestNewInputPartition(t *testing.T) {
 
 	before := newWorkload(2, 500, 2, 31).prefixed("before-")
 	e.produce(before.recs...)
-	eventually(t, 20*time.Second, "records before the change read", func() bool { return a.p.Progress().In == uint64(len(before.recs)) })
+	a.waitRead(t, "records before the change read", len(before.recs))
 
 	e.addInputPartitions(3)
 	eventually(t, 20*time.Second, "the new partition assigned", func() bool { return a.p.Ready() && assignedTo(a) == 3 })
@@ -273,13 +267,11 @@ func TestNewInputPartition(t *testing.T) {
 	// Crash after forwarding the second half, with no checkpoint after it.
 	o.CheckpointInterval = time.Hour
 	a.crash(t)
-	o.Metrics = NewMetrics(newRegistry())
-	b := start(t, o)
+	b := startFresh(t, o)
 	e.produce(after.recs[half:]...)
 	eventually(t, 20*time.Second, "second half read", func() bool { return b.p.Progress().In >= uint64(len(after.recs)-half) })
 	b.crash(t)
-	o.Metrics = NewMetrics(newRegistry())
-	c := start(t, o)
+	c := startFresh(t, o)
 	c.waitReady(t)
 	e.produce(sentinels(3, t0.Add(time.Hour/2))...)
 	all := union(3, before, after)
@@ -308,7 +300,7 @@ func TestWarmKeepMissedGeneration(t *testing.T) {
 	a.waitReady(t)
 	first := newWorkload(1, 300, 2, 41)
 	e.produce(first.recs...)
-	eventually(t, 20*time.Second, "A read the first batch", func() bool { return a.p.Progress().In == uint64(len(first.recs)) })
+	a.waitRead(t, "A read the first batch", len(first.recs))
 
 	var refuse atomic.Bool
 	refuse.Store(true)
@@ -333,7 +325,7 @@ func TestWarmKeepMissedGeneration(t *testing.T) {
 	})
 	second := newWorkload(1, 350, 2, 41) // the first batch's keys, then 50 new ones
 	e.produce(second.recs...)
-	eventually(t, 20*time.Second, "B read the second batch", func() bool { return b.p.Progress().In == uint64(len(second.recs)) })
+	b.waitRead(t, "B read the second batch", len(second.recs))
 	forwardedByB := b.p.Progress().Forwarded
 	if forwardedByB == 0 {
 		t.Fatal("B forwarded nothing; the test would prove nothing")

@@ -51,9 +51,7 @@ func checkAllRejected(t *testing.T, e *testEnv, st interface {
 	out := e.collect()
 
 	first := newWorkload(parts, 300, 2, 5)
-	e.produce(first.recs...)
-	a := start(t, o)
-	eventually(t, 20*time.Second, "first batch read", func() bool { return a.p.Progress().In == uint64(len(first.recs)) })
+	a := e.startAfter(t, o, first, "first batch read")
 	forwarded := a.p.Progress().Forwarded
 	if forwarded == 0 {
 		t.Fatal("nothing forwarded: the test would prove nothing")
@@ -72,8 +70,7 @@ func checkAllRejected(t *testing.T, e *testEnv, st interface {
 
 	second := newWorkload(parts, 300, 2, 6)
 	e.produce(second.recs...)
-	o.Metrics = NewMetrics(newRegistry())
-	b := start(t, o)
+	b := startFresh(t, o)
 	e.produce(sentinels(parts, t0.Add(time.Hour/2))...)
 	got := out.untilSentinels(parts)
 	// Empty filters forget the keys seen before the committed offset, so a

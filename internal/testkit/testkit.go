@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -375,4 +376,14 @@ func ForwardedOnce(t testing.TB, what string, want map[string]bool, got map[stri
 			t.Errorf("%s%s forwarded %d times, want once", what, name, got[name])
 		}
 	}
+}
+
+// Subset reports whether every element of sub is in of.
+func Subset(sub, of []int) bool {
+	for _, v := range sub {
+		if !slices.Contains(of, v) {
+			return false
+		}
+	}
+	return true
 }
