@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"dedup/processor/cluster"
 )
 
 // Contender names, in the order a run uses them.
@@ -147,26 +149,10 @@ func (r *reporter) write(m message) error {
 
 // reportProgress writes the value of in every interval until ctx is done.
 func (r *reporter) reportProgress(ctx context.Context, interval time.Duration, in func() uint64) {
-	every(ctx, interval, func() bool {
+	cluster.Every(ctx, interval, func() bool {
 		n := in()
 		return r.write(message{Progress: &n}) == nil
 	})
-}
-
-// every calls f every interval until ctx is done or f returns false.
-func every(ctx context.Context, interval time.Duration, f func() bool) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if !f() {
-				return
-			}
-		}
-	}
 }
 
 // readReports parses a contender's standard output, calling progress for

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"dedup/processor/cluster"
 )
 
 // cpuSampleEvery is how often a contender samples its own CPU time: the
@@ -30,7 +32,7 @@ type cpuSample struct {
 func sampleCPU(ctx context.Context) *cpuSampler {
 	s := &cpuSampler{}
 	s.sample()
-	go every(ctx, cpuSampleEvery, func() bool { s.sample(); return true })
+	go cluster.Every(ctx, cpuSampleEvery, func() bool { s.sample(); return true })
 	return s
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"dedup/bench/workload"
+	"dedup/internal/testkit"
 )
 
 // contenderEnv makes the test binary act as a contender process: the harness
@@ -18,14 +19,13 @@ import (
 const contenderEnv = "DEDUP_BENCH_TEST_CONTENDER"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(contenderEnv) == "1" {
+	testkit.Main(m, contenderEnv, func() int {
 		if err := RunContender(context.Background(), os.Args[len(os.Args)-1], os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
+			return 1
 		}
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
+		return 0
+	})
 }
 
 // TestHarnessRunsEveryContender runs the whole harness on a tiny input: every

@@ -35,10 +35,18 @@ func kafkaHooks(brokers []string, s *KafkaStore, keep int) chainHooks {
 	}
 }
 
-func TestKafkaChainRoundTrip(t *testing.T) {
+// kafkaChainStore is a Kafka store with o on a cluster of its own, and the
+// hooks that damage its pieces.
+func kafkaChainStore(t *testing.T, o KafkaOptions) (*KafkaStore, chainHooks) {
+	t.Helper()
 	brokers := newCluster(t)
-	s := newKafkaStore(t, brokers, KafkaOptions{ChunkBytes: 4 << 10})
-	checkChainRoundTrip(t, s, kafkaHooks(brokers, s, 0))
+	s := newKafkaStore(t, brokers, o)
+	return s, kafkaHooks(brokers, s, o.Keep)
+}
+
+func TestKafkaChainRoundTrip(t *testing.T) {
+	s, hooks := kafkaChainStore(t, KafkaOptions{ChunkBytes: 4 << 10})
+	checkChainRoundTrip(t, s, hooks)
 	// Increments are under their own keys, one manifest each.
 	pi := s.index(0)
 	defer pi.mu.Unlock()
@@ -93,15 +101,13 @@ func TestKafkaChainPruning(t *testing.T) {
 }
 
 func TestKafkaChainDamagedIncrement(t *testing.T) {
-	brokers := newCluster(t)
-	s := newKafkaStore(t, brokers, KafkaOptions{ChunkBytes: 4 << 10})
-	checkChainCut(t, s, kafkaHooks(brokers, s, 0), false)
+	s, hooks := kafkaChainStore(t, KafkaOptions{ChunkBytes: 4 << 10})
+	checkChainCut(t, s, hooks, false)
 }
 
 func TestKafkaChainMissingIncrement(t *testing.T) {
-	brokers := newCluster(t)
-	s := newKafkaStore(t, brokers, KafkaOptions{ChunkBytes: 4 << 10})
-	checkChainCut(t, s, kafkaHooks(brokers, s, 0), true)
+	s, hooks := kafkaChainStore(t, KafkaOptions{ChunkBytes: 4 << 10})
+	checkChainCut(t, s, hooks, true)
 }
 
 func TestKafkaChainRefusals(t *testing.T) {
@@ -116,9 +122,8 @@ func TestKafkaChainConcurrent(t *testing.T) {
 }
 
 func TestKafkaChainCrash(t *testing.T) {
-	brokers := newCluster(t)
-	s := newKafkaStore(t, brokers, KafkaOptions{ChunkBytes: 1 << 10})
-	checkChainCrash(t, s, kafkaHooks(brokers, s, 0))
+	s, hooks := kafkaChainStore(t, KafkaOptions{ChunkBytes: 1 << 10})
+	checkChainCrash(t, s, hooks)
 	// The failed increment wrote chunks (and no manifest): the test tests
 	// a partial write.
 	pi := s.index(0)

@@ -1,7 +1,6 @@
 package checkpoint
 
 import (
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,17 +24,7 @@ func TestKafkaSaveFailsWithinAnInterval(t *testing.T) {
 	t.Cleanup(c.Close)
 	s := newKafkaStore(t, c.ListenAddrs(), KafkaOptions{})
 
-	var refuse atomic.Bool
-	var refused atomic.Int64
-	refuse.Store(true)
-	c.ControlKey(int16(kmsg.Produce), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if !refuse.Load() {
-			return nil, nil, false
-		}
-		refused.Add(1)
-		return kfaketest.ErrorResponse(kreq.(*kmsg.ProduceRequest), kerr.NotLeaderForPartition.Code), nil, true
-	})
+	refusal := kfaketest.Refuse(c, kmsg.Produce, kerr.NotLeaderForPartition.Code)
 
 	start := time.Now()
 	_, err = s.Save(testContext(t), testMeta("in", 0, 100), newState(1, 1000))
@@ -43,13 +32,13 @@ func TestKafkaSaveFailsWithinAnInterval(t *testing.T) {
 	if err == nil {
 		t.Fatal("Save succeeded while every produce was refused")
 	}
-	if refused.Load() < 2 {
-		t.Errorf("%d produce attempts, want the writer to retry at least once", refused.Load())
+	if n := refusal.Refused(); n < 2 {
+		t.Errorf("%d produce attempts, want the writer to retry at least once", n)
 	}
 	if took > 3*time.Second {
 		t.Errorf("Save failed after %v, want within 3s", took)
 	}
 
-	refuse.Store(false)
+	refusal.Lift()
 	mustSave(t, s, testMeta("in", 0, 200), newState(2, 1000))
 }

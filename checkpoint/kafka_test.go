@@ -465,10 +465,7 @@ func TestKafkaPartitionsAdded(t *testing.T) {
 				p, p%3, m.Offset, src, err, 10*p+1)
 		}
 	}
-	entries, err := b.List(testContext(t))
-	if err != nil || len(entries) != 8 {
-		t.Fatalf("list: %d entries, %v; want 8", len(entries), err)
-	}
+	entries := listN(t, b, 8)
 	for _, e := range entries {
 		rc, err := b.Open(testContext(t), e)
 		if err != nil {
@@ -594,6 +591,16 @@ func TestKafkaMovedTwice(t *testing.T) {
 	}
 }
 
+// listN lists s's entries and fails t unless there are n.
+func listN(t *testing.T, s Store, n int) []Entry {
+	t.Helper()
+	entries, err := s.List(testContext(t))
+	if err != nil || len(entries) != n {
+		t.Fatalf("list: %d entries, %v; want %d", len(entries), err, n)
+	}
+	return entries
+}
+
 // TestKafkaOpenListedAwayCopy: after partitions were added, one manifest key
 // can be in two checkpoint partitions (a Save at the new home with no Load
 // before it numbers from 1). Open returns the state of the entry List
@@ -607,10 +614,7 @@ func TestKafkaOpenListedAwayCopy(t *testing.T) {
 	b := newKafkaStore(t, brokers, KafkaOptions{})
 	mustSave(t, b, testMeta("in", 2, 200), states[200])
 
-	entries, err := b.List(testContext(t))
-	if err != nil || len(entries) != 2 {
-		t.Fatalf("list: %d entries, %v; want 2", len(entries), err)
-	}
+	entries := listN(t, b, 2)
 	for _, e := range entries {
 		rc, err := b.Open(testContext(t), e)
 		if err != nil {

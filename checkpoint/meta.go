@@ -60,13 +60,7 @@ func (m Meta) Increment() bool { return m.Base != 0 }
 // compareRank orders snapshots of one partition: by Epoch, then
 // Generation, then Seq.
 func compareRank(a, b Meta) int {
-	if c := cmp.Compare(a.Epoch, b.Epoch); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(a.Generation, b.Generation); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.Seq, b.Seq)
+	return cmp.Or(cmp.Compare(a.Epoch, b.Epoch), cmp.Compare(a.Generation, b.Generation), cmp.Compare(a.Seq, b.Seq))
 }
 
 // compareFence orders by (Epoch, Generation) only: who may write.

@@ -27,6 +27,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"dedup/deploy/k8scheck"
 	"dedup/internal/testkit"
 	"dedup/rotation"
 	"dedup/sizing"
@@ -48,53 +49,19 @@ const dedupImage = "dedup"
 // ---------------------------------------------------------------------------
 // The configuration struct, read from source.
 
-type configVar struct {
-	Name, Default string
-}
-
-// configVars parses internal/config/config.go and returns the `env` tags of the
-// Config struct (with their envDefault), in declaration order.
-func configVars(t *testing.T) []configVar {
+// configVars are the `env` tags of the Config struct of
+// internal/config/config.go (with their envDefault), in declaration order.
+func configVars(t *testing.T) []k8scheck.ConfigVar {
 	t.Helper()
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, path("internal", "config", "config.go"), nil, parser.SkipObjectResolution)
+	vars, err := k8scheck.ConfigVars(path("internal", "config", "config.go"))
 	if err != nil {
-		t.Fatalf("parse internal/config/config.go: %v", err)
-	}
-	var vars []configVar
-	ast.Inspect(f, func(n ast.Node) bool {
-		ts, ok := n.(*ast.TypeSpec)
-		if !ok || ts.Name.Name != "Config" {
-			return true
-		}
-		st, ok := ts.Type.(*ast.StructType)
-		if !ok {
-			t.Fatalf("Config is not a struct")
-		}
-		for _, field := range st.Fields.List {
-			if field.Tag == nil {
-				continue
-			}
-			tag, err := strconv.Unquote(field.Tag.Value)
-			if err != nil {
-				t.Fatalf("unquote tag %s: %v", field.Tag.Value, err)
-			}
-			st := reflect.StructTag(tag)
-			name, _, _ := strings.Cut(st.Get("env"), ",")
-			if name != "" {
-				vars = append(vars, configVar{Name: name, Default: st.Get("envDefault")})
-			}
-		}
-		return false
-	})
-	if len(vars) == 0 {
-		t.Fatalf("no `env` tags found in Config of internal/config/config.go")
+		t.Fatal(err)
 	}
 	return vars
 }
 
-func configVarSet(t *testing.T) map[string]configVar {
-	set := make(map[string]configVar)
+func configVarSet(t *testing.T) map[string]k8scheck.ConfigVar {
+	set := make(map[string]k8scheck.ConfigVar)
 	for _, v := range configVars(t) {
 		set[v.Name] = v
 	}
@@ -551,45 +518,17 @@ func loadYAML(t *testing.T, file string) map[string]any {
 // ---------------------------------------------------------------------------
 // Kubernetes.
 
-type k8sObject struct {
-	File     string
-	Kind     string
-	Name     string
-	Raw      map[string]any
-	Rendered []byte
-}
-
-func loadManifests(t *testing.T) []k8sObject {
+// loadManifests decodes every document of deploy/kubernetes; each must
+// name its kind.
+func loadManifests(t *testing.T) []k8scheck.Object {
 	t.Helper()
-	files, err := filepath.Glob(path("deploy", "kubernetes", "*.yaml"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no manifests in deploy/kubernetes: %v", err)
+	objs, err := k8scheck.DecodeFiles(path("deploy", "kubernetes", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	var objs []k8sObject
-	for _, file := range files {
-		raw, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dec := yaml.NewDecoder(bytes.NewReader(raw))
-		for {
-			var m map[string]any
-			if err := dec.Decode(&m); err != nil {
-				if err.Error() == "EOF" {
-					break
-				}
-				t.Fatalf("%s is not YAML: %v", file, err)
-			}
-			if m == nil {
-				continue
-			}
-			kind, _ := m["kind"].(string)
-			meta, _ := m["metadata"].(map[string]any)
-			name, _ := meta["name"].(string)
-			if kind == "" {
-				t.Errorf("%s: document without kind", file)
-			}
-			objs = append(objs, k8sObject{File: filepath.Base(file), Kind: kind, Name: name, Raw: m})
+	for _, o := range objs {
+		if o.Kind == "" {
+			t.Errorf("%s: document without kind", o.Source)
 		}
 	}
 	return objs
@@ -598,83 +537,9 @@ func loadManifests(t *testing.T) []k8sObject {
 // decodeInto re-decodes a generic YAML value into a typed one.
 func decodeInto(t *testing.T, v any, out any) {
 	t.Helper()
-	b, err := yaml.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.Unmarshal(b, out); err != nil {
+	if err := k8scheck.DecodeInto(v, out); err != nil {
 		t.Fatalf("decode %T: %v", out, err)
 	}
-}
-
-type k8sProbe struct {
-	HTTPGet *struct {
-		Path string `yaml:"path"`
-		Port any    `yaml:"port"`
-	} `yaml:"httpGet"`
-}
-
-type k8sContainer struct {
-	Name  string `yaml:"name"`
-	Image string `yaml:"image"`
-	Ports []struct {
-		Name          string `yaml:"name"`
-		ContainerPort int    `yaml:"containerPort"`
-	} `yaml:"ports"`
-	Env []struct {
-		Name      string `yaml:"name"`
-		Value     string `yaml:"value"`
-		ValueFrom *struct {
-			ConfigMapKeyRef *struct {
-				Name     string `yaml:"name"`
-				Key      string `yaml:"key"`
-				Optional *bool  `yaml:"optional"`
-			} `yaml:"configMapKeyRef"`
-		} `yaml:"valueFrom"`
-	} `yaml:"env"`
-	EnvFrom []struct {
-		ConfigMapRef *struct {
-			Name string `yaml:"name"`
-		} `yaml:"configMapRef"`
-		SecretRef *struct {
-			Name     string `yaml:"name"`
-			Optional bool   `yaml:"optional"`
-		} `yaml:"secretRef"`
-	} `yaml:"envFrom"`
-	Resources struct {
-		Requests map[string]string `yaml:"requests"`
-		Limits   map[string]string `yaml:"limits"`
-	} `yaml:"resources"`
-	LivenessProbe   *k8sProbe `yaml:"livenessProbe"`
-	ReadinessProbe  *k8sProbe `yaml:"readinessProbe"`
-	StartupProbe    *k8sProbe `yaml:"startupProbe"`
-	SecurityContext struct {
-		ReadOnlyRootFilesystem bool `yaml:"readOnlyRootFilesystem"`
-	} `yaml:"securityContext"`
-	VolumeMounts []struct {
-		MountPath string `yaml:"mountPath"`
-	} `yaml:"volumeMounts"`
-}
-
-type k8sDeployment struct {
-	Metadata struct {
-		Annotations map[string]string `yaml:"annotations"`
-	} `yaml:"metadata"`
-	Spec struct {
-		Replicas int `yaml:"replicas"`
-		Selector struct {
-			MatchLabels map[string]string `yaml:"matchLabels"`
-		} `yaml:"selector"`
-		Template struct {
-			Metadata struct {
-				Labels map[string]string `yaml:"labels"`
-			} `yaml:"metadata"`
-			Spec struct {
-				TerminationGracePeriodSeconds int            `yaml:"terminationGracePeriodSeconds"`
-				Containers                    []k8sContainer `yaml:"containers"`
-			} `yaml:"spec"`
-		} `yaml:"template"`
-	} `yaml:"spec"`
 }
 
 func subset(sel, labels map[string]string) bool {
@@ -722,7 +587,7 @@ func TestKubernetesFitsBinary(t *testing.T) {
 	objs := loadManifests(t)
 	vars := configVarSet(t)
 	d := parseDockerfile(t)
-	byKind := map[string][]k8sObject{}
+	byKind := map[string][]k8scheck.Object{}
 	for _, o := range objs {
 		byKind[o.Kind] = append(byKind[o.Kind], o)
 	}
@@ -734,7 +599,7 @@ func TestKubernetesFitsBinary(t *testing.T) {
 	if len(byKind["Deployment"]) != 1 {
 		t.Fatalf("want one Deployment, got %d", len(byKind["Deployment"]))
 	}
-	var dep k8sDeployment
+	var dep k8scheck.Deployment
 	decodeInto(t, byKind["Deployment"][0].Raw, &dep)
 	podLabels := dep.Spec.Template.Metadata.Labels
 	if !subset(dep.Spec.Selector.MatchLabels, podLabels) {
@@ -850,7 +715,7 @@ func TestKubernetesFitsBinary(t *testing.T) {
 			t.Errorf("containerPort %d (%s) is not METRICS_ADDR's port %d", p.ContainerPort, p.Name, metricsPort)
 		}
 	}
-	probePort := func(what string, p *k8sProbe, wantPath string) {
+	probePort := func(what string, p *k8scheck.Probe, wantPath string) {
 		if p == nil || p.HTTPGet == nil {
 			t.Errorf("%s: want an httpGet probe on %s", what, wantPath)
 			return
@@ -886,11 +751,10 @@ func TestKubernetesFitsBinary(t *testing.T) {
 	if grace < shutdown+15*time.Second {
 		t.Errorf("terminationGracePeriodSeconds %s: want at least SHUTDOWN_TIMEOUT (%s) + 15s for the final checkpoint", grace, shutdown)
 	}
-	if !slices.ContainsFunc(ctr.VolumeMounts, func(m struct {
-		MountPath string `yaml:"mountPath"`
-	}) bool {
+	readOnly := ctr.SecurityContext != nil && ctr.SecurityContext.ReadOnlyRootFilesystem != nil && *ctr.SecurityContext.ReadOnlyRootFilesystem
+	if !slices.ContainsFunc(ctr.VolumeMounts, func(m k8scheck.VolumeMount) bool {
 		return m.MountPath == get("DATA_DIR")
-	}) && ctr.SecurityContext.ReadOnlyRootFilesystem {
+	}) && readOnly {
 		t.Errorf("DATA_DIR %s is not a mounted volume, but the root filesystem is read-only", get("DATA_DIR"))
 	}
 
@@ -900,7 +764,10 @@ func TestKubernetesFitsBinary(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Deployment annotation dedup/input-partitions (the partition count the resources are sized for): %v", err)
 	}
-	replicas := dep.Spec.Replicas
+	replicas := 0 // none set: refused below
+	if dep.Spec.Replicas != nil {
+		replicas = *dep.Spec.Replicas
+	}
 	if replicas < 1 || replicas > partitions {
 		t.Errorf("replicas %d: want 1..%d (the input partitions)", replicas, partitions)
 	}

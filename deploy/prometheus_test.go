@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"gopkg.in/yaml.v3"
 
+	"dedup/deploy/k8scheck"
 	"dedup/internal/testkit"
 )
 
@@ -628,7 +629,7 @@ func startProcess(t *testing.T, name, bin string, args, env []string) *testkit.S
 
 // processEnv is this process's environment without any of the binary's
 // variables, plus set.
-func processEnv(vars map[string]configVar, set map[string]string) []string {
+func processEnv(vars map[string]k8scheck.ConfigVar, set map[string]string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")

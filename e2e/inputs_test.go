@@ -153,27 +153,6 @@ func TestStrictJSONKeys(t *testing.T) {
 	}
 }
 
-// setTopicConfig sets one topic config with IncrementalAlterConfigs.
-func setTopicConfig(t *testing.T, brokers, topic, name, value string) {
-	t.Helper()
-	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	res := kmsg.NewIncrementalAlterConfigsRequestResource()
-	res.ResourceType = kmsg.ConfigResourceTypeTopic
-	res.ResourceName = topic
-	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-	c.Name = name
-	c.Op = kmsg.IncrementalAlterConfigOpSet
-	c.Value = kmsg.StringPtr(value)
-	res.Configs = append(res.Configs, c)
-	req.Resources = append(req.Resources, res)
-	resp := testkit.Request(t, brokers, fmt.Sprintf("alter %s %s=%s", topic, name, value), req).(*kmsg.IncrementalAlterConfigsResponse)
-	for _, r := range resp.Resources {
-		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
-			t.Fatalf("alter %s %s=%s: %v", topic, name, value, err)
-		}
-	}
-}
-
 // committed returns the group's committed input offsets (-1: none).
 func committed(t *testing.T, brokers, group string) map[int32]int64 {
 	t.Helper()
@@ -209,7 +188,7 @@ func committed(t *testing.T, brokers, group string) map[int32]int64 {
 // in the output exactly once.
 func TestOutputRefusedForGood(t *testing.T) {
 	_, brokers := newCluster(t)
-	setTopicConfig(t, brokers, outputTopic, "max.message.bytes", "4096")
+	testkit.SetTopicConfig(t, brokers, outputTopic, "max.message.bytes", "4096")
 	obs := startObserver(t, brokers)
 	env := stageEnv(t, brokers, "file")
 

@@ -183,15 +183,6 @@ func waitOwners(t *testing.T, guard func() error, ps ...*proc) [][]int {
 	return owned
 }
 
-func isSubset(sub, of []int) bool {
-	for _, p := range sub {
-		if !slices.Contains(of, p) {
-			return false
-		}
-	}
-	return true
-}
-
 // TestStickyWarmRebalance: with the default sticky balancer, a third
 // member joining takes partitions only from the others' surplus: each of
 // the two keeps a subset of what it had, and resumes those from memory
@@ -227,7 +218,7 @@ func TestStickyWarmRebalance(t *testing.T) {
 	after := waitOwners(t, guard3, a, b, c)
 	t.Logf("owners before the join %v, after %v", before, after)
 	for i, name := range []string{"A", "B"} {
-		if !isSubset(after[i], before[i]) {
+		if !testkit.Subset(after[i], before[i]) {
 			t.Errorf("%s held %v and now holds %v: not a subset", name, before[i], after[i])
 		}
 	}

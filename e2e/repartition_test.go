@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"dedup/internal/testkit"
 )
 
 const (
@@ -131,16 +133,8 @@ func (in *repartitionInput) verify(t *testing.T, out []outRecord) {
 			ids[id]++
 		}
 	}
-	for id := range in.ids {
-		if ids[id] != 1 {
-			t.Errorf("%s forwarded %d times, want once", id, ids[id])
-		}
-	}
-	for v := range in.unkeyed {
-		if unkeyed[v] != 1 {
-			t.Errorf("unkeyed %s forwarded %d times, want once", v, unkeyed[v])
-		}
-	}
+	testkit.ForwardedOnce(t, "", in.ids, ids)
+	testkit.ForwardedOnce(t, "unkeyed ", in.unkeyed, unkeyed)
 	for id, want := range in.cycles {
 		got := cycles[id]
 		var vs []string

@@ -362,10 +362,7 @@ func benchOptions(e *testEnv, group string) Options {
 // the contender changes.
 func stage(configure func(*Processor)) stageFunc {
 	return func(b *testing.B, e *testEnv, group string, _ int) stagerun.Options {
-		p, err := New(benchOptions(e, group))
-		if err != nil {
-			b.Fatalf("New: %v", err)
-		}
+		p := mustNew(b, benchOptions(e, group))
 		configure(p)
 		return stageRun(p)
 	}

@@ -171,8 +171,7 @@ func chainCrash(t *testing.T, e *testEnv, inner Store, pt chainPoint) {
 	// Whatever of the two windows the crashed member had not read is
 	// read by its successor.
 	o.Store = inner
-	o.Metrics = NewMetrics(newRegistry())
-	b := start(t, o)
+	b := startFresh(t, o)
 	e.produce(recs[next:]...)
 	e.produce(after.recs...)
 	e.produce(sentinels(parts, t0.Add(2*time.Hour-time.Minute))...)
@@ -284,8 +283,7 @@ func TestDamagedIncrement(t *testing.T) {
 			second := newWorkload(parts, 600, 2, 21) // the first's keys on the same partitions, and new ones
 			e.produce(second.recs...)
 			e.produce(sentinels(parts, t0.Add(time.Hour/2))...)
-			o.Metrics = NewMetrics(newRegistry())
-			b := start(t, o)
+			b := startFresh(t, o)
 			got := out.untilSentinels(parts)
 			checkExactlyOnce(t, union(parts, first, second), got)
 			for p := range parts {
@@ -344,9 +342,7 @@ func TestStopChainRefused(t *testing.T) {
 	o.CheckpointInterval = time.Hour // the anchor base, then the stop's increment
 	out := e.collect()
 	first := newWorkload(parts, 300, 2, 31)
-	e.produce(first.recs...)
-	a := start(t, o)
-	eventually(t, 20*time.Second, "first batch read", func() bool { return a.p.Progress().In == uint64(len(first.recs)) })
+	a := e.startAfter(t, o, first, "first batch read")
 	st.armed.Store(true)
 	if err := a.stop(t); err != nil {
 		t.Fatalf("stop: %v, want the increment replaced by a base", err)

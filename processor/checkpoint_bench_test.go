@@ -332,10 +332,7 @@ func runCheckpointed(b *testing.B, e *testEnv, parts, n int, tmpl snapshotTempla
 	o.Metrics = m
 
 	base := outputEnd(b, e, parts)
-	p, err := New(o)
-	if err != nil {
-		b.Fatalf("New: %v", err)
-	}
+	p := mustNew(b, o)
 	var saves int
 	// Read while the partitions' series exist: the stop deletes them, and
 	// its final checkpoint is not part of the timed run.

@@ -69,10 +69,7 @@ func TestSharedSpare(t *testing.T) {
 	o.ChainRatio = -1 // every checkpoint a base: the spare's use
 	store := &spareStore{Store: fileStore(t, "spare"), held: make(chan int, 1), release: make(chan struct{}), saved: map[int]int{}}
 	o.Store = store
-	p, err := New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := mustNew(t, o)
 	store.spare = p.spare // Run warms it and hands it to the savers
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{p: p, cancel: cancel, done: make(chan error, 1)}

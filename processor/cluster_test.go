@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"dedup/key"
 	"dedup/rotation"
@@ -68,10 +67,10 @@ func TestClusterStateTransitions(t *testing.T) {
 		if s.cause == ErrTopicMissing && !strings.Contains(err.Error(), "out") {
 			t.Errorf("step %d: readiness %q does not name the topic", i, err)
 		}
-		if got := gaugeValue(t, m.Connected); got != s.connected {
+		if got := metricValue(m.Connected); got != s.connected {
 			t.Errorf("step %d: dedup_broker_connected %v, want %v", i, got, s.connected)
 		}
-		if got := gaugeValue(t, m.Missing.WithLabelValues("out")); got != s.outGone {
+		if got := metricValue(m.Missing.WithLabelValues("out")); got != s.outGone {
 			t.Errorf("step %d: dedup_topic_missing{out} %v, want %v", i, got, s.outGone)
 		}
 	}
@@ -85,7 +84,7 @@ func TestClusterStateTransitions(t *testing.T) {
 			t.Errorf("%d lines %q, want %d:\n%s", n, line, want, log.String())
 		}
 	}
-	if got := gaugeValue(t, m.Missing.WithLabelValues("in")); got != 0 {
+	if got := metricValue(m.Missing.WithLabelValues("in")); got != 0 {
 		t.Errorf("dedup_topic_missing{in} %v, want 0", got)
 	}
 
@@ -108,13 +107,4 @@ func TestClusterStateTransitions(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("wait not released when the topic appeared")
 	}
-}
-
-func gaugeValue(t *testing.T, g prometheus.Gauge) float64 {
-	t.Helper()
-	var m dto.Metric
-	if err := g.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetGauge().GetValue()
 }

@@ -42,10 +42,7 @@ func TestCommitMetadataRoundTrip(t *testing.T) {
 // commit itself succeeds; ends that fit are read back.
 func TestCommitMetadataTooLarge(t *testing.T) {
 	e := newTestEnv(t, 1, 1)
-	p, err := New(e.options("meta"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := mustNew(t, e.options("meta"))
 	g := &generation{gen: &kafka.Generation{GroupID: "meta", ID: -1}}
 	ctx := context.Background()
 	big := map[int]int64{}

@@ -54,10 +54,7 @@ func BenchmarkOutputCompression(b *testing.B) {
 			o := benchOptions(e, group)
 			o.Compression = c.codec
 			o.Transport = &kafka.Transport{Dial: countingDial(counter)}
-			p, err := New(o)
-			if err != nil {
-				b.Fatalf("New: %v", err)
-			}
+			p := mustNew(b, o)
 			return stageRun(p)
 		}})
 	}

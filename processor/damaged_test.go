@@ -95,9 +95,7 @@ func checkRefused(t *testing.T, e *testEnv, st interface {
 	out := e.collect()
 
 	first := newWorkload(parts, 300, 2, 5)
-	e.produce(first.recs...)
-	a := start(t, o)
-	eventually(t, 20*time.Second, "first batch read", func() bool { return a.p.Progress().In == uint64(len(first.recs)) })
+	a := e.startAfter(t, o, first, "first batch read")
 	forwarded := a.p.Progress().Forwarded
 	out.until("first member's outputs", func(rs []outRec) bool { return uint64(len(rs)) >= forwarded })
 	a.crash(t) // no final checkpoint, no final commit
@@ -113,8 +111,7 @@ func checkRefused(t *testing.T, e *testEnv, st interface {
 
 	second := newWorkload(parts, 300, 2, 6)
 	e.produce(second.recs...)
-	o.Metrics = NewMetrics(newRegistry())
-	b := start(t, o)
+	b := startFresh(t, o)
 	eventually(t, 20*time.Second, "both partitions refused", func() bool {
 		err := b.p.Readiness()
 		return errors.Is(err, ErrCheckpointDamaged) && strings.Contains(err.Error(), "[0 1]")
@@ -144,10 +141,5 @@ func checkRefused(t *testing.T, e *testEnv, st interface {
 			t.Errorf("after the repair: dedup_checkpoint_damaged_total{partition=%d} = %v, want %d", p, n, perPart[p])
 		}
 	}
-	if err := b.stop(t); err != nil {
-		t.Fatal(err)
-	}
-	if s := b.p.Progress().Suppressed; s != forwarded {
-		t.Errorf("successor suppressed %d replayed records, want %d (what the crashed member forwarded)", s, forwarded)
-	}
+	b.stopSuppressed(t, forwarded)
 }

@@ -23,8 +23,7 @@ import (
 // partition instead: TestOutputRefused.)
 func TestProduceFailureStops(t *testing.T) {
 	e := newTestEnv(t, 1, 1)
-	o := e.options("refused")
-	o.Store = fileStore(t, "refused")
+	o := e.storedOptions(t, "refused")
 	o.RecoveryTimeout = 1500 * time.Millisecond
 	out := e.collect()
 	a := start(t, o)
@@ -89,8 +88,7 @@ func TestProduceFailureStops(t *testing.T) {
 	}
 
 	refuse.Store(false)
-	o.Metrics = NewMetrics(newRegistry())
-	b := start(t, o)
+	b := startFresh(t, o)
 	e.produce(sentinels(1, t0)...)
 	got := values(withoutSentinels(out.untilSentinels(1)))
 	want := append(values(recsAsOut(ok)), values(recsAsOut(refused))...)

@@ -64,10 +64,7 @@ func TestLeaseExpiresWithoutConfirmation(t *testing.T) {
 		o := e.options("lease")
 		o.Store = store("lease")
 		clock := newSkewClock()
-		p, err := New(o)
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := mustNew(t, o)
 		p.clock = clock.now
 		out := e.collect()
 		ctx, cancel := context.WithCancel(context.Background())

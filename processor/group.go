@@ -199,19 +199,13 @@ func (p *Processor) replaceOutput(ctx context.Context) {
 // watchRecovery fails Run when a produce failure has not been recovered
 // from within RecoveryTimeout.
 func (p *Processor) watchRecovery(ctx context.Context) {
-	t := time.NewTicker(min(time.Second, max(10*time.Millisecond, p.o.RecoveryTimeout/20)))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	cluster.Every(ctx, min(time.Second, max(10*time.Millisecond, p.o.RecoveryTimeout/20)), func() bool {
 		if err := p.failures.Overdue(p.o.RecoveryTimeout); err != nil {
 			p.fail(err)
-			return
+			return false
 		}
-	}
+		return true
+	})
 }
 
 // fail stops Run with err (the first one wins).

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -123,20 +124,8 @@ func checkNothingLost(t *testing.T, w *workload, out []outRec) {
 // produceInBackground produces recs in chunks and closes the returned
 // channel when done.
 func produceInBackground(t *testing.T, e *testEnv, recs []*kgo.Record, chunk int) <-chan struct{} {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for i := 0; i < len(recs); i += chunk {
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			err := e.prod.ProduceSync(ctx, recs[i:min(i+chunk, len(recs))]...).FirstErr()
-			cancel()
-			if err != nil {
-				t.Errorf("produce: %v", err)
-				return
-			}
-		}
-	}()
-	return done
+	var sent atomic.Int64
+	return producePaced(t, e, recs, chunk, 0, &sent)
 }
 
 func assignedTo(r *running) float64 { return metricValue(r.p.metrics.Assigned) }
@@ -148,8 +137,7 @@ func TestTwoMembersSplitPartitions(t *testing.T) {
 	e := newTestEnv(t, parts, parts)
 	o := e.storedOptions(t, "pair")
 	a := start(t, o)
-	o.Metrics = NewMetrics(newRegistry())
-	b := start(t, o)
+	b := startFresh(t, o)
 	out := e.collect()
 	eventually(t, 20*time.Second, "both members assigned", func() bool {
 		return a.p.Ready() && b.p.Ready() && assignedTo(a) > 0 && assignedTo(b) > 0 && assignedTo(a)+assignedTo(b) == parts
@@ -183,8 +171,7 @@ func TestRebalanceWhileFlowing(t *testing.T) {
 	w := newWorkload(parts, 1000, 3, 2)
 	produced := produceInBackground(t, e, w.recs, 100)
 	eventually(t, 20*time.Second, "records flowing", func() bool { return a.p.Progress().In > 1000 })
-	o.Metrics = NewMetrics(newRegistry())
-	b := start(t, o)
+	b := startFresh(t, o)
 	<-produced
 	eventually(t, 20*time.Second, "both members assigned", func() bool {
 		return a.p.Ready() && b.p.Ready() && assignedTo(a) > 0 && assignedTo(b) > 0
@@ -224,8 +211,7 @@ func TestShutdownMidStream(t *testing.T) {
 			}
 			t.Logf("first member read %d of %d records before the cancel", a.p.Progress().In, len(w.recs))
 			<-produced
-			o.Metrics = NewMetrics(newRegistry())
-			b := start(t, o)
+			b := startFresh(t, o)
 			e.produce(sentinels(parts, t0.Add(time.Hour/2))...)
 			got := out.untilSentinels(parts)
 			if withStore {
@@ -251,9 +237,7 @@ func TestCrashReplaySuppressed(t *testing.T) {
 	out := e.collect()
 
 	first := newWorkload(parts, 200, 2, 4)
-	e.produce(first.recs...)
-	a := start(t, o)
-	eventually(t, 20*time.Second, "first batch read", func() bool { return a.p.Progress().In == uint64(len(first.recs)) })
+	a := e.startAfter(t, o, first, "first batch read")
 	if err := a.stop(t); err != nil { // graceful: checkpoint at the end of the first batch
 		t.Fatal(err)
 	}
@@ -264,7 +248,7 @@ func TestCrashReplaySuppressed(t *testing.T) {
 	o.Metrics = NewMetrics(newRegistry())
 	o.CheckpointInterval = time.Hour // no checkpoint after the restore...
 	b := start(t, o)
-	eventually(t, 20*time.Second, "second batch read", func() bool { return b.p.Progress().In == uint64(len(second.recs)) })
+	b.waitRead(t, "second batch read", len(second.recs))
 	forwardedByB := b.p.Progress().Written()
 	if forwardedByB == 0 {
 		t.Fatal("second member forwarded nothing; the test would prove nothing")
@@ -272,8 +256,7 @@ func TestCrashReplaySuppressed(t *testing.T) {
 	out.until("second member's outputs", func(rs []outRec) bool { return uint64(len(rs)) >= uint64(len(first.keys))+forwardedByB })
 	b.crash(t) // ...and none at the end, nor a commit
 
-	o.Metrics = NewMetrics(newRegistry())
-	c := start(t, o)
+	c := startFresh(t, o)
 	e.produce(sentinels(parts, t0.Add(time.Hour/2))...)
 	got := out.untilSentinels(parts)
 	all := union(parts, first, second)
@@ -293,13 +276,8 @@ func TestCrashReplaySuppressed(t *testing.T) {
 	if n := suppressed(); n != float64(forwardedByB) {
 		t.Errorf("dedup_replay_suppressed_total = %v, want %d", n, forwardedByB)
 	}
-	if err := c.stop(t); err != nil {
-		t.Fatal(err)
-	}
-	if s := c.p.Progress().Suppressed; s != forwardedByB {
-		t.Errorf("successor suppressed %d replayed records, want %d (what the crashed member forwarded)", s, forwardedByB)
-	}
-	if n := metricValue(c.p.metrics.Restores.WithLabelValues("latest")); n != parts {
+	c.stopSuppressed(t, forwardedByB)
+	if n := restoresFrom(c, "latest"); n != parts {
 		t.Errorf("dedup_restores_total{source=latest} = %v, want %d", n, parts)
 	}
 }
@@ -389,8 +367,7 @@ func TestRestoreLegacyAtStreamTime(t *testing.T) {
 			if back {
 				group += "-back"
 			}
-			o := e.options(group)
-			o.Store = fileStore(t, group)
+			o := e.storedOptions(t, group)
 			o.Filter.Window = time.Minute // t0 is a window boundary
 			out := e.collect()
 			oldOptions, newOptions := o.Filter, o.Filter
@@ -508,8 +485,7 @@ func restoreOptionsChanged(t *testing.T, store, change string) {
 	case "mode":
 		o.Filter.Mode = rotation.Fingerprint
 	}
-	o.Metrics = NewMetrics(newRegistry())
-	b := start(t, o)
+	b := startFresh(t, o)
 	b.waitReady(t)
 	e.produce(rec(0, "old", "old-2", t0.Add(10*time.Second)),
 		rec(0, "ret", "ret-retraction", t0.Add(11*time.Second), del),
@@ -525,8 +501,7 @@ func restoreOptionsChanged(t *testing.T, store, change string) {
 		t.Fatal(err)
 	}
 
-	o.Metrics = NewMetrics(newRegistry())
-	c := start(t, o)
+	c := startFresh(t, o)
 	c.waitReady(t)
 	e.produce(rec(0, "old", "old-3", t0.Add(20*time.Second)), rec(0, "ret", "ret-2", t0.Add(21*time.Second)),
 		rec(0, "mark-c", "mark-c", t0.Add(22*time.Second)))

@@ -144,10 +144,7 @@ type running struct {
 
 func start(t testing.TB, o Options) *running {
 	t.Helper()
-	p, err := New(o)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
+	p := mustNew(t, o)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{p: p, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- p.Run(ctx) }()
@@ -173,6 +170,40 @@ func (r *running) stop(t testing.TB) error {
 func (r *running) waitReady(t testing.TB) {
 	t.Helper()
 	eventually(t, 20*time.Second, "processor ready", func() bool { return r.p.Ready() })
+}
+
+// mustNew is New(o), failing t on an error.
+func mustNew(t testing.TB, o Options) *Processor {
+	t.Helper()
+	p, err := New(o)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return p
+}
+
+// startFresh starts a member with o and metrics of its own, as a new
+// process has.
+func startFresh(t testing.TB, o Options) *running {
+	t.Helper()
+	o.Metrics = NewMetrics(newRegistry())
+	return start(t, o)
+}
+
+// startAfter produces w, then starts a member with o and waits until it
+// has read w; what names w.
+func (e *testEnv) startAfter(t testing.TB, o Options, w *workload, what string) *running {
+	t.Helper()
+	e.produce(w.recs...)
+	r := start(t, o)
+	r.waitRead(t, what, len(w.recs))
+	return r
+}
+
+// waitRead waits until r has read n input records; what names them.
+func (r *running) waitRead(t testing.TB, what string, n int) {
+	t.Helper()
+	eventually(t, 20*time.Second, what, func() bool { return r.p.Progress().In == uint64(n) })
 }
 
 func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
@@ -210,8 +241,7 @@ type collector struct {
 // waits until out holds the last of them, and stops the member.
 func (e *testEnv) runMember(t *testing.T, out *collector, o Options, recs ...*kgo.Record) *running {
 	t.Helper()
-	o.Metrics = NewMetrics(newRegistry())
-	r := start(t, o)
+	r := startFresh(t, o)
 	r.waitReady(t)
 	e.produce(recs...)
 	out.untilValue(string(recs[len(recs)-1].Value))
@@ -343,6 +373,19 @@ func (e *testEnv) storedOptions(t testing.TB, group string) Options {
 	o := e.options(group)
 	o.Store = fileStore(t, group)
 	return o
+}
+
+// stopSuppressed stops r, the successor of a crashed member that forwarded
+// forwarded records, and checks that its replay scan suppressed exactly
+// those.
+func (r *running) stopSuppressed(t testing.TB, forwarded uint64) {
+	t.Helper()
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if s := r.p.Progress().Suppressed; s != forwarded {
+		t.Errorf("successor suppressed %d replayed records, want %d (what the crashed member forwarded)", s, forwarded)
+	}
 }
 
 // crash stops r like a killed process: no final checkpoint, no final

@@ -123,8 +123,7 @@ func TestMetricsFollowPartitions(t *testing.T) {
 		}
 	}
 
-	o.Metrics = NewMetrics(newRegistry())
-	b := start(t, o)
+	b := startFresh(t, o)
 	eventually(t, 20*time.Second, "one partition each", func() bool {
 		return a.p.Ready() && b.p.Ready() && assignedTo(a) == 1 && assignedTo(b) == 1
 	})
@@ -161,10 +160,8 @@ func TestMetricsFollowPartitions(t *testing.T) {
 func TestMemoryPredictedFollowsAssignment(t *testing.T) {
 	const parts, outParts = 2, 3
 	e := newTestEnv(t, parts, outParts)
-	o := e.options("predicted")
-	o.Store = fileStore(t, "predicted")
-	o.Metrics = NewMetrics(newRegistry())
-	a := start(t, o)
+	o := e.storedOptions(t, "predicted")
+	a := startFresh(t, o)
 	predicted := func(r *running) int64 { return int64(metricValue(r.p.metrics.MemPredicted)) }
 	pair, err := rotation.New(o.Filter)
 	if err != nil {

@@ -135,8 +135,7 @@ func testStageOverload(t *testing.T, n, load int) {
 
 	// The restored pair carries its cumulative overload counts; the new
 	// assignment's counters start from them, not at them.
-	o.Metrics = NewMetrics(newRegistry())
-	r2 := start(t, o)
+	r2 := startFresh(t, o)
 	e.produce(rec(0, "after-restart", "after-restart", t0))
 	out.untilValue("after-restart")
 	m = r2.p.metrics

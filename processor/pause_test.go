@@ -25,8 +25,7 @@ func histogramCount(t testing.TB, h prometheus.Histogram) (uint64, float64) {
 // whose pair the worker has not started to use.
 func TestCheckpointPause(t *testing.T) {
 	e := newTestEnv(t, 1, 1)
-	o := e.options("pause")
-	o.Store = fileStore(t, "pause")
+	o := e.storedOptions(t, "pause")
 	r := start(t, o)
 	r.waitReady(t)
 	pause := r.p.metrics.CheckpointPause

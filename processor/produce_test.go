@@ -173,24 +173,13 @@ func TestAmbiguousProduceNotRepeated(t *testing.T) {
 func TestDefiniteErrorRetried(t *testing.T) {
 	const parts = 2
 	e := newTestEnv(t, parts, parts)
-	o := e.options("not-leader")
-	o.Store = fileStore(t, "not-leader")
+	o := e.storedOptions(t, "not-leader")
 	out := e.collect()
 	a := start(t, o)
 	a.waitReady(t)
 
 	at := []int{1, 5, 20}
-	var seen, injected atomic.Int32
-	e.cluster.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
-		e.cluster.KeepControl()
-		req := kr.(*kmsg.ProduceRequest)
-		if len(req.Topics) == 0 || req.Topics[0].Topic != outTopic || !slices.Contains(at, int(seen.Add(1))) {
-			return nil, nil, false
-		}
-		injected.Add(1)
-		resp, _ := errorAnswer(kerr.NotLeaderForPartition.Code)(req)
-		return resp, nil, true
-	})
+	injected := refuseProduceTo(t, e, outTopic, at, errorAnswer(kerr.NotLeaderForPartition.Code))
 	w := newWorkload(parts, 3000, 2, 17)
 	var sent atomic.Int64
 	produced := producePaced(t, e, w.recs, 30, 5*time.Millisecond, &sent)
@@ -295,8 +284,7 @@ func TestOutputRefused(t *testing.T) {
 			}
 
 			lift()
-			o.Metrics = NewMetrics(newRegistry())
-			b := start(t, o)
+			b := startFresh(t, o)
 			e.produce(sentinels(parts, t0)...)
 			got := out.untilSentinels(parts)
 			want := map[string]bool{}

@@ -49,15 +49,12 @@ func restoresFrom(r *running, source string) float64 {
 func TestRestoreScanBounded(t *testing.T) {
 	const parts = 3
 	e := newTestEnv(t, parts, parts)
-	o := e.options("bounded")
-	o.Store = fileStore(t, "bounded")
+	o := e.storedOptions(t, "bounded")
 	out := e.collect()
 
 	// A long history, checkpointed at its end by a graceful stop.
 	history := newWorkload(parts, 3000, 1, 11)
-	e.produce(history.recs...)
-	a := start(t, o)
-	eventually(t, 20*time.Second, "history read", func() bool { return a.p.Progress().In == uint64(len(history.recs)) })
+	a := e.startAfter(t, o, history, "history read")
 	if err := a.stop(t); err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +66,7 @@ func TestRestoreScanBounded(t *testing.T) {
 	o.Metrics = NewMetrics(newRegistry())
 	o.CheckpointInterval = time.Hour
 	b := start(t, o)
-	eventually(t, 20*time.Second, "recent read", func() bool { return b.p.Progress().In == uint64(len(recent.recs)) })
+	b.waitRead(t, "recent read", len(recent.recs))
 	forwardedByB := b.p.Progress().Forwarded
 	if forwardedByB == 0 || forwardedByB >= uint64(len(history.recs))/10 {
 		t.Fatalf("crashed member forwarded %d records; the test needs a few, far fewer than the history", forwardedByB)
@@ -81,8 +78,7 @@ func TestRestoreScanBounded(t *testing.T) {
 	}
 	b.crash(t)
 
-	o.Metrics = NewMetrics(newRegistry())
-	c := start(t, o)
+	c := startFresh(t, o)
 	c.waitReady(t)
 	e.produce(sentinels(parts, t0.Add(time.Hour/2))...)
 	all := &workload{parts: parts, keys: recent.keys}
@@ -106,10 +102,7 @@ func TestRestoreScanBounded(t *testing.T) {
 // other kept pair is released.
 func TestTakeKept(t *testing.T) {
 	e := newTestEnv(t, 1, 1)
-	p, err := New(e.options("kept"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := mustNew(t, e.options("kept"))
 	pairs := make([]*rotation.Pair, 4)
 	for i := range pairs {
 		pairs[i] = &rotation.Pair{}
@@ -134,8 +127,7 @@ func TestTakeKept(t *testing.T) {
 func TestWarmKeep(t *testing.T) {
 	const parts = 4
 	e := newTestEnv(t, parts, parts)
-	o := e.options("warm")
-	o.Store = fileStore(t, "warm")
+	o := e.storedOptions(t, "warm")
 	out := e.collect()
 	a := start(t, o)
 	a.waitReady(t)
@@ -209,19 +201,25 @@ func (w *workload) prefixed(prefix string) *workload {
 	return out
 }
 
-// addInputPartitions grows the input topic to n partitions.
-func (e *testEnv) addInputPartitions(n int) {
+// addPartitions grows topic to n partitions.
+func (e *testEnv) addPartitions(topic string, n int) {
 	e.t.Helper()
 	c := &kafka.Client{Addr: kafka.TCP(e.brokers...), Timeout: 10 * time.Second}
 	res, err := c.CreatePartitions(context.Background(), &kafka.CreatePartitionsRequest{
-		Topics: []kafka.TopicPartitionsConfig{{Name: inTopic, Count: int32(n)}},
+		Topics: []kafka.TopicPartitionsConfig{{Name: topic, Count: int32(n)}},
 	})
 	if err == nil {
-		err = res.Errors[inTopic]
+		err = res.Errors[topic]
 	}
 	if err != nil {
-		e.t.Fatalf("add partitions to %s: %v", inTopic, err)
+		e.t.Fatalf("add partitions to %s: %v", topic, err)
 	}
+}
+
+// addInputPartitions grows the input topic to n partitions.
+func (e *testEnv) addInputPartitions(n int) {
+	e.t.Helper()
+	e.addPartitions(inTopic, n)
 	// A new producer: the old one's metadata knows the old count.
 	prod, err := kgo.NewClient(
 		kgo.SeedBrokers(e.brokers...),
@@ -251,7 +249,7 @@ func TestNewInputPartition(t *testing.T) {
 
 	before := newWorkload(2, 500, 2, 31).prefixed("before-")
 	e.produce(before.recs...)
-	eventually(t, 20*time.Second, "records before the change read", func() bool { return a.p.Progress().In == uint64(len(before.recs)) })
+	a.waitRead(t, "records before the change read", len(before.recs))
 
 	e.addInputPartitions(3)
 	eventually(t, 20*time.Second, "the new partition assigned", func() bool { return a.p.Ready() && assignedTo(a) == 3 })
@@ -269,13 +267,11 @@ func TestNewInputPartition(t *testing.T) {
 	// Crash after forwarding the second half, with no checkpoint after it.
 	o.CheckpointInterval = time.Hour
 	a.crash(t)
-	o.Metrics = NewMetrics(newRegistry())
-	b := start(t, o)
+	b := startFresh(t, o)
 	e.produce(after.recs[half:]...)
 	eventually(t, 20*time.Second, "second half read", func() bool { return b.p.Progress().In >= uint64(len(after.recs)-half) })
 	b.crash(t)
-	o.Metrics = NewMetrics(newRegistry())
-	c := start(t, o)
+	c := startFresh(t, o)
 	c.waitReady(t)
 	e.produce(sentinels(3, t0.Add(time.Hour/2))...)
 	all := union(3, before, after)
@@ -295,8 +291,7 @@ func TestNewInputPartition(t *testing.T) {
 // Resuming from memory here would forward them twice.
 func TestWarmKeepMissedGeneration(t *testing.T) {
 	e := newTestEnv(t, 1, 1)
-	o := e.options("missed")
-	o.Store = fileStore(t, "missed")
+	o := e.storedOptions(t, "missed")
 	out := e.collect()
 
 	ao := o
@@ -305,7 +300,7 @@ func TestWarmKeepMissedGeneration(t *testing.T) {
 	a.waitReady(t)
 	first := newWorkload(1, 300, 2, 41)
 	e.produce(first.recs...)
-	eventually(t, 20*time.Second, "A read the first batch", func() bool { return a.p.Progress().In == uint64(len(first.recs)) })
+	a.waitRead(t, "A read the first batch", len(first.recs))
 
 	var refuse atomic.Bool
 	refuse.Store(true)
@@ -330,7 +325,7 @@ func TestWarmKeepMissedGeneration(t *testing.T) {
 	})
 	second := newWorkload(1, 350, 2, 41) // the first batch's keys, then 50 new ones
 	e.produce(second.recs...)
-	eventually(t, 20*time.Second, "B read the second batch", func() bool { return b.p.Progress().In == uint64(len(second.recs)) })
+	b.waitRead(t, "B read the second batch", len(second.recs))
 	forwardedByB := b.p.Progress().Forwarded
 	if forwardedByB == 0 {
 		t.Fatal("B forwarded nothing; the test would prove nothing")

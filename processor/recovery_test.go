@@ -59,8 +59,7 @@ func producePaced(t *testing.T, e *testEnv, recs []*kgo.Record, chunk int, pause
 func TestBrokerRestart(t *testing.T) {
 	const parts = 2
 	e := newTestEnv(t, parts, parts, kfake.DataDir(t.TempDir()), kfake.Ports(freePort(t)))
-	o := e.options("restart")
-	o.Store = fileStore(t, "restart")
+	o := e.storedOptions(t, "restart")
 	o.RecoveryTimeout = time.Minute // generous on a loaded machine; the test fails if Run returns at all
 	out := e.collect()
 	a := start(t, o)

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,27 +16,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"dedup/internal/testkit"
 )
 
 const dlqTopic = "events-dlq"
 
 // lockedBuffer is a log sink safe for the processor's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type lockedBuffer struct{ testkit.SyncBuffer }
 
 // lines returns the logged lines containing every one of parts.
 func (l *lockedBuffer) lines(parts ...string) []string {
@@ -56,31 +42,7 @@ func (l *lockedBuffer) lines(parts ...string) []string {
 
 func setTopicMaxMessageBytes(t *testing.T, e *testEnv, topic string, v int) {
 	t.Helper()
-	setTopicConfig(t, e, topic, "max.message.bytes", fmt.Sprint(v))
-}
-
-// setTopicConfig sets one configuration of topic.
-func setTopicConfig(t *testing.T, e *testEnv, topic, name, value string) {
-	t.Helper()
-	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	r := kmsg.NewIncrementalAlterConfigsRequestResource()
-	r.ResourceType = kmsg.ConfigResourceTypeTopic
-	r.ResourceName = topic
-	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-	c.Name, c.Value = name, kmsg.StringPtr(value)
-	r.Configs = append(r.Configs, c)
-	req.Resources = append(req.Resources, r)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	res, err := req.RequestWith(ctx, e.prod)
-	if err != nil {
-		t.Fatalf("alter %s: %v", name, err)
-	}
-	for _, rr := range res.Resources {
-		if err := kerr.ErrorForCode(rr.ErrorCode); err != nil {
-			t.Fatalf("alter %s of %s: %v", name, rr.ResourceName, err)
-		}
-	}
+	testkit.SetTopicConfig(t, e.brokers[0], topic, "max.message.bytes", fmt.Sprint(v))
 }
 
 // readTopic reads every record of topic until want are there (or 20s).
@@ -131,8 +93,7 @@ func newRefusedCase(t *testing.T, name string, outLimit, dlq int) *refusedCase {
 	if dlq > 0 {
 		setTopicMaxMessageBytes(t, e, dlqTopic, dlq)
 	}
-	o := e.options(name)
-	o.Store = fileStore(t, name)
+	o := e.storedOptions(t, name)
 	if dlq >= 0 {
 		o.DeadLetterTopic = dlqTopic
 	}
@@ -549,7 +510,7 @@ func TestDeadLetterWaitedForBeforeCommit(t *testing.T) {
 // forwarded or unkeyed, and the records around it land once.
 func TestKeylessToCompactedOutput(t *testing.T) {
 	c := newRefusedCase(t, "refused-keyless", 0, 0)
-	setTopicConfig(t, c.e, outTopic, "cleanup.policy", "compact")
+	testkit.SetTopicConfig(t, c.e.brokers[0], outTopic, "cleanup.policy", "compact")
 	a := start(t, c.o)
 	a.waitReady(t)
 	var before, after []*kgo.Record

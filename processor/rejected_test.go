@@ -51,9 +51,7 @@ func checkAllRejected(t *testing.T, e *testEnv, st interface {
 	out := e.collect()
 
 	first := newWorkload(parts, 300, 2, 5)
-	e.produce(first.recs...)
-	a := start(t, o)
-	eventually(t, 20*time.Second, "first batch read", func() bool { return a.p.Progress().In == uint64(len(first.recs)) })
+	a := e.startAfter(t, o, first, "first batch read")
 	forwarded := a.p.Progress().Forwarded
 	if forwarded == 0 {
 		t.Fatal("nothing forwarded: the test would prove nothing")
@@ -72,8 +70,7 @@ func checkAllRejected(t *testing.T, e *testEnv, st interface {
 
 	second := newWorkload(parts, 300, 2, 6)
 	e.produce(second.recs...)
-	o.Metrics = NewMetrics(newRegistry())
-	b := start(t, o)
+	b := startFresh(t, o)
 	e.produce(sentinels(parts, t0.Add(time.Hour/2))...)
 	got := out.untilSentinels(parts)
 	// Empty filters forget the keys seen before the committed offset, so a
@@ -86,13 +83,8 @@ func checkAllRejected(t *testing.T, e *testEnv, st interface {
 			t.Errorf("dedup_checkpoint_damaged_total{partition=%d} = %v, want %d", p, n, perPart[p])
 		}
 	}
-	if err := b.stop(t); err != nil {
-		t.Fatal(err)
-	}
-	if s := b.p.Progress().Suppressed; s != forwarded {
-		t.Errorf("successor suppressed %d replayed records, want %d (what the crashed member forwarded)", s, forwarded)
-	}
-	if n := metricValue(b.p.metrics.Restores.WithLabelValues("empty")); n != parts {
+	b.stopSuppressed(t, forwarded)
+	if n := restoresFrom(b, "empty"); n != parts {
 		t.Errorf("dedup_restores_total{source=empty} = %v, want %d", n, parts)
 	}
 }

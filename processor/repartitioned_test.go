@@ -186,6 +186,20 @@ func resendFrom(rs []originRec, from int64) []originRec {
 	return out
 }
 
+// finishOrigins produces more after first, then the sentinels, checks
+// that the output holds every origin record of first and more once, and
+// stops r.
+func (e *testEnv) finishOrigins(t *testing.T, out *collector, r *running, parts int32, first, more []originRec) {
+	t.Helper()
+	e.produce(records(more, t0)...)
+	e.produce(sentinels(parts, t0)...)
+	got := out.untilSentinels(parts)
+	checkRepartitioned(t, wantOnce(append(append([]originRec(nil), first...), more...)), got)
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestRepartitionedResends: the second hop takes every origin record
 // once. Hop 1's re-sends after a restart (in order, after what landed) are
 // dropped by their origin offset and counted, never decided again: a
@@ -208,15 +222,7 @@ func TestRepartitionedResends(t *testing.T) {
 	again := resendFrom(first, 20)
 	e.produce(records(again, t0)...)
 	e.produce(records(again, t0)...)
-	more := originStream(parts, 30, 60)
-	e.produce(records(more, t0)...)
-	e.produce(sentinels(parts, t0)...)
-	got := out.untilSentinels(parts)
-
-	checkRepartitioned(t, wantOnce(append(append([]originRec(nil), first...), more...)), got)
-	if err := r.stop(t); err != nil {
-		t.Fatal(err)
-	}
+	e.finishOrigins(t, out, r, parts, first, originStream(parts, 30, 60))
 	if got, want := r.p.progress.Resent.Load(), uint64(2*len(again)); got != want {
 		t.Errorf("%d re-sends dropped, want %d", got, want)
 	}
@@ -284,17 +290,9 @@ func TestRepartitionedCrash(t *testing.T) {
 		eventually(t, 20*time.Second, "checkpoints at the end of the first sends", func() bool { return saved.covers(ends) })
 		a.crash(t)
 
-		o.Metrics = NewMetrics(newRegistry())
-		b := start(t, o)
+		b := startFresh(t, o)
 		e.produce(records(first, t0)...) // hop 1 from the start again
-		more := originStream(parts, 20, 40)
-		e.produce(records(more, t0)...)
-		e.produce(sentinels(parts, t0)...)
-		got := out.untilSentinels(parts)
-		checkRepartitioned(t, wantOnce(append(append([]originRec(nil), first...), more...)), got)
-		if err := b.stop(t); err != nil {
-			t.Fatal(err)
-		}
+		e.finishOrigins(t, out, b, parts, first, originStream(parts, 20, 40))
 		if got := b.p.progress.Resent.Load(); got != uint64(len(first)) {
 			t.Errorf("%d re-sends dropped, want %d", got, len(first))
 		}
@@ -344,8 +342,7 @@ func TestRepartitionedReplayScan(t *testing.T) {
 		a.crash(t)
 
 		o.Store = fs.Store
-		o.Metrics = NewMetrics(newRegistry())
-		b := start(t, o)
+		b := startFresh(t, o)
 		e.produce(records(both, t0)...) // hop 1 from the start again
 		e.produce(sentinels(parts, t0)...)
 		checkRepartitioned(t, wantOnce(both), out.untilSentinels(parts))

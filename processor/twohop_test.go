@@ -15,11 +15,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"dedup/internal/testkit"
 	"dedup/key"
 	"dedup/processor/repartition"
 )
@@ -163,16 +163,8 @@ func (in twoHopInput) check(t *testing.T, got []outRec) {
 		id := r.Value[strings.Index(r.Value, `"id":"`)+6:]
 		ids[id[:strings.IndexByte(id, '"')]]++
 	}
-	for id := range in.ids {
-		if ids[id] != 1 {
-			t.Errorf("%s forwarded %d times, want once", id, ids[id])
-		}
-	}
-	for v := range in.unkeyed {
-		if unkeyed[v] != 1 {
-			t.Errorf("unkeyed %s forwarded %d times, want once", v, unkeyed[v])
-		}
-	}
+	testkit.ForwardedOnce(t, "", in.ids, ids)
+	testkit.ForwardedOnce(t, "unkeyed ", in.unkeyed, unkeyed)
 }
 
 // repartitionSentinels are written straight to every repartition
@@ -296,21 +288,6 @@ func refuseProduceTo(t *testing.T, e *testEnv, topic string, at []int, answer fu
 	return &injected
 }
 
-// addRepartitionPartitions grows the repartition topic to n partitions.
-func (e *testEnv) addRepartitionPartitions(n int) {
-	e.t.Helper()
-	c := &kafka.Client{Addr: kafka.TCP(e.brokers...), Timeout: 10 * time.Second}
-	res, err := c.CreatePartitions(context.Background(), &kafka.CreatePartitionsRequest{
-		Topics: []kafka.TopicPartitionsConfig{{Name: reTopic, Count: int32(n)}},
-	})
-	if err == nil {
-		err = res.Errors[reTopic]
-	}
-	if err != nil {
-		e.t.Fatalf("add partitions to %s: %v", reTopic, err)
-	}
-}
-
 // TestRepartitionPartitionsAdded is docs/repartition.md's "Adding
 // partitions": the repartition topic grows from 2 to 4 partitions between
 // two parts of the input; hop 1 routes by the new count from its next
@@ -347,7 +324,7 @@ func TestRepartitionPartitionsAdded(t *testing.T) {
 	repartitionSentinels(e, 2)
 	out.untilSentinels(2)
 
-	e.addRepartitionPartitions(4)
+	e.addPartitions(reTopic, 4)
 	h.stop() // its next generation reads the new count
 	h = startHop1(t, e, "grow", k, smallBatches)
 	h.from = maps.Clone(ends) // committed at its predecessor's stop

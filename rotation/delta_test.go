@@ -148,6 +148,16 @@ func TestDeltaReplay(t *testing.T) {
 	}
 }
 
+// emptyDelta takes p's delta into d and fails t unless it carries no
+// words; what names the delta.
+func emptyDelta(t *testing.T, p *Pair, d *Delta, what string) {
+	t.Helper()
+	p.TakeDelta(d)
+	if d.Words() != 0 {
+		t.Fatalf("%s carries %d words", what, d.Words())
+	}
+}
+
 // TestDeltaTracksOnlyChanges: a delta carries the words that changed, not
 // the words that were written and restored, nor the untouched ones; an
 // empty interval gives an empty delta; ReadFrom and CopyTo leave nothing
@@ -157,19 +167,13 @@ func TestDeltaTracksOnlyChanges(t *testing.T) {
 		o := Options{ExpectedKeys: 100_000, FPRate: 0.001, Window: time.Hour, Mode: mode}
 		p := mustNew(t, o)
 		var d Delta
-		p.TakeDelta(&d)
-		if d.Words() != 0 {
-			t.Fatalf("%v: fresh pair's delta carries %d words", mode, d.Words())
-		}
+		emptyDelta(t, p, &d, fmt.Sprintf("%v: fresh pair's delta", mode))
 		for i := range uint64(50_000) {
 			p.TestAndAdd(testKey(1, i), epoch)
 		}
 		p.TakeDelta(&d)
 		full := d.Words()
-		p.TakeDelta(&d)
-		if d.Words() != 0 {
-			t.Fatalf("%v: second delta with nothing in between carries %d words", mode, d.Words())
-		}
+		emptyDelta(t, p, &d, fmt.Sprintf("%v: second delta with nothing in between", mode))
 		for i := range uint64(100) {
 			p.TestAndAdd(testKey(2, i), epoch)
 		}
@@ -182,19 +186,13 @@ func TestDeltaTracksOnlyChanges(t *testing.T) {
 			if err := p.CopyTo(dst); err != nil {
 				t.Fatal(err)
 			}
-			dst.TakeDelta(&d)
-			if d.Words() != 0 {
-				t.Fatalf("%v: copy's delta carries %d words", mode, d.Words())
-			}
+			emptyDelta(t, dst, &d, fmt.Sprintf("%v: copy's delta", mode))
 		}
 		var q Pair
 		if _, err := q.ReadFrom(bytes.NewReader(encode(t, p))); err != nil {
 			t.Fatal(err)
 		}
-		q.TakeDelta(&d)
-		if d.Words() != 0 {
-			t.Fatalf("%v: decoded pair's delta carries %d words", mode, d.Words())
-		}
+		emptyDelta(t, &q, &d, fmt.Sprintf("%v: decoded pair's delta", mode))
 	}
 }
 

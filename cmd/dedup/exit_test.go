@@ -198,19 +198,9 @@ func TestStopFinalCommitFails(t *testing.T) {
 		return n == keys*(copies-1), err
 	})
 
-	var refused atomic.Int64
-	var refuse atomic.Bool
-	refuse.Store(true)
-	cluster.ControlKey(int16(kmsg.OffsetCommit), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
-		cluster.KeepControl()
-		if !refuse.Load() {
-			return nil, nil, false
-		}
-		refused.Add(1)
-		return kfaketest.CommitErrorResponse(kreq.(*kmsg.OffsetCommitRequest), kerr.GroupAuthorizationFailed.Code), nil, true
-	})
+	refusal := kfaketest.Refuse(cluster, kmsg.OffsetCommit, kerr.GroupAuthorizationFailed.Code)
 	code := bin.stop(t, 40*time.Second)
-	if refused.Load() == 0 {
+	if refusal.Refused() == 0 {
 		t.Fatal("no offset commit reached the broker at the stop")
 	}
 	if code != exitFailure {
@@ -222,7 +212,7 @@ func TestStopFinalCommitFails(t *testing.T) {
 	}
 
 	// The next start replays what was not committed: nothing new forwarded.
-	refuse.Store(false)
+	refusal.Lift()
 	env["METRICS_ADDR"] = testkit.FreeAddr(t)
 	again := startBinary(t, env)
 	waitReady(t, again, env["METRICS_ADDR"])

@@ -21,10 +21,7 @@ import (
 const asBinaryEnv = "DEDUP_TEST_RUN_AS_BINARY"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(asBinaryEnv) == "1" {
-		os.Exit(realMain())
-	}
-	os.Exit(m.Run())
+	testkit.Main(m, asBinaryEnv, realMain)
 }
 
 // testEnv is the environment every stage under test starts from: nothing

@@ -20,6 +20,8 @@ import (
 	"go/token"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
@@ -62,15 +64,46 @@ func Decode(source string, data []byte) ([]Object, error) {
 	}
 }
 
-// ConfigDefaults parses internal/config/config.go and returns each `env` tag of
-// its Config struct with the envDefault ("" when none).
-func ConfigDefaults(configGo string) (map[string]string, error) {
+// DecodeFiles decodes every file that matches pattern (filepath.Glob),
+// each object's Source the file's base name; no match is an error.
+func DecodeFiles(pattern string) ([]Object, error) {
+	files, err := filepath.Glob(pattern)
+	if err != nil {
+		return nil, fmt.Errorf("find manifests: %w", err)
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("find manifests: nothing matches %s", pattern)
+	}
+	var objs []Object
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("read manifest: %w", err)
+		}
+		o, err := Decode(filepath.Base(f), raw)
+		if err != nil {
+			return nil, err
+		}
+		objs = append(objs, o...)
+	}
+	return objs, nil
+}
+
+// ConfigVar is one `env` tag of the Config struct: the variable and its
+// envDefault ("" when none).
+type ConfigVar struct {
+	Name, Default string
+}
+
+// ConfigVars parses internal/config/config.go (configGo) and returns the
+// `env` tags of its Config struct, in declaration order.
+func ConfigVars(configGo string) ([]ConfigVar, error) {
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, configGo, nil, parser.SkipObjectResolution)
 	if err != nil {
 		return nil, fmt.Errorf("parse config: %w", err)
 	}
-	vars := map[string]string{}
+	var vars []ConfigVar
 	ast.Inspect(f, func(n ast.Node) bool {
 		ts, ok := n.(*ast.TypeSpec)
 		if !ok || ts.Name.Name != "Config" {
@@ -78,27 +111,45 @@ func ConfigDefaults(configGo string) (map[string]string, error) {
 		}
 		st, ok := ts.Type.(*ast.StructType)
 		if !ok {
+			err = fmt.Errorf("parse config: Config of %s is not a struct", configGo)
 			return false
 		}
 		for _, field := range st.Fields.List {
 			if field.Tag == nil {
 				continue
 			}
-			tag, err := strconv.Unquote(field.Tag.Value)
-			if err != nil {
-				continue
+			tag, uerr := strconv.Unquote(field.Tag.Value)
+			if uerr != nil {
+				err = fmt.Errorf("parse config: unquote tag %s: %w", field.Tag.Value, uerr)
+				return false
 			}
 			st := reflect.StructTag(tag)
 			if name, _, _ := strings.Cut(st.Get("env"), ","); name != "" {
-				vars[name] = st.Get("envDefault")
+				vars = append(vars, ConfigVar{Name: name, Default: st.Get("envDefault")})
 			}
 		}
 		return false
 	})
+	if err != nil {
+		return nil, err
+	}
 	if len(vars) == 0 {
 		return nil, fmt.Errorf("parse config: no env tags in Config of %s", configGo)
 	}
 	return vars, nil
+}
+
+// ConfigDefaults is ConfigVars as a map from each variable to its default.
+func ConfigDefaults(configGo string) (map[string]string, error) {
+	vars, err := ConfigVars(configGo)
+	if err != nil {
+		return nil, err
+	}
+	defaults := make(map[string]string, len(vars))
+	for _, v := range vars {
+		defaults[v.Name] = v.Default
+	}
+	return defaults, nil
 }
 
 // Options are what the checks need besides the objects.
@@ -128,8 +179,9 @@ func (c *checker) errorf(format string, args ...any) {
 	c.errs = append(c.errs, fmt.Errorf(format, args...))
 }
 
-// decodeInto re-decodes a generic YAML value into a typed one.
-func decodeInto(v any, out any) error {
+// DecodeInto re-decodes a generic YAML value (an Object's Raw) into a
+// typed one (a Deployment).
+func DecodeInto(v any, out any) error {
 	b, err := yaml.Marshal(v)
 	if err != nil {
 		return err
@@ -137,7 +189,11 @@ func decodeInto(v any, out any) error {
 	return yaml.Unmarshal(b, out)
 }
 
-type securityContext struct {
+// The typed views of a Deployment's pod that the checks (and the deploy
+// tests) decode an Object's Raw into (DecodeInto): the fields they read.
+
+// SecurityContext is a pod's or a container's securityContext.
+type SecurityContext struct {
 	RunAsNonRoot             *bool `yaml:"runAsNonRoot"`
 	RunAsUser                *int  `yaml:"runAsUser"`
 	ReadOnlyRootFilesystem   *bool `yaml:"readOnlyRootFilesystem"`
@@ -152,7 +208,8 @@ type securityContext struct {
 	} `yaml:"seccompProfile"`
 }
 
-type probe struct {
+// Probe is a container's liveness, readiness or startup probe.
+type Probe struct {
 	HTTPGet *struct {
 		Path string `yaml:"path"`
 		Port any    `yaml:"port"`
@@ -165,7 +222,7 @@ type probe struct {
 
 // window is how long the probe may fail before Kubernetes acts, with the
 // Kubernetes defaults for fields left out.
-func (p probe) window() time.Duration {
+func (p Probe) window() time.Duration {
 	period, failures := p.PeriodSeconds, p.FailureThreshold
 	if period == 0 {
 		period = 10
@@ -176,57 +233,78 @@ func (p probe) window() time.Duration {
 	return time.Duration(p.InitialDelaySeconds+period*failures) * time.Second
 }
 
-type envVar struct {
+// EnvVar is one entry of a container's env.
+type EnvVar struct {
 	Name      string `yaml:"name"`
 	Value     string `yaml:"value"`
 	ValueFrom *struct {
 		ConfigMapKeyRef *struct {
-			Name string `yaml:"name"`
-			Key  string `yaml:"key"`
+			Name     string `yaml:"name"`
+			Key      string `yaml:"key"`
+			Optional *bool  `yaml:"optional"`
 		} `yaml:"configMapKeyRef"`
 	} `yaml:"valueFrom"`
 }
 
-type container struct {
+// VolumeMount is one entry of a container's volumeMounts.
+type VolumeMount struct {
+	MountPath string `yaml:"mountPath"`
+}
+
+// Container is one of a pod's containers or init containers.
+type Container struct {
 	Name  string `yaml:"name"`
+	Image string `yaml:"image"`
 	Ports []struct {
 		Name          string `yaml:"name"`
 		ContainerPort int    `yaml:"containerPort"`
 	} `yaml:"ports"`
-	Env     []envVar `yaml:"env"`
+	Env     []EnvVar `yaml:"env"`
 	EnvFrom []struct {
 		ConfigMapRef *struct {
 			Name string `yaml:"name"`
 		} `yaml:"configMapRef"`
+		SecretRef *struct {
+			Name     string `yaml:"name"`
+			Optional bool   `yaml:"optional"`
+		} `yaml:"secretRef"`
 	} `yaml:"envFrom"`
 	Resources struct {
 		Requests map[string]string `yaml:"requests"`
 		Limits   map[string]string `yaml:"limits"`
 	} `yaml:"resources"`
-	LivenessProbe   *probe           `yaml:"livenessProbe"`
-	ReadinessProbe  *probe           `yaml:"readinessProbe"`
-	SecurityContext *securityContext `yaml:"securityContext"`
+	LivenessProbe   *Probe           `yaml:"livenessProbe"`
+	ReadinessProbe  *Probe           `yaml:"readinessProbe"`
+	StartupProbe    *Probe           `yaml:"startupProbe"`
+	SecurityContext *SecurityContext `yaml:"securityContext"`
+	VolumeMounts    []VolumeMount    `yaml:"volumeMounts"`
 }
 
-type podSpec struct {
-	ServiceAccountName           string           `yaml:"serviceAccountName"`
-	AutomountServiceAccountToken *bool            `yaml:"automountServiceAccountToken"`
-	SecurityContext              *securityContext `yaml:"securityContext"`
-	InitContainers               []container      `yaml:"initContainers"`
-	Containers                   []container      `yaml:"containers"`
+// PodSpec is a Deployment's pod template spec.
+type PodSpec struct {
+	ServiceAccountName            string           `yaml:"serviceAccountName"`
+	AutomountServiceAccountToken  *bool            `yaml:"automountServiceAccountToken"`
+	TerminationGracePeriodSeconds int              `yaml:"terminationGracePeriodSeconds"`
+	SecurityContext               *SecurityContext `yaml:"securityContext"`
+	InitContainers                []Container      `yaml:"initContainers"`
+	Containers                    []Container      `yaml:"containers"`
 }
 
-type deployment struct {
+// Deployment is a Deployment object.
+type Deployment struct {
 	Metadata struct {
 		Annotations map[string]string `yaml:"annotations"`
 	} `yaml:"metadata"`
 	Spec struct {
 		Replicas *int `yaml:"replicas"`
+		Selector struct {
+			MatchLabels map[string]string `yaml:"matchLabels"`
+		} `yaml:"selector"`
 		Template struct {
 			Metadata struct {
 				Labels map[string]string `yaml:"labels"`
 			} `yaml:"metadata"`
-			Spec podSpec `yaml:"spec"`
+			Spec PodSpec `yaml:"spec"`
 		} `yaml:"template"`
 	} `yaml:"spec"`
 }
@@ -260,8 +338,8 @@ func (c *checker) run(objs []Object) {
 		c.errorf("want one Deployment, got %d", len(byKind["Deployment"]))
 		return
 	}
-	var dep deployment
-	if err := decodeInto(byKind["Deployment"][0].Raw, &dep); err != nil {
+	var dep Deployment
+	if err := DecodeInto(byKind["Deployment"][0].Raw, &dep); err != nil {
 		c.errorf("decode Deployment: %w", err)
 		return
 	}
@@ -297,12 +375,12 @@ func (c *checker) run(objs []Object) {
 	// Security contexts: every container, init containers included.
 	podSC := pod.SecurityContext
 	if podSC == nil {
-		podSC = &securityContext{}
+		podSC = &SecurityContext{}
 	}
 	for _, ct := range append(slices.Clone(pod.InitContainers), pod.Containers...) {
 		sc := ct.SecurityContext
 		if sc == nil {
-			sc = &securityContext{}
+			sc = &SecurityContext{}
 		}
 		where := "container " + ct.Name
 		if !isTrue(sc.RunAsNonRoot) && !isTrue(podSC.RunAsNonRoot) {
@@ -364,13 +442,13 @@ func firstInt(vs ...*int) *int {
 
 // environment is the container's effective configuration: the binary's
 // defaults, overlaid with the ConfigMaps it loads and its env.
-func (c *checker) environment(ctr container, cms []Object) (map[string]string, error) {
+func (c *checker) environment(ctr Container, cms []Object) (map[string]string, error) {
 	data := map[string]map[string]string{}
 	for _, o := range cms {
 		var cm struct {
 			Data map[string]string `yaml:"data"`
 		}
-		if err := decodeInto(o.Raw, &cm); err != nil {
+		if err := DecodeInto(o.Raw, &cm); err != nil {
 			return nil, fmt.Errorf("decode ConfigMap %s: %w", o.Name, err)
 		}
 		data[o.Name] = cm.Data
@@ -413,7 +491,7 @@ func (c *checker) networkPolicy(nps []Object, podLabels map[string]string, metri
 	var pol *networkPolicy
 	for _, o := range nps {
 		var np networkPolicy
-		if err := decodeInto(o.Raw, &np); err != nil {
+		if err := DecodeInto(o.Raw, &np); err != nil {
 			c.errorf("decode NetworkPolicy %s: %w", o.Name, err)
 			return
 		}
@@ -495,7 +573,7 @@ func (c *checker) networkPolicy(nps []Object, podLabels map[string]string, metri
 // after which it exits 1 by itself) run out with margin, so Kubernetes
 // never kills a stage about to recover; readiness reacts sooner, so the pod
 // leaves the Service before liveness acts.
-func (c *checker) probes(ctr container, env map[string]string) {
+func (c *checker) probes(ctr Container, env map[string]string) {
 	recovery, err := time.ParseDuration(env["PRODUCE_RECOVERY_TIMEOUT"])
 	if err != nil {
 		c.errorf("PRODUCE_RECOVERY_TIMEOUT %q: %w", env["PRODUCE_RECOVERY_TIMEOUT"], err)
@@ -521,7 +599,7 @@ func (c *checker) probes(ctr container, env map[string]string) {
 // resources: the memory request, limit and GOMEMLIMIT follow the model
 // `dedup size` prints (sizing with rotation's pair size), for the
 // partition count in the Deployment's dedup/input-partitions annotation.
-func (c *checker) resources(dep deployment, ctr container, env map[string]string) {
+func (c *checker) resources(dep Deployment, ctr Container, env map[string]string) {
 	partitions, err := strconv.Atoi(dep.Metadata.Annotations["dedup/input-partitions"])
 	if err != nil {
 		c.errorf("Deployment annotation dedup/input-partitions (the partition count the resources are sized for): %w", err)

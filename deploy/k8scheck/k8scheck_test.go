@@ -1,7 +1,6 @@
 package k8scheck
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -9,21 +8,9 @@ import (
 
 func manifests(t *testing.T) ([]Object, Options) {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join("..", "kubernetes", "*.yaml"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no manifests: %v", err)
-	}
-	var objs []Object
-	for _, f := range files {
-		raw, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		o, err := Decode(f, raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		objs = append(objs, o...)
+	objs, err := DecodeFiles(filepath.Join("..", "kubernetes", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
 	}
 	defaults, err := ConfigDefaults(filepath.Join("..", "..", "internal", "config", "config.go"))
 	if err != nil {

@@ -439,21 +439,12 @@ func (c *checker) checkRepartitionTopic(rp, out *topicState) {
 	case cfg.RepartitionPartitions() > 0 && rp.partitions != cfg.RepartitionPartitions():
 		c.report(checkWarn, "repartition topic", "%s: %d partition(s), REPARTITION_PARTITIONS=%d: the stage uses the topic as it is (docs/repartition.md, adding partitions)",
 			rp.name, rp.partitions, cfg.RepartitionPartitions())
-	case out.err == nil && out.partitions != rp.partitions:
-		c.report(checkWarn, "repartition topic", "%s: %d partition(s), the output %d: records are hashed over the output (murmur2) and a restore scans every output partition; equal counts keep each record's partition",
-			rp.name, rp.partitions, out.partitions)
 	default:
-		c.report(checkOK, "repartition topic", "%s: %d partition(s)", rp.name, rp.partitions)
+		c.checkPartitions("repartition topic", rp, out, "the output",
+			"records are hashed over the output (murmur2) and a restore scans every output partition; equal counts keep each record's partition")
 	}
-	policy, ok := rp.configs["cleanup.policy"]
-	switch {
-	case rp.configs == nil || !ok:
-		c.report(checkWarn, "repartition cleanup.policy", "%s: not reported by the broker; it must be delete", rp.name)
-	case slices.Contains(strings.Split(policy, ","), "compact"):
-		c.report(checkFail, "repartition cleanup.policy", "%s: cleanup.policy=%s: compaction would keep one record per dedup key and lose copies and retractions; set cleanup.policy=delete", rp.name, policy)
-	default:
-		c.report(checkOK, "repartition cleanup.policy", "%s: cleanup.policy=%s", rp.name, policy)
-	}
+	c.checkCleanupPolicy("repartition cleanup.policy", rp, "delete",
+		"compaction would keep one record per dedup key and lose copies and retractions")
 	if ms, err := strconv.ParseInt(rp.configs["retention.ms"], 10, 64); err == nil && ms >= 0 && time.Duration(ms)*time.Millisecond < minRepartitionRetention {
 		c.report(checkWarn, "repartition retention", "%s: retention.ms=%d: records hop 2 has not read within %s are deleted unread (skipped input); keep them at least %s",
 			rp.name, ms, time.Duration(ms)*time.Millisecond, minRepartitionRetention)
@@ -504,20 +495,36 @@ func (c *checker) checkCheckpointTopic(cp, in *topicState) {
 	case cp.err != nil:
 		c.report(checkFail, "checkpoint topic", "%s: %v", cp.name, cp.err)
 		return
-	case in.err == nil && cp.partitions != in.partitions:
-		c.report(checkWarn, "checkpoint topic", "%s: %d partition(s), the input %d: a restore reads snapshots of other partitions too; give it the input's count",
-			cp.name, cp.partitions, in.partitions)
 	default:
-		c.report(checkOK, "checkpoint topic", "%s: %d partition(s)", cp.name, cp.partitions)
+		c.checkPartitions("checkpoint topic", cp, in, "the input",
+			"a restore reads snapshots of other partitions too; give it the input's count")
 	}
-	policy, ok := cp.configs["cleanup.policy"]
+	c.checkCleanupPolicy("checkpoint cleanup.policy", cp, "compact", "retention would delete the snapshots")
+}
+
+// checkPartitions reports t's partition count, warning (why) when it
+// differs from other's (named by otherName).
+func (c *checker) checkPartitions(label string, t, other *topicState, otherName, why string) {
+	if other.err == nil && t.partitions != other.partitions {
+		c.report(checkWarn, label, "%s: %d partition(s), %s %d: %s", t.name, t.partitions, otherName, other.partitions, why)
+		return
+	}
+	c.report(checkOK, label, "%s: %d partition(s)", t.name, t.partitions)
+}
+
+// checkCleanupPolicy fails t unless its cleanup.policy is want (compact:
+// among the policies; delete: without compact), saying why the other
+// policy is wrong.
+func (c *checker) checkCleanupPolicy(label string, t *topicState, want, why string) {
+	policy, ok := t.configs["cleanup.policy"]
+	compacted := slices.Contains(strings.Split(policy, ","), "compact")
 	switch {
-	case cp.configs == nil || !ok:
-		c.report(checkWarn, "checkpoint cleanup.policy", "%s: not reported by the broker; it must be compact", cp.name)
-	case !slices.Contains(strings.Split(policy, ","), "compact"):
-		c.report(checkFail, "checkpoint cleanup.policy", "%s: cleanup.policy=%s: retention would delete the snapshots; set cleanup.policy=compact", cp.name, policy)
+	case t.configs == nil || !ok:
+		c.report(checkWarn, label, "%s: not reported by the broker; it must be %s", t.name, want)
+	case compacted != (want == "compact"):
+		c.report(checkFail, label, "%s: cleanup.policy=%s: %s; set cleanup.policy=%s", t.name, policy, why, want)
 	default:
-		c.report(checkOK, "checkpoint cleanup.policy", "%s: cleanup.policy=%s", cp.name, policy)
+		c.report(checkOK, label, "%s: cleanup.policy=%s", t.name, policy)
 	}
 }
 

@@ -33,15 +33,21 @@ func newCluster(t *testing.T) *kfake.Cluster {
 	return c
 }
 
+// followingClient is a client of a new cluster on a Follow transport.
+func followingClient(t *testing.T) (*kfake.Cluster, *Transport, *kafka.Client) {
+	t.Helper()
+	c := newCluster(t)
+	tr := Follow(&kafka.Transport{})
+	t.Cleanup(tr.t.CloseIdleConnections)
+	return c, tr, &kafka.Client{Addr: kafka.TCP(c.ListenAddrs()...), Transport: tr, Timeout: 5 * time.Second}
+}
+
 // TestProduceAfterLeaderMove: after the partition's leader moves, the
 // first produce reaches the old leader and is refused; Transport drops the
 // cached metadata, so the next one (a writer's retry) reaches the new
 // leader, well within kafka.Transport's 6 s metadata TTL.
 func TestProduceAfterLeaderMove(t *testing.T) {
-	c := newCluster(t)
-	tr := Follow(&kafka.Transport{})
-	defer tr.t.CloseIdleConnections()
-	client := &kafka.Client{Addr: kafka.TCP(c.ListenAddrs()...), Transport: tr, Timeout: 5 * time.Second}
+	c, tr, client := followingClient(t)
 	produce := func() error {
 		res, err := client.Produce(context.Background(), &kafka.ProduceRequest{
 			Topic: "t", Partition: 0, RequiredAcks: kafka.RequireAll,
@@ -72,10 +78,7 @@ func TestProduceAfterLeaderMove(t *testing.T) {
 // every checkpoint and partition start) refused by the old leader is sent
 // again after the refresh: the caller sees no error.
 func TestListOffsetsAfterLeaderMove(t *testing.T) {
-	c := newCluster(t)
-	tr := Follow(&kafka.Transport{})
-	defer tr.t.CloseIdleConnections()
-	client := &kafka.Client{Addr: kafka.TCP(c.ListenAddrs()...), Transport: tr, Timeout: 5 * time.Second}
+	c, tr, client := followingClient(t)
 	list := func() error {
 		res, err := client.ListOffsets(context.Background(), &kafka.ListOffsetsRequest{
 			Topics: map[string][]kafka.OffsetRequest{"t": {kafka.LastOffsetOf(0)}},

@@ -5,38 +5,37 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"dedup/internal/testkit"
 )
 
 // echo serves lines back to the sender.
 func echo(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
+	return testkit.Listen(t, func(c net.Conn) {
+		defer c.Close()
+		r := bufio.NewReader(c)
 		for {
-			c, err := ln.Accept()
+			line, err := r.ReadString('\n')
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				r := bufio.NewReader(c)
-				for {
-					line, err := r.ReadString('\n')
-					if err != nil {
-						return
-					}
-					if _, err := c.Write([]byte(line)); err != nil {
-						return
-					}
-				}
-			}()
+			if _, err := c.Write([]byte(line)); err != nil {
+				return
+			}
 		}
-	}()
-	return ln.Addr().String()
+	})
+}
+
+// dial connects to p; the connection is closed when the test ends.
+func dial(t *testing.T, p *Proxy) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", p.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 func roundTrip(c net.Conn) error {
@@ -54,11 +53,7 @@ func TestCutAndRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	c, err := net.Dial("tcp", p.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dial(t, p)
 	if err := roundTrip(c); err != nil {
 		t.Fatalf("before the cut: %v", err)
 	}
@@ -74,12 +69,7 @@ func TestCutAndRestore(t *testing.T) {
 		c2.Close()
 	}
 	p.Restore()
-	c3, err := net.Dial("tcp", p.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c3.Close()
-	if err := roundTrip(c3); err != nil {
+	if err := roundTrip(dial(t, p)); err != nil {
 		t.Fatalf("after the restore: %v", err)
 	}
 }

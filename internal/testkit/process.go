@@ -19,6 +19,16 @@ type Process struct {
 	done chan struct{} // closed once Wait returned
 }
 
+// Main is a package's TestMain: the test binary runs as another program
+// (main, whose result is the exit code) when its environment sets env to
+// "1", as a test that re-executes it does; otherwise it runs the tests.
+func Main(m *testing.M, env string, main func() int) {
+	if os.Getenv(env) == "1" {
+		os.Exit(main())
+	}
+	os.Exit(m.Run())
+}
+
 // EnvList is env as an exec environment: exactly env's variables, sorted,
 // plus PATH and HOME from the test's own environment.
 func EnvList(env map[string]string) []string {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -104,13 +106,20 @@ func Cluster(t testing.TB, partitions int, extra ...kfake.Opt) *kfake.Cluster {
 	return c
 }
 
-// Produce writes records with a franz-go client (not the project's own).
-func Produce(t testing.TB, opts []kgo.Opt, recs ...*kgo.Record) {
+// client is a franz-go client with opts; the caller closes it.
+func client(t testing.TB, opts []kgo.Opt) *kgo.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cl
+}
+
+// Produce writes records with a franz-go client (not the project's own).
+func Produce(t testing.TB, opts []kgo.Opt, recs ...*kgo.Record) {
+	t.Helper()
+	cl := client(t, opts)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -123,10 +132,7 @@ func Produce(t testing.TB, opts []kgo.Opt, recs ...*kgo.Record) {
 func ConsumeN(t testing.TB, opts []kgo.Opt, topic string, n int) []*kgo.Record {
 	t.Helper()
 	opts = append(opts, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := client(t, opts)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -337,4 +343,47 @@ func DeleteRecords(t testing.TB, brokers, topic string, p int32, offset int64) {
 			}
 		}
 	}
+}
+
+// SetTopicConfig sets one configuration of topic with
+// IncrementalAlterConfigs and fails t unless the broker applies it.
+func SetTopicConfig(t testing.TB, brokers, topic, name, value string) {
+	t.Helper()
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType = kmsg.ConfigResourceTypeTopic
+	res.ResourceName = topic
+	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	c.Name = name
+	c.Op = kmsg.IncrementalAlterConfigOpSet
+	c.Value = kmsg.StringPtr(value)
+	res.Configs = append(res.Configs, c)
+	req.Resources = append(req.Resources, res)
+	resp := Request(t, brokers, fmt.Sprintf("alter %s %s=%s", topic, name, value), req).(*kmsg.IncrementalAlterConfigsResponse)
+	for _, r := range resp.Resources {
+		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+			t.Fatalf("alter %s %s=%s: %v", topic, name, value, err)
+		}
+	}
+}
+
+// ForwardedOnce fails t for every name in want that got does not count
+// exactly once; what goes before the name in the failure ("unkeyed ").
+func ForwardedOnce(t testing.TB, what string, want map[string]bool, got map[string]int) {
+	t.Helper()
+	for name := range want {
+		if got[name] != 1 {
+			t.Errorf("%s%s forwarded %d times, want once", what, name, got[name])
+		}
+	}
+}
+
+// Subset reports whether every element of sub is in of.
+func Subset(sub, of []int) bool {
+	for _, v := range sub {
+		if !slices.Contains(of, v) {
+			return false
+		}
+	}
+	return true
 }

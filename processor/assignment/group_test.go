@@ -12,6 +12,8 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"dedup/internal/testkit"
 )
 
 // groupMember is one kafka-go consumer group member wired as the processor
@@ -115,15 +117,6 @@ func settled(t *testing.T, n int, ms ...*groupMember) [][]int {
 	}
 }
 
-func subset(a, b []int) bool {
-	for _, p := range a {
-		if !slices.Contains(b, p) {
-			return false
-		}
-	}
-	return true
-}
-
 // TestStickyConsumerGroup runs real kafka-go members against kfake: a member
 // joining takes its share from the others without moving anything else, and
 // a member leaving hands over only its own partitions.
@@ -144,7 +137,7 @@ func TestStickyConsumerGroup(t *testing.T) {
 	c3 := startMember(t, brokers, topic)
 	after := settled(t, n, a, b, c3)
 	for i := range before {
-		if !subset(after[i], before[i]) {
+		if !testkit.Subset(after[i], before[i]) {
 			t.Fatalf("member %d had %v, got %v after a join", i, before[i], after[i])
 		}
 	}
@@ -152,7 +145,7 @@ func TestStickyConsumerGroup(t *testing.T) {
 	before = after
 	after = settled(t, n, a, b, c3, d)
 	for i := range before {
-		if !subset(after[i], before[i]) || len(after[i]) != n/4 {
+		if !testkit.Subset(after[i], before[i]) || len(after[i]) != n/4 {
 			t.Fatalf("member %d had %v, got %v after a second join", i, before[i], after[i])
 		}
 	}
@@ -162,7 +155,7 @@ func TestStickyConsumerGroup(t *testing.T) {
 	before = [][]int{after[0], after[2], after[3]}
 	after = settled(t, n, a, c3, d)
 	for i := range before {
-		if !subset(before[i], after[i]) || len(after[i]) != n/3 {
+		if !testkit.Subset(before[i], after[i]) || len(after[i]) != n/3 {
 			t.Fatalf("member %d had %v, got %v after a departure", i, before[i], after[i])
 		}
 	}

@@ -6,7 +6,7 @@
 // Files: cluster.go (the cluster watch: brokers and topics, Watch),
 // admin.go (metadata, offsets and topic configurations on one client,
 // Admin), transport.go (a transport with its own connection pool,
-// kafka-go's logger, Sleep), deadline.go (the partition readers' dialer,
+// kafka-go's logger, Sleep, Every), deadline.go (the partition readers' dialer,
 // whose connections skip needless read-deadline updates).
 //
 // Concurrency: Watch and Admin are safe for concurrent use.

@@ -53,6 +53,22 @@ func Sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
+// Every calls f every interval until ctx ends or f returns false.
+func Every(ctx context.Context, interval time.Duration, f func() bool) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if !f() {
+				return
+			}
+		}
+	}
+}
+
 // Logger adapts kafka-go's Printf logger to slog. kafka-go reports
 // retried, transient conditions through its error logger too, so they go
 // to Debug; what matters surfaces as errors returned to the processor.

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"dedup/processor/cluster"
 )
 
 // ErrFenced is what a member that cannot prove its membership gets when
@@ -169,19 +171,13 @@ func heartbeatError(res *kafka.HeartbeatResponse) error {
 
 // Run confirms the lease every period until ctx ends.
 func (l *Lease) Run(ctx context.Context) {
-	t := time.NewTicker(l.period)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	cluster.Every(ctx, l.period, func() bool {
 		cctx, cancel := context.WithTimeout(ctx, l.period)
 		err := l.Confirm(cctx)
 		cancel()
 		if err != nil && ctx.Err() == nil {
 			l.log.Debug("membership not confirmed", "err", err)
 		}
-	}
+		return true
+	})
 }

@@ -382,11 +382,5 @@ func (o origins) String() string {
 }
 
 func compareOrigin(a, b origin) int {
-	if c := cmp.Compare(a.topic, b.topic); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(a.partition, b.partition); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.count, b.count)
+	return cmp.Or(cmp.Compare(a.topic, b.topic), cmp.Compare(a.partition, b.partition), cmp.Compare(a.count, b.count))
 }
