@@ -83,6 +83,15 @@ type stage struct {
 	hop1 *repartition.Options
 }
 
+// probe answers /healthz and /readyz for every hop the stage runs.
+func (s *stage) probe() Probe {
+	p := stageProbe{hop2: s.proc}
+	if s.hop1 != nil {
+		p.hop1 = s.hop1.Status
+	}
+	return p
+}
+
 // newStage builds everything that can fail fast (store, processor options)
 // before any record is read; the brokers have been reached.
 func newStage(ctx context.Context, cfg *config.Config, cl *cluster, reg *prometheus.Registry, log *slog.Logger) (*stage, error) {
@@ -119,8 +128,9 @@ func newStage(ctx context.Context, cfg *config.Config, cl *cluster, reg *prometh
 			// Hop 1's fetches are bounded apart from FETCH_BUFFER_BYTES (which
 			// hop 2's readers share): 1 MiB per input partition holds batches.
 			BatchSize: cfg.ProduceBatchSize, FetchMaxBytes: min(cfg.FetchMaxBytes, 1<<20), FetchMaxWait: cfg.FetchMaxWait,
+			RecoveryTimeout: cfg.RecoveryTimeout, Status: &repartition.Status{},
 			Metrics: repartition.Metrics{Rekeyed: metrics.RepartitionRekeyed, Restarts: metrics.RepartitionRestarts,
-				Lag: metrics.RepartitionInputLag},
+				Lag: metrics.RepartitionInputLag, Unhealthy: metrics.RepartitionUnhealthy},
 			Logger: log,
 		}
 	}
@@ -328,7 +338,7 @@ func Start(ctx context.Context, o Options) (_ *Service, err error) {
 	if s.stage, err = newStage(ctx, cfg, s.cluster, reg, log); err != nil {
 		return nil, err
 	}
-	status.running(s.stage.proc)
+	status.running(s.stage.probe())
 	return s, nil
 }
 

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"dedup/internal/kfaketest"
+	"dedup/internal/testkit"
+)
+
+// The two hops of REPARTITION_TOPIC as the binary runs them: hop 1's
+// health in the probes, and the hops deployed as separate processes
+// (REPARTITION_HOPS).
+
+const reTopic = "events-repartition"
+
+// spreadDuplicates is n ids, each sent copies times, copy c to input
+// partition (id+c) mod parts: every id's copies arrive on different input
+// partitions, which only the repartition hop brings together.
+func spreadDuplicates(n, copies, parts int) []*kgo.Record {
+	var recs []*kgo.Record
+	for c := range copies {
+		for i := range n {
+			recs = append(recs, &kgo.Record{
+				Topic:     "events",
+				Partition: int32((i + c) % parts),
+				Key:       fmt.Appendf(nil, "k%03d", i),
+				Value:     fmt.Appendf(nil, "v%03d-copy%d", i, c),
+			})
+		}
+	}
+	return recs
+}
+
+// checkOncePerKey wants out to hold each of the keys k000.. exactly once.
+func checkOncePerKey(t *testing.T, out []*kgo.Record, keys int) {
+	t.Helper()
+	seen := map[string]int{}
+	for _, r := range out {
+		seen[string(r.Key)]++
+	}
+	for i := range keys {
+		if k := fmt.Sprintf("k%03d", i); seen[k] != 1 {
+			t.Errorf("key %s forwarded %d times, want once", k, seen[k])
+		}
+	}
+	if len(seen) != keys {
+		t.Errorf("forwarded %d distinct keys, want %d", len(seen), keys)
+	}
+}
+
+// TestRepartitionHopHealth: with REPARTITION_TOPIC, /readyz waits for
+// hop 1 to join its group (its joins refused: 503 naming the re-key hop),
+// and while the repartition topic refuses every produce /healthz turns
+// 503 after PRODUCE_RECOVERY_TIMEOUT, naming the re-key hop, with
+// dedup_repartition_unhealthy 1 and an error line; once the fault is
+// lifted it is 200 again and every id is forwarded once.
+func TestRepartitionHopHealth(t *testing.T) {
+	cluster := testkit.Cluster(t, 2)
+	addr := cluster.ListenAddrs()[0]
+	var refuseJoin, refuseProduce atomic.Bool
+	var firstRefusal atomic.Int64
+	refuseJoin.Store(true)
+	cluster.ControlKey(int16(kmsg.JoinGroup), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		cluster.KeepControl()
+		req := r.(*kmsg.JoinGroupRequest)
+		if !refuseJoin.Load() || req.Group != "dedup-repartition" {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+		resp.Version = req.Version
+		resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
+		return resp, nil, true
+	})
+	cluster.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		cluster.KeepControl()
+		req := r.(*kmsg.ProduceRequest)
+		if !refuseProduce.Load() || !kfaketest.ProducesTo(req, reTopic) {
+			return nil, nil, false
+		}
+		firstRefusal.CompareAndSwap(0, time.Now().UnixNano())
+		return kfaketest.ErrorResponse(req, kerr.NotEnoughReplicas.Code), nil, true
+	})
+	const recovery = 3 * time.Second
+	env := clusterEnv(t, cluster, testkit.Env{
+		"REPARTITION_TOPIC":        reTopic,
+		"PRODUCE_RECOVERY_TIMEOUT": recovery.String(),
+		"LOG_LEVEL":                "info",
+	})
+	metrics := env["METRICS_ADDR"]
+	bin := startBinary(t, env)
+	waitNotReadyNaming(t, metrics, "re-key hop not in a generation")
+	refuseJoin.Store(false)
+	waitReady(t, bin, metrics)
+	checkHealthy(t, metrics)
+
+	refuseProduce.Store(true)
+	const keys = 30
+	recs := spreadDuplicates(keys, 2, 2)
+	testkit.Produce(t, manual([]kgo.Opt{kgo.SeedBrokers(addr)}), recs...)
+	testkit.WaitFor(t, "/healthz 503 naming the re-key hop", 30*time.Second, func() (bool, error) {
+		if code, ok := bin.exited(); ok {
+			t.Fatalf("dedup exited with %d", code)
+		}
+		code, body, err := healthz(metrics)
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "re-key hop") && strings.Contains(body, "batches failing"), err
+	})
+	if since := time.Since(time.Unix(0, firstRefusal.Load())); firstRefusal.Load() == 0 || since < recovery {
+		t.Errorf("/healthz failed %s after the first refused produce, before PRODUCE_RECOVERY_TIMEOUT %s", since, recovery)
+	}
+	waitMetric(t, metrics, "dedup_repartition_unhealthy", 1)
+	waitLog(t, bin, "re-key hop unhealthy", "level=ERROR")
+
+	refuseProduce.Store(false)
+	testkit.WaitFor(t, "/healthz 200 again", 30*time.Second, func() (bool, error) {
+		code, _, err := healthz(metrics)
+		return code == http.StatusOK, err
+	})
+	waitMetric(t, metrics, "dedup_repartition_unhealthy", 0)
+	waitBothHopsDone(t, cluster, addr, len(recs))
+	checkOutputOncePerKey(t, addr, keys)
+	bin.stopOK(t, "")
+}
+
+// waitBothHopsDone waits until hop 1 has committed all n input records and
+// hop 2 everything in the repartition topic (re-sends included).
+func waitBothHopsDone(t *testing.T, cluster *kfake.Cluster, addr string, n int) {
+	t.Helper()
+	committed := func(group, topic string) int64 {
+		g := cluster.GroupInfo(group)
+		if g == nil {
+			return -1
+		}
+		var sum int64
+		for _, c := range g.Commits[topic] {
+			sum += c.Offset
+		}
+		return sum
+	}
+	testkit.WaitFor(t, "both hops committed everything", 60*time.Second, func() (bool, error) {
+		if committed("dedup-repartition", "events") != int64(n) {
+			return false, nil
+		}
+		end, err := testkit.SumEndOffsets(addr, reTopic, 2)
+		return err == nil && end >= int64(n) && committed("dedup", reTopic) == end, err
+	})
+}
+
+// checkOutputOncePerKey reads the whole output and wants each key once.
+func checkOutputOncePerKey(t *testing.T, addr string, keys int) {
+	t.Helper()
+	n := testkit.EndOffsets(t, addr, "events-deduped", 2)
+	checkOncePerKey(t, testkit.ConsumeN(t, []kgo.Opt{kgo.SeedBrokers(addr)}, "events-deduped", int(n)), keys)
+}
