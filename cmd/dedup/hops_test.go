@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -160,4 +162,84 @@ func checkOutputOncePerKey(t *testing.T, addr string, keys int) {
 	t.Helper()
 	n := testkit.EndOffsets(t, addr, "events-deduped", 2)
 	checkOncePerKey(t, testkit.ConsumeN(t, []kgo.Opt{kgo.SeedBrokers(addr)}, "events-deduped", int(n)), keys)
+}
+
+// sumOrZero is testkit.MetricSum with a family without samples as 0.
+func sumOrZero(t *testing.T, addr, family string) float64 {
+	t.Helper()
+	n, err := testkit.MetricSum(addr, family)
+	if err != nil && !strings.Contains(err.Error(), "no sample") {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// topicExists asks the broker's metadata for topic.
+func topicExists(t *testing.T, addr, topic string) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	md, err := (&kafka.Client{Addr: kafka.TCP(addr)}).Metadata(ctx, &kafka.MetadataRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tp := range md.Topics {
+		if tp.Name == topic && tp.Error == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// TestHopsDeployedApart: one process with REPARTITION_HOPS=rekey and one
+// with REPARTITION_HOPS=dedup, same GROUP_ID, against one broker. The
+// rekey process starts while the output topic does not exist, becomes
+// ready and sends the whole input, each id's copies on different input
+// partitions, to the repartition topic without opening a checkpoint store;
+// the dedup process, started once the output exists, forwards every id
+// exactly once. Each process shows only its own hop in its metrics.
+func TestHopsDeployedApart(t *testing.T) {
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "events"),
+		kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cluster.Close)
+	addr := cluster.ListenAddrs()[0]
+
+	rekeyEnv := clusterEnv(t, cluster, testkit.Env{"REPARTITION_TOPIC": reTopic, "REPARTITION_HOPS": "rekey"})
+	rekey := startBinary(t, rekeyEnv)
+	waitReady(t, rekey, rekeyEnv["METRICS_ADDR"])
+	const keys = 60
+	recs := spreadDuplicates(keys, 3, 2)
+	testkit.Produce(t, manual([]kgo.Opt{kgo.SeedBrokers(addr)}), recs...)
+	testkit.WaitFor(t, "hop 1 sent the whole input", 30*time.Second, func() (bool, error) {
+		n, err := testkit.MetricSum(rekeyEnv["METRICS_ADDR"], "dedup_repartition_rekeyed_total")
+		return n >= float64(len(recs)), err
+	})
+	for _, topic := range []string{"events-deduped", "dedup-dedup-state"} {
+		if topicExists(t, addr, topic) {
+			t.Errorf("%s exists with the rekey process alone", topic)
+		}
+	}
+	if n := sumOrZero(t, rekeyEnv["METRICS_ADDR"], "dedup_messages_total"); n != 0 {
+		t.Errorf("rekey process decided %v records, want none", n)
+	}
+
+	if err := cluster.CreateTopic("events-deduped", 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	dedupEnv := clusterEnv(t, cluster, testkit.Env{"REPARTITION_TOPIC": reTopic, "REPARTITION_HOPS": "dedup"})
+	dedup := startBinary(t, dedupEnv)
+	waitReady(t, dedup, dedupEnv["METRICS_ADDR"])
+	waitBothHopsDone(t, cluster, addr, len(recs))
+	checkOutputOncePerKey(t, addr, keys)
+	if n := sumOrZero(t, dedupEnv["METRICS_ADDR"], "dedup_repartition_rekeyed_total"); n != 0 {
+		t.Errorf("dedup process re-keyed %v records, want none", n)
+	}
+	if n, err := testkit.MetricSum(dedupEnv["METRICS_ADDR"], "dedup_messages_total", `outcome="duplicate"`); err != nil || n != float64(len(recs)-keys) {
+		t.Errorf("dedup process dropped %v duplicates (%v), want %d", n, err, len(recs)-keys)
+	}
+	rekey.stopOK(t, "rekey")
+	dedup.stopOK(t, "dedup")
 }
