@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -32,6 +33,9 @@ type ScanOptions struct {
 	// Names of the headers that carry a record's source; partition and
 	// offset values are decimal strings.
 	HeaderTopic, HeaderPartition, HeaderOffset string
+	// Header, when set, is one header that carries a record's source
+	// instead of the three: "<topic>/<partition>/<offset>".
+	Header string
 	// Patience bounds how long a partition's read may bring nothing before
 	// the scan fails with a *ReadError (default 30s).
 	Patience time.Duration
@@ -55,7 +59,7 @@ type Scan struct {
 // read that cannot get there fails the scan with a *ReadError, never
 // returns part of the set.
 func ScanOutput(ctx context.Context, o ScanOptions) (Scan, error) {
-	if len(o.Brokers) == 0 || o.OutputTopic == "" || o.HeaderTopic == "" || o.HeaderPartition == "" || o.HeaderOffset == "" {
+	if len(o.Brokers) == 0 || o.OutputTopic == "" || (o.Header == "" && (o.HeaderTopic == "" || o.HeaderPartition == "" || o.HeaderOffset == "")) {
 		return Scan{}, errors.New("scan output: brokers, output topic and header names are required")
 	}
 	rt, own := transportFor(o.Transport, o.Dialer)
@@ -84,19 +88,8 @@ func ScanOutput(ctx context.Context, o ScanOptions) (Scan, error) {
 		}
 		err := readRange(ctx, c, o.OutputTopic, p, from, r.End, o.Patience, func(rec *kafka.Record) error {
 			s.Records++
-			var topic, partition, offset string
-			var hasTopic, hasPartition bool
-			for _, h := range rec.Headers {
-				switch h.Key {
-				case o.HeaderTopic:
-					topic, hasTopic = string(h.Value), true
-				case o.HeaderPartition:
-					partition, hasPartition = string(h.Value), true
-				case o.HeaderOffset:
-					offset = string(h.Value)
-				}
-			}
-			if !hasTopic || !hasPartition || topic != o.SourceTopic || partition != sourcePartition {
+			topic, partition, offset, ok := o.source(rec.Headers)
+			if !ok || topic != o.SourceTopic || partition != sourcePartition {
 				return nil
 			}
 			off, err := strconv.ParseInt(offset, 10, 64)
@@ -111,4 +104,37 @@ func ScanOutput(ctx context.Context, o ScanOptions) (Scan, error) {
 		}
 	}
 	return s, nil
+}
+
+// source is the topic, partition and offset texts a record's headers name
+// as its source; ok is false when a header is missing.
+func (o *ScanOptions) source(headers []kafka.Header) (topic, partition, offset string, ok bool) {
+	if o.Header != "" {
+		for _, h := range headers {
+			if h.Key == o.Header {
+				topic, partition, offset, ok = splitSource(string(h.Value))
+			}
+		}
+		return topic, partition, offset, ok
+	}
+	var hasTopic, hasPartition bool
+	for _, h := range headers {
+		switch h.Key {
+		case o.HeaderTopic:
+			topic, hasTopic = string(h.Value), true
+		case o.HeaderPartition:
+			partition, hasPartition = string(h.Value), true
+		case o.HeaderOffset:
+			offset = string(h.Value)
+		}
+	}
+	return topic, partition, offset, hasTopic && hasPartition
+}
+
+// splitSource splits "<topic>/<partition>/<offset>" (a topic name holds no
+// slash).
+func splitSource(v string) (topic, partition, offset string, ok bool) {
+	topic, rest, ok1 := strings.Cut(v, "/")
+	partition, offset, ok2 := strings.Cut(rest, "/")
+	return topic, partition, offset, ok1 && ok2
 }

@@ -157,3 +157,35 @@ func TestScanOutput(t *testing.T) {
 		t.Errorf("scan read %d records, want %d", got.Records, n)
 	}
 }
+
+// TestScanSourceHeader: a record's source is read from the three headers,
+// or from the one header "<topic>/<partition>/<offset>" when Header is set;
+// a record without them has none.
+func TestScanSourceHeader(t *testing.T) {
+	three := ScanOptions{HeaderTopic: hTopic, HeaderPartition: hPartition, HeaderOffset: hOffset}
+	one := ScanOptions{Header: "src"}
+	h := func(kv ...string) []kafka.Header {
+		var hs []kafka.Header
+		for i := 0; i < len(kv); i += 2 {
+			hs = append(hs, kafka.Header{Key: kv[i], Value: []byte(kv[i+1])})
+		}
+		return hs
+	}
+	for _, c := range []struct {
+		o                ScanOptions
+		headers          []kafka.Header
+		topic, part, off string
+		ok               bool
+	}{
+		{three, h(hTopic, "in", hPartition, "3", hOffset, "17"), "in", "3", "17", true},
+		{three, h(hTopic, "in", hOffset, "17"), "", "", "", false},
+		{one, h("other", "x", "src", "in/3/17"), "in", "3", "17", true},
+		{one, h("src", "in/3"), "", "", "", false},
+		{one, h(hTopic, "in", hPartition, "3", hOffset, "17"), "", "", "", false},
+	} {
+		topic, part, off, ok := c.o.source(c.headers)
+		if ok != c.ok || (ok && (topic != c.topic || part != c.part || off != c.off)) {
+			t.Errorf("%v with %+v: %q %q %q %v", c.headers, c.o, topic, part, off, ok)
+		}
+	}
+}

@@ -363,10 +363,9 @@ func (p *Processor) scanOptions() checkpoint.ScanOptions {
 	}
 	if p.o.Repartitioned {
 		// The source headers name the input, not the repartition topic
-		// this member reads: the repartition headers name that.
-		o.HeaderTopic = partition.HeaderRepartitionTopic
-		o.HeaderPartition = partition.HeaderRepartitionPartition
-		o.HeaderOffset = partition.HeaderRepartitionOffset
+		// this member reads: the repartition header names that.
+		o.HeaderTopic, o.HeaderPartition, o.HeaderOffset = "", "", ""
+		o.Header = partition.HeaderRepartition
 	}
 	if p.o.Transport != nil {
 		o.Transport = p.adminRT

@@ -38,19 +38,17 @@ func (o originRec) record(ts time.Time) *kgo.Record {
 	if k == "" {
 		k = "unkeyed-" + strconv.Itoa(int(o.op))
 	}
-	hs := []kgo.RecordHeader{
-		{Key: partition.HeaderOriginTopic, Value: []byte(originTopic)},
-		{Key: partition.HeaderOriginPartition, Value: []byte(strconv.Itoa(int(o.op)))},
-		{Key: partition.HeaderOriginOffset, Value: []byte(strconv.FormatInt(o.off, 10))},
-		{Key: "trace", Value: []byte(o.value())},
-	}
+	var key []byte // a null input key unless it has one
 	if o.key != "" {
-		hs = append(hs, kgo.RecordHeader{Key: partition.HeaderOriginKey, Value: []byte(o.key)})
+		key = []byte(o.key)
 	}
+	hs := []kgo.RecordHeader{{Key: "trace", Value: []byte(o.value())}}
 	if o.retracts {
 		hs = append(hs, kgo.RecordHeader{Key: retract, Value: []byte("1")})
 	}
-	return &kgo.Record{Partition: o.p, Key: []byte(k), Value: []byte(o.value()), Timestamp: ts, Headers: hs}
+	origin := partition.Origin{Topic: originTopic, Partition: o.op, Offset: o.off, Key: key}
+	value := []byte(o.value())
+	return &kgo.Record{Partition: o.p, Key: []byte(k), Value: origin.AppendTrailer(value, value), Timestamp: ts, Headers: hs}
 }
 
 // originStream is hop 1's first sends of a stream: per origin partition,
@@ -125,7 +123,7 @@ func wantOnce(rs []originRec) map[string]originRec {
 
 // checkRepartitioned checks the output against the stream: every value
 // of want exactly once and nothing else, source headers naming the origin,
-// repartition headers naming a repartition record, origin order kept per
+// the repartition header naming a repartition record, origin order kept per
 // origin partition within each output partition.
 func checkRepartitioned(t *testing.T, want map[string]originRec, got []outRec) {
 	t.Helper()
@@ -141,13 +139,10 @@ func checkRepartitioned(t *testing.T, want map[string]originRec, got []outRec) {
 		if r.Headers[HeaderSourceTopic] != originTopic || r.SrcPart != op || r.SrcOffset != off {
 			t.Errorf("%s: source headers %s/%d/%d, want %s/%d/%d", r.Value, r.Headers[HeaderSourceTopic], r.SrcPart, r.SrcOffset, originTopic, op, off)
 		}
-		if r.Headers[partition.HeaderRepartitionTopic] != inTopic || r.Headers[partition.HeaderRepartitionOffset] == "" {
-			t.Errorf("%s: repartition headers %v", r.Value, r.Headers)
-		}
-		for _, h := range []string{partition.HeaderOriginTopic, partition.HeaderOriginPartition, partition.HeaderOriginOffset, partition.HeaderOriginKey} {
-			if _, ok := r.Headers[h]; ok {
-				t.Errorf("%s: output carries the origin header %s", r.Value, h)
-			}
+		var rp int32
+		var roff int64
+		if n, err := fmt.Sscanf(r.Headers[partition.HeaderRepartition], inTopic+"/%d/%d", &rp, &roff); n != 2 || err != nil {
+			t.Errorf("%s: repartition header %q", r.Value, r.Headers[partition.HeaderRepartition])
 		}
 		if w, ok := want[r.Value]; ok && r.Key != w.key {
 			t.Errorf("%s: output key %q, want the origin's %q", r.Value, r.Key, w.key)

@@ -59,7 +59,7 @@ func twoHops(b *testing.B, e *testEnv, group string, _ int) stagerun.Options {
 	s := &twoHopStage{p: p, lag: lag, hop1: repartition.Options{
 		Brokers: e.brokers, GroupID: group + "-repartition", InputTopic: inTopic, Topic: topic, Key: o.Key,
 		SessionTimeout: o.SessionTimeout, RebalanceTimeout: o.RebalanceTimeout, HeartbeatInterval: o.HeartbeatInterval,
-		BatchSize: o.BatchSize, FetchMaxBytes: 1 << 20, FetchMaxWait: o.FetchMaxWait, // as dedup run sets them
+		BatchSize: o.BatchSize, BatchBytes: int(o.BatchBytes), FetchMaxBytes: 1 << 20, FetchMaxWait: o.FetchMaxWait, // as dedup run sets them
 		Metrics: repartition.Metrics{Lag: lag}, Logger: testLogger(),
 	}}
 	run := stageRun(p)

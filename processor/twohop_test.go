@@ -33,7 +33,7 @@ type hop1 struct {
 	from    map[int32]int64 // input offsets it starts at (committed before it): none = 0
 }
 
-func startHop1(t *testing.T, e *testEnv, group string, k key.Source) *hop1 {
+func startHop1(t *testing.T, e *testEnv, group string, k key.Source, batch hop1Batch) *hop1 {
 	t.Helper()
 	labels := []string{"topic", "partition"}
 	h := &hop1{done: make(chan error, 1), metrics: repartition.Metrics{
@@ -47,13 +47,19 @@ func startHop1(t *testing.T, e *testEnv, group string, k key.Source) *hop1 {
 		h.done <- repartition.Run(ctx, repartition.Options{
 			Brokers: e.brokers, GroupID: group + "-repartition", InputTopic: inTopic, Topic: reTopic, Key: k,
 			SessionTimeout: time.Second, RebalanceTimeout: 2 * time.Second, HeartbeatInterval: 100 * time.Millisecond,
-			BatchSize: 50, FetchMaxWait: 50 * time.Millisecond, CommitInterval: 50 * time.Millisecond,
+			BatchSize: batch.records, BatchBytes: batch.bytes, FetchMaxWait: 50 * time.Millisecond, CommitInterval: 50 * time.Millisecond,
 			RetryBackoff: 20 * time.Millisecond, Metrics: h.metrics, Logger: testLogger(),
 		})
 	}()
 	t.Cleanup(h.stop)
 	return h
 }
+
+// hop1Batch is hop 1's BatchSize and BatchBytes.
+type hop1Batch struct{ records, bytes int }
+
+// smallBatches: requests of 50 records at most.
+var smallBatches = hop1Batch{records: 50}
 
 func (h *hop1) stop() {
 	if h.cancel != nil {
@@ -181,10 +187,19 @@ func repartitionSentinels(e *testEnv, parts int32) {
 // the dedup id in a JSON field, copies of each id on different input
 // partitions. The broker appends the 2nd, 6th and 15th produce requests of
 // hop 1 to the repartition topic and loses the acknowledgement (the
-// connection closes; REQUEST_TIMED_OUT), so hop 1 sends those records
-// again. Every id is forwarded exactly once, every unkeyed record once,
-// with source headers naming the input record.
+// connection closes; REQUEST_TIMED_OUT), or refuses them, so hop 1 sends
+// those records again. Every id is forwarded exactly once, every unkeyed
+// record once, with source headers naming the input record. With requests
+// of 50 records, and with requests of 3 records and 200 bytes, so that a
+// repartition partition's share of a batch goes in several requests and
+// the faults fall between two of them.
 func TestTwoHopsLostAcknowledgements(t *testing.T) {
+	for _, batch := range []hop1Batch{smallBatches, {records: 3, bytes: 200}} {
+		t.Run(fmt.Sprintf("requests of %d records", batch.records), func(t *testing.T) { twoHopsLostAcknowledgements(t, batch) })
+	}
+}
+
+func twoHopsLostAcknowledgements(t *testing.T, batch hop1Batch) {
 	for _, tc := range []struct {
 		name   string
 		answer func(*kmsg.ProduceRequest) (kmsg.Response, error)
@@ -222,7 +237,7 @@ func TestTwoHopsLostAcknowledgements(t *testing.T) {
 			out := e.collect()
 			b := start(t, o)
 			b.waitReady(t)
-			h := startHop1(t, e, "twohop", k)
+			h := startHop1(t, e, "twohop", k, batch)
 
 			in := newTwoHopInput(inParts, 300, 3, 40, 26)
 			for i := 0; i < len(in.recs); i += 30 {
@@ -316,7 +331,7 @@ func TestRepartitionPartitionsAdded(t *testing.T) {
 	out := e.collect()
 	b := start(t, o)
 	b.waitReady(t)
-	h := startHop1(t, e, "grow", k)
+	h := startHop1(t, e, "grow", k, smallBatches)
 
 	before := newTwoHopInput(inParts, 200, 2, 20, 7) // ids 0..199
 	e.produce(before.recs...)
@@ -330,7 +345,7 @@ func TestRepartitionPartitionsAdded(t *testing.T) {
 
 	e.addRepartitionPartitions(4)
 	h.stop() // its next generation reads the new count
-	h = startHop1(t, e, "grow", k)
+	h = startHop1(t, e, "grow", k, smallBatches)
 	h.from = maps.Clone(ends) // committed at its predecessor's stop
 	eventually(t, 30*time.Second, "hop 2 assigned the new partitions", func() bool {
 		return metricValue(b.p.metrics.Assigned) == 4

@@ -17,7 +17,7 @@ type Repartition struct {
 	KeyBytes         int64         // mean dedup key (the repartition record's key)
 	Retention        time.Duration // the repartition topic's retention.ms
 	Replication      int           // its replication factor
-	InputTopic       string        // named in every record's origin headers
+	InputTopic       string        // named in every record's origin trailer
 	Topic            string        // the repartition topic, named in every output's repartition headers
 	// Hop 1's reader of each input partition an instance holds: one fetch
 	// of FetchBytes (0: Hop1FetchBytes) and a queue of two batches of
@@ -39,25 +39,20 @@ func (r Repartition) Hop1PartitionBytes() int64 {
 }
 
 // OriginBytes is what a repartition record carries beyond its input
-// record: the origin headers (topic, partition, offset, and the input key
-// moved into dedup-origin-key, which leaves the key's own bytes as they
-// were) and the dedup key as its key.
+// record: the origin trailer of its value (topic, partition, offset,
+// partition count and the input key moved into it, which leaves the key's
+// own bytes as they were, and 9 bytes of flags, length and magic) and the
+// dedup key as its key.
 func (r Repartition) OriginBytes() int64 {
-	h := func(name string, value int64) int64 {
-		return varintLen(int64(len(name))) + int64(len(name)) + varintLen(value) + value
-	}
-	return h("dedup-origin-topic", int64(len(r.InputTopic))) + h("dedup-origin-partition", 3) +
-		h("dedup-origin-offset", 10) + h("dedup-origin-partitions", 2) + h("dedup-origin-key", 0) + r.KeyBytes
+	return int64(len(r.InputTopic)) + 3 + 10 + 2 + 4 + 9 + r.KeyBytes // and three or four slashes
 }
 
 // OutputBytes is what an output record of hop 2 carries beyond one hop's
-// output: the three repartition headers.
+// output: the dedup-repartition header.
 func (r Repartition) OutputBytes(repartitionTopic string) int64 {
-	h := func(name string, value int64) int64 {
-		return varintLen(int64(len(name))) + int64(len(name)) + varintLen(value) + value
-	}
-	return h("dedup-repartition-topic", int64(len(repartitionTopic))) + h("dedup-repartition-partition", 3) +
-		h("dedup-repartition-offset", 10)
+	const name = "dedup-repartition"
+	value := int64(len(repartitionTopic)) + 3 + 10 + 2 // and two slashes
+	return varintLen(int64(len(name))) + int64(len(name)) + varintLen(value) + value
 }
 
 // Throughput is the repartition topic's bytes per second, produced by hop
@@ -75,7 +70,7 @@ func (r Repartition) Storage() float64 {
 // Write prints the repartition topic's figures.
 func (r Repartition) Write(w io.Writer) {
 	fmt.Fprintf(w, "\nRepartition topic (REPARTITION_TOPIC), %.0f records/s of %d bytes:\n", r.RecordsPerSecond, r.RecordBytes)
-	fmt.Fprintf(w, "  throughput: %s/s produced by hop 1 and %s/s fetched by hop 2 (each record + %d bytes of origin headers and dedup key)\n",
+	fmt.Fprintf(w, "  throughput: %s/s produced by hop 1 and %s/s fetched by hop 2 (each record + %d bytes of origin trailer and dedup key)\n",
 		BytesIEC(r.Throughput()), BytesIEC(r.Throughput()), r.OriginBytes())
 	fmt.Fprintf(w, "  storage at retention %v, replication %d: %s (before compression)\n",
 		r.Retention, max(r.Replication, 1), BytesIEC(r.Storage()))

@@ -13,9 +13,9 @@ import (
 func TestRepartitionSizing(t *testing.T) {
 	r := Repartition{RecordsPerSecond: 1000, RecordBytes: 400, KeyBytes: 16, Retention: time.Hour, Replication: 3,
 		InputTopic: "events", Topic: "events-repartition"}
-	// Names 18+22+19+23+16, one length byte each, values 6+3+10+2+0,
-	// their length bytes, and the 16-byte key.
-	want := int64(18+22+19+23+16) + 5 + (6 + 3 + 10 + 2 + 0) + 5 + 16
+	// The trailer "events/ppp/oooooooooo/cc/" (6+3+10+2 and four
+	// slashes), flags, length and magic (1+4+4), and the 16-byte key.
+	want := int64(6+3+10+2+4) + 9 + 16
 	if got := r.OriginBytes(); got != want {
 		t.Errorf("origin bytes %d, want %d", got, want)
 	}

@@ -122,7 +122,8 @@ func newStage(ctx context.Context, cfg *config.Config, cl *cluster, reg *prometh
 			Key: keys, StartOffset: start, SessionTimeout: cfg.SessionTimeout,
 			// Hop 1's fetches are bounded apart from FETCH_BUFFER_BYTES (which
 			// hop 2's readers share): 1 MiB per input partition holds batches.
-			BatchSize: cfg.ProduceBatchSize, FetchMaxBytes: min(cfg.FetchMaxBytes, 1<<20), FetchMaxWait: cfg.FetchMaxWait,
+			BatchSize: cfg.ProduceBatchSize, BatchBytes: int(cfg.ProduceBatchBytes),
+			FetchMaxBytes: min(cfg.FetchMaxBytes, 1<<20), FetchMaxWait: cfg.FetchMaxWait,
 			RecoveryTimeout: cfg.RecoveryTimeout, Status: &repartition.Status{},
 			Metrics: repartition.Metrics{Rekeyed: metrics.RepartitionRekeyed, Restarts: metrics.RepartitionRestarts,
 				Lag: metrics.RepartitionInputLag, Unhealthy: metrics.RepartitionUnhealthy},

@@ -35,8 +35,8 @@ type Metrics struct {
 	Messages         *prometheus.CounterVec
 	ReplaySuppressed *prometheus.CounterVec
 	// The repartition hop (REPARTITION_TOPIC): records hop 2 dropped as
-	// hop 1's re-sends, and records of the repartition topic without
-	// origin headers; labelled by the repartition topic and partition.
+	// hop 1's re-sends, and records of the repartition topic without an
+	// origin trailer; labelled by the repartition topic and partition.
 	RepartitionResent   *prometheus.CounterVec
 	RepartitionUnmarked *prometheus.CounterVec
 	// Hop 1 (processor/repartition), labelled by input topic and
@@ -100,7 +100,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		Messages:             r.counterVec("dedup_messages_total", "Input records by outcome: forwarded, duplicate, retraction, unkeyed; dead_lettered and refused for records the output cannot take (too large), written to DEAD_LETTER_TOPIC or skipped.", []string{"topic", "partition", "outcome"}),
 		ReplaySuppressed:     r.counterVec("dedup_replay_suppressed_total", "Replayed input records whose output was already in the output topic, not forwarded again.", pt),
 		RepartitionResent:    r.counterVec("dedup_repartition_resends_dropped_total", "Records of the repartition topic dropped as re-sends of the re-key hop: their origin offset was at or below the highest one the partition had taken from that input partition.", pt),
-		RepartitionUnmarked:  r.counterVec("dedup_repartition_unmarked_total", "Records of the repartition topic without (well-formed) origin headers, decided as records of their own: not written by the re-key hop.", pt),
+		RepartitionUnmarked:  r.counterVec("dedup_repartition_unmarked_total", "Records of the repartition topic whose value does not end in a (well-formed) origin trailer, decided as records of their own: not written by the re-key hop.", pt),
 		RepartitionRekeyed:   r.counterVec("dedup_repartition_rekeyed_total", "Input records the re-key hop sent to the repartition topic and had acknowledged (re-sends included).", pt),
 		RepartitionRestarts:  r.counterVec("dedup_repartition_restarts_total", "Batches of the re-key hop that failed (an error or an unknown outcome), each followed by a re-send from the first input record not acknowledged.", pt),
 		RepartitionInputLag:  r.gaugeVec("dedup_repartition_input_lag", "Input records the re-key hop has not yet had acknowledged by the repartition topic, per input partition.", pt),

@@ -6,7 +6,7 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
-// headerArena holds the header slices and source-offset texts of the
+// headerArena holds the header slices and offset texts of the
 // outputs of one partition, so that an output costs no allocation of its
 // own. The writer reads them until it has called Completion for the
 // output; an arena is therefore reused only once the ack tracker has
@@ -16,25 +16,69 @@ import (
 type headerArena struct {
 	cur  *arenaBlock
 	full []*arenaBlock // FIFO, oldest first
-	// repart: the worker adds the repartition headers, not the source
-	// headers (a repartitioned record carries its source headers already:
-	// unwrap, origin.go).
-	repart bool
+	// prefix is hop 2's: its outputs carry the source headers of their
+	// origin (unwrap, origin.go) and one HeaderRepartition header whose
+	// value is prefix ("<topic>/<partition>/") and the offset. Nil in one
+	// hop, whose outputs carry the three source headers.
+	prefix []byte
 }
 
-// names are the topic, partition and offset headers the worker adds.
-func (a *headerArena) names() *[3]string {
-	if a.repart {
-		return &repartitionNames
-	}
-	return &sourceNames
-}
-
-// sourceNames are the headers one hop adds to its outputs.
+// sourceNames are the source headers, in the order outputs carry them.
 var sourceNames = [3]string{HeaderSourceTopic, HeaderSourcePartition, HeaderSourceOffset}
 
-// repartitionNames are the headers the second hop adds to its outputs.
-var repartitionNames = [3]string{HeaderRepartitionTopic, HeaderRepartitionPartition, HeaderRepartitionOffset}
+// added is how many headers the worker adds to an output whose origin's
+// source header values are source (nil: none).
+func (a *headerArena) added(source *[3][]byte) int {
+	switch {
+	case a.prefix == nil:
+		return 3
+	case source != nil:
+		return 4
+	}
+	return 1
+}
+
+// appendAdded appends the headers the worker adds: in one hop the source
+// headers naming topic, partition and text (the offset); in hop 2 the
+// source headers with the values of source (when the record has an
+// origin) and the repartition header with text (see text).
+func (a *headerArena) appendAdded(h []kafka.Header, source *[3][]byte, topic, partition, text []byte) []kafka.Header {
+	if a.prefix == nil {
+		return append(h,
+			kafka.Header{Key: HeaderSourceTopic, Value: topic},
+			kafka.Header{Key: HeaderSourcePartition, Value: partition},
+			kafka.Header{Key: HeaderSourceOffset, Value: text},
+		)
+	}
+	if source != nil {
+		for i, name := range sourceNames {
+			h = append(h, kafka.Header{Key: name, Value: source[i]})
+		}
+	}
+	return append(h, kafka.Header{Key: HeaderRepartition, Value: text})
+}
+
+// text appends to b the value of the last header appendAdded appends for
+// the record at offset.
+func (a *headerArena) text(b []byte, offset int64) []byte {
+	return strconv.AppendInt(append(b, a.prefix...), offset, 10)
+}
+
+// addedSize is the encoded size of the headers appendAdded appends for the
+// record at offset.
+func (a *headerArena) addedSize(source *[3][]byte, topic, partition []byte, offset int64) int64 {
+	if a.prefix == nil {
+		return headerSize(HeaderSourceTopic, len(topic)) + headerSize(HeaderSourcePartition, len(partition)) +
+			headerSize(HeaderSourceOffset, offsetDigits(offset))
+	}
+	n := headerSize(HeaderRepartition, len(a.prefix)+offsetDigits(offset))
+	if source != nil {
+		for i, name := range sourceNames {
+			n += headerSize(name, len(source[i]))
+		}
+	}
+	return n
+}
 
 type arenaBlock struct {
 	hdrs   []kafka.Header
@@ -45,29 +89,25 @@ type arenaBlock struct {
 const (
 	arenaHeaders = 4096     // a block holds ~1000 outputs with one header of their own
 	arenaDigits  = 20 << 10 // ~20 digits each
+	arenaTexts   = 1000     // hop 2's texts start with the prefix
 )
 
-// headers returns m's headers plus the three headers of a.names, for the
-// output in ack slot slot (the slot's index + 1 is recorded as the block's
-// end). retired is the tracker's retired prefix as the worker last saw it.
-func (a *headerArena) headers(m *kafka.Message, topic, partition []byte, slot, retired uint64) []kafka.Header {
-	n := len(m.Headers) + 3
+// headers returns m's headers and those appendAdded adds, for the output
+// in ack slot slot (the slot's index + 1 is recorded as the block's end).
+// retired is the tracker's retired prefix as the worker last saw it.
+func (a *headerArena) headers(m *kafka.Message, source *[3][]byte, topic, partition []byte, slot, retired uint64) []kafka.Header {
+	n := len(m.Headers) + a.added(source)
 	b := a.cur
-	if b == nil || cap(b.hdrs)-len(b.hdrs) < n || cap(b.digits)-len(b.digits) < 20 {
+	if b == nil || cap(b.hdrs)-len(b.hdrs) < n || cap(b.digits)-len(b.digits) < len(a.prefix)+20 {
 		b = a.next(n, retired)
 	}
 	start := len(b.hdrs)
 	h := append(b.hdrs[start:start:start+n], m.Headers...)
 	b.hdrs = b.hdrs[:start+n]
 	d := len(b.digits)
-	b.digits = strconv.AppendInt(b.digits, m.Offset, 10)
+	b.digits = a.text(b.digits, m.Offset)
 	b.end = slot + 1
-	names := a.names()
-	return append(h,
-		kafka.Header{Key: names[0], Value: topic},
-		kafka.Header{Key: names[1], Value: partition},
-		kafka.Header{Key: names[2], Value: b.digits[d:len(b.digits):len(b.digits)]},
-	)
+	return a.appendAdded(h, source, topic, partition, b.digits[d:len(b.digits):len(b.digits)])
 }
 
 // next retires the current block and returns a block with room for n
@@ -84,7 +124,7 @@ func (a *headerArena) next(n int, retired uint64) *arenaBlock {
 		a.full = a.full[1:]
 		b.hdrs, b.digits = b.hdrs[:0], b.digits[:0]
 	} else {
-		b = &arenaBlock{hdrs: make([]kafka.Header, 0, max(arenaHeaders, n)), digits: make([]byte, 0, arenaDigits)}
+		b = &arenaBlock{hdrs: make([]kafka.Header, 0, max(arenaHeaders, n)), digits: make([]byte, 0, arenaDigits+arenaTexts*len(a.prefix))}
 	}
 	a.cur = b
 	return b

@@ -15,14 +15,14 @@ func TestHeaderArenaReuse(t *testing.T) {
 	m := &kafka.Message{Offset: 12345, Headers: []kafka.Header{{Key: "trace", Value: []byte("x")}}}
 	per := len(m.Headers) + 3
 	var slot uint64
-	first := a.headers(m, topic, part, slot, 0)
+	first := a.headers(m, nil, topic, part, slot, 0)
 	firstBlock := a.cur
 	if len(first) != per || string(first[0].Key) != "trace" || string(first[3].Value) != "12345" {
 		t.Fatalf("headers %v", first)
 	}
 	for a.cur == firstBlock {
 		slot++
-		a.headers(m, topic, part, slot, 0) // nothing retired: the next block is new
+		a.headers(m, nil, topic, part, slot, 0) // nothing retired: the next block is new
 	}
 	if len(a.full) != 1 || a.full[0] != firstBlock || firstBlock.end != slot {
 		t.Fatalf("first block not queued with end %d: full %d, end %d", slot, len(a.full), firstBlock.end)
@@ -34,7 +34,7 @@ func TestHeaderArenaReuse(t *testing.T) {
 	second := a.cur
 	for a.cur == second {
 		slot++
-		a.headers(m, topic, part, slot, firstBlock.end-1)
+		a.headers(m, nil, topic, part, slot, firstBlock.end-1)
 	}
 	if a.cur == firstBlock {
 		t.Fatal("block reused while the writer may still read it")
@@ -43,7 +43,7 @@ func TestHeaderArenaReuse(t *testing.T) {
 	third := a.cur
 	for a.cur == third {
 		slot++
-		a.headers(m, topic, part, slot, firstBlock.end)
+		a.headers(m, nil, topic, part, slot, firstBlock.end)
 	}
 	if a.cur != firstBlock {
 		t.Fatal("acknowledged block not reused")

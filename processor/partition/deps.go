@@ -109,7 +109,7 @@ type Deps struct {
 	Committed   int64 // the group's committed offset, or kafka.FirstOffset/LastOffset when none
 	OutputTopic string
 	// Repartitioned: Topic is the repartition topic, whose records hop 1
-	// wrote with the origin headers (origin.go). The partition takes each
+	// wrote with the origin trailer (origin.go). The partition takes each
 	// input record once however often hop 1 sent it (its high-water marks
 	// per input partition, checkpointed with its filters), its outputs
 	// carry the input record's key and source headers plus the

@@ -42,7 +42,7 @@
 //     and released once it would hold no key in its window.
 //   - With Deps.Repartitioned the partition reads the repartition topic:
 //     each record is turned back into the input record hop 1 copied
-//     (origin headers), a record at or below its input partition's
+//     (the origin trailer), a record at or below its input partition's
 //     high-water mark is hop 1's re-send and dropped, the marks are saved
 //     in every checkpoint piece and restored with it, and outputs carry
 //     the repartition headers besides the source headers naming the input.
@@ -73,7 +73,7 @@
 // options change, and the snapshot payload), replay.go (where a restore's
 // replay scan starts), refuse.go (records the output cannot take),
 // skipped.go (input below the log start), origin.go (repartitioned
-// records: origin headers, high-water marks and their checkpoint section), damage.go (every snapshot
+// records: the origin trailer, high-water marks and their checkpoint section), damage.go (every snapshot
 // damaged: CHECKPOINT_ON_DAMAGE).
 //
 // Concurrency: one worker goroutine owns the reader, pair, arena and ack

@@ -15,7 +15,7 @@ type Metrics struct {
 	Refused, DeadLettered                     prometheus.Counter // outputs the output cannot take
 	ReplaySuppressed                          prometheus.Counter
 	// A repartitioned partition's records sent again by hop 1 and
-	// dropped by their origin offset, and records without origin headers
+	// dropped by their origin offset, and records without an origin trailer
 	// (not written by hop 1). Nil outside repartition mode.
 	RepartitionResent, RepartitionUnmarked prometheus.Counter
 	Fill, EstKeys, FPRate, Saturated       [2]prometheus.Gauge // current, previous

@@ -15,36 +15,139 @@ import (
 	"strconv"
 )
 
-// Origin headers: hop 1 (the re-key hop, processor/repartition) sets them
-// on every record it sends to the repartition topic. They name the input
-// record the repartition record is a copy of, and carry its key (the
-// repartition record's own key is the dedup key).
+// Origin names an input record as hop 1 (the re-key hop,
+// processor/repartition) sends it to the repartition topic: it appends
+// this trailer to the record's value (AppendTo), and hop 2 takes it off
+// again (unwrap):
+//
+//	<value> <origin text> <flags, 1 byte> <origin text length, uint32 BE> "\xffdO1"
+//
+// with the origin text
+//
+//	<input topic>/<input partition>/<input offset>/<partition count>[/<input key>]
+//
+// The partition count is the repartition topic's count hop 1 routed the
+// record by: the marks are kept per count, so that a record routed anew
+// after partitions were added is never taken for a re-send (see origins).
+// The key part, slash included, is absent when the input record had a
+// null key; a topic name cannot hold a slash, so everything after the
+// fourth slash is the key, whatever its bytes. Flag 1 is a null value.
+//
+// In the value, not in headers: kafka-go decodes every header with two
+// allocations and a headers slice per record, and hop 2 would pay them
+// for every record (the repartition record's own key is the dedup key).
+type Origin struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Count     int    // the repartition topic's partition count the record is routed by
+	Key       []byte // the input record's key; nil when it had none
+}
+
+// The trailer's fixed end: flags, length and magic.
 const (
-	HeaderOriginTopic     = "dedup-origin-topic"
-	HeaderOriginPartition = "dedup-origin-partition"
-	HeaderOriginOffset    = "dedup-origin-offset"
-	// HeaderOriginKey holds the input record's key; absent when the
-	// input record had none (a null key).
-	HeaderOriginKey = "dedup-origin-key"
-	// HeaderOriginPartitions is the repartition topic's partition count
-	// hop 1 routed the record by: the marks are kept per count, so that
-	// a record routed anew after partitions were added is never taken for
-	// a re-send (see origins).
-	HeaderOriginPartitions = "dedup-origin-partitions"
+	originMagic     = "\xffdO1"
+	originFooterLen = 1 + 4 + len(originMagic)
+	originNullValue = 1 // flag: the input record's value was null
 )
 
-// Repartition headers: hop 2 adds them to every output, naming the
-// repartition record it was decided from. The restore's replay scan
-// matches outputs to repartition offsets by them (the source headers name
-// the input, which a repartitioned partition does not read).
-const (
-	HeaderRepartitionTopic     = "dedup-repartition-topic"
-	HeaderRepartitionPartition = "dedup-repartition-partition"
-	HeaderRepartitionOffset    = "dedup-repartition-offset"
-)
+// AppendTrailer appends to b the trailer naming o that follows value in
+// the repartition record's value (value itself is not appended).
+func (o *Origin) AppendTrailer(b, value []byte) []byte {
+	start := len(b)
+	b = append(b, o.Topic...)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, int64(o.Partition), 10)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, o.Offset, 10)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, int64(o.Count), 10)
+	if o.Key != nil {
+		b = append(b, '/')
+		b = append(b, o.Key...)
+	}
+	n := len(b) - start
+	var flags byte
+	if value == nil {
+		flags |= originNullValue
+	}
+	b = append(b, flags)
+	b = binary.BigEndian.AppendUint32(b, uint32(n))
+	return append(b, originMagic...)
+}
+
+// splitOrigin splits a repartition record's value into the input record's
+// value and the fields of its trailer, without allocating; ok is false
+// when the value does not end in a well-formed trailer.
+func splitOrigin(v []byte) (value []byte, f originFields, ok bool) {
+	n := len(v)
+	if n < originFooterLen || string(v[n-len(originMagic):]) != originMagic {
+		return nil, f, false
+	}
+	flags := v[n-originFooterLen]
+	l := binary.BigEndian.Uint32(v[n-originFooterLen+1:])
+	if uint64(l) > uint64(n-originFooterLen) || flags&^originNullValue != 0 {
+		return nil, f, false
+	}
+	start := n - originFooterLen - int(l)
+	if f, ok = parseOrigin(v[start : n-originFooterLen]); !ok {
+		return nil, f, false
+	}
+	switch {
+	case flags&originNullValue == 0:
+		value = v[:start:start]
+	case start != 0:
+		return nil, f, false // a null value has no bytes
+	}
+	return value, f, true
+}
+
+// originFields are the parts of an origin text: the texts the source
+// headers take (sub-slices of the value), their numbers, and the input
+// record's key.
+type originFields struct {
+	text                     [3][]byte // topic, partition, offset
+	partition, offset, count int64
+	key                      []byte
+	keyed                    bool
+}
+
+// parseOrigin splits an origin text without allocating; ok is false when
+// it is not well formed.
+func parseOrigin(v []byte) (f originFields, ok bool) {
+	var parts [4][]byte
+	rest := v
+	for i := range 3 {
+		j := bytes.IndexByte(rest, '/')
+		if j < 0 {
+			return f, false
+		}
+		parts[i], rest = rest[:j], rest[j+1:]
+	}
+	parts[3] = rest
+	if j := bytes.IndexByte(rest, '/'); j >= 0 {
+		parts[3], f.key, f.keyed = rest[:j], rest[j+1:], true // rest[j+1:] is empty, never nil, for an empty key
+	}
+	var okP, okO, okC bool
+	f.partition, okP = parseDecimal(parts[1])
+	f.offset, okO = parseDecimal(parts[2])
+	f.count, okC = parseDecimal(parts[3])
+	if len(parts[0]) == 0 || !okP || !okO || !okC || f.partition > math.MaxInt32 || f.count > math.MaxInt32 {
+		return f, false
+	}
+	f.text = [3][]byte{parts[0], parts[1], parts[2]}
+	return f, true
+}
+
+// HeaderRepartition: hop 2 adds it to every output, naming the
+// repartition record it was decided from, "<topic>/<partition>/<offset>".
+// The restore's replay scan matches outputs to repartition offsets by it
+// (the source headers name the input, which a repartitioned partition does
+// not read). One header rather than three: each costs an encoding.
+const HeaderRepartition = "dedup-repartition"
 
 // origin is an input partition, as a repartitioned record's origin
-// headers name it, and the repartition partition count hop 1 routed it by
+// trailer names it, and the repartition partition count hop 1 routed it by
 // (0: not named).
 type origin struct {
 	topic     string
@@ -71,72 +174,37 @@ type origins map[origin]int64
 type originOf struct {
 	at     origin
 	offset int64
-	ok     bool // the record carries well-formed origin headers
+	ok     bool // the record's value ends in a well-formed origin trailer
+	// source is the values of the source headers its output carries:
+	// the input topic, partition and offset, as the trailer spells them.
+	source [3][]byte
 }
 
 // unwrap turns a record read from the repartition topic back into the
-// input record it copies, in place: its key is the input record's again,
-// the origin key header is dropped, and the other origin headers are
-// renamed to the source headers (same lengths, so the output's size is
-// unchanged) the output carries. A record without them (not written by
-// hop 1) keeps its key and headers and has no origin.
+// input record it copies, in place: its value without the origin trailer
+// and its key the input record's again; its input coordinates are kept
+// for the source headers its output carries (headerArena). A record
+// without a well-formed trailer (not written by hop 1) keeps its key and
+// value and has no origin.
 func (w *Worker) unwrap(r *record) {
 	m := &r.msg
-	var topic, part, off, key, count []byte
-	hasKey := false
-	for i := range m.Headers {
-		switch h := &m.Headers[i]; h.Key {
-		case HeaderOriginKey:
-			key, hasKey = h.Value, true
-		case HeaderOriginTopic:
-			topic = h.Value
-		case HeaderOriginPartition:
-			part = h.Value
-		case HeaderOriginOffset:
-			off = h.Value
-		case HeaderOriginPartitions:
-			count = h.Value
-		}
-	}
-	p, okP := parseDecimal(part)
-	o, okO := parseDecimal(off)
-	c, okC := parseDecimal(count)
-	if count == nil {
-		c, okC = 0, true
-	}
-	if len(topic) == 0 || !okP || !okO || !okC || p > math.MaxInt32 || c > math.MaxInt32 {
+	value, f, ok := splitOrigin(m.Value)
+	if !ok {
 		r.origin = originOf{}
 		w.counts.unmarked++
 		return
 	}
-	n := 0
-	for _, h := range m.Headers {
-		switch h.Key {
-		case HeaderOriginKey, HeaderOriginPartitions:
-			continue // dropped: the key again, and hop 1's routing
-		case HeaderOriginTopic:
-			h.Key = HeaderSourceTopic
-		case HeaderOriginPartition:
-			h.Key = HeaderSourcePartition
-		case HeaderOriginOffset:
-			h.Key = HeaderSourceOffset
-		}
-		m.Headers[n] = h
-		n++
+	m.Value = value
+	if string(f.text[0]) != w.originTopic { // compared without allocating
+		w.originTopic = string(f.text[0])
 	}
-	clear(m.Headers[n:])
-	m.Headers = m.Headers[:n]
-	if string(topic) != w.originTopic { // compared without allocating
-		w.originTopic = string(topic)
+	r.origin = originOf{
+		at:     origin{topic: w.originTopic, partition: int32(f.partition), count: int32(f.count)},
+		offset: f.offset, ok: true, source: f.text,
 	}
-	r.origin = originOf{at: origin{topic: w.originTopic, partition: int32(p), count: int32(c)}, offset: o, ok: true}
-	switch {
-	case !hasKey:
-		m.Key = nil
-	case key == nil:
-		m.Key = []byte{} // an empty key, not a null one
-	default:
-		m.Key = key
+	m.Key = nil
+	if f.keyed {
+		m.Key = f.key
 	}
 }
 

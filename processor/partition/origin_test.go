@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"maps"
+	"math"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,54 +113,66 @@ func TestOriginsSection(t *testing.T) {
 }
 
 // TestUnwrap: a repartition record is turned back into the input record:
-// its key, its headers with the origin headers renamed to the source
-// headers, the origin key header gone; a null origin key stays null, an
-// empty one empty; a record without origin headers is left as it is.
+// its value without the origin trailer, its key, its input coordinates
+// kept for the source headers (the last trailer counts); a null origin key
+// stays null, an empty one empty, and so do values; a record without a
+// well-formed trailer is left as it is and counted.
 func TestUnwrap(t *testing.T) {
 	w := &Worker{origins: origins{}}
-	hs := func(extra ...kafka.Header) []kafka.Header {
-		return append([]kafka.Header{
-			{Key: "a", Value: []byte("1")},
-			{Key: HeaderOriginTopic, Value: []byte("raw")},
-			{Key: HeaderOriginPartition, Value: []byte("3")},
-			{Key: HeaderOriginOffset, Value: []byte("1234")},
-		}, extra...)
-	}
-	r := record{msg: kafka.Message{Key: []byte("dedup-id"), Headers: hs(kafka.Header{Key: HeaderOriginKey, Value: []byte("user-7")})}}
+	wrap := func(value []byte, o Origin) []byte { return o.AppendTrailer(bytes.Clone(value), value) }
+	hs := []kafka.Header{{Key: "a", Value: []byte("1")}}
+	r := record{msg: kafka.Message{Key: []byte("dedup-id"), Headers: hs,
+		Value: wrap([]byte("v"), Origin{Topic: "raw", Partition: 3, Offset: 1234, Key: []byte("user-7")})}}
 	w.unwrap(&r)
-	if string(r.msg.Key) != "user-7" || !r.origin.ok || r.origin.at != (origin{"raw", 3, 0}) || r.origin.offset != 1234 {
-		t.Fatalf("unwrapped %q %+v", r.msg.Key, r.origin)
+	if string(r.msg.Key) != "user-7" || string(r.msg.Value) != "v" || !r.origin.ok || r.origin.at != (origin{"raw", 3, 0}) || r.origin.offset != 1234 {
+		t.Fatalf("unwrapped %q %q %+v", r.msg.Key, r.msg.Value, r.origin)
 	}
-	want := []string{"a", HeaderSourceTopic, HeaderSourcePartition, HeaderSourceOffset}
-	if len(r.msg.Headers) != len(want) {
+	if src := r.source(); src == nil || string(src[0]) != "raw" || string(src[1]) != "3" || string(src[2]) != "1234" {
+		t.Fatalf("source %q", src)
+	}
+	if len(r.msg.Headers) != 1 {
 		t.Fatalf("headers %v", r.msg.Headers)
 	}
-	for i, h := range r.msg.Headers {
-		if h.Key != want[i] {
-			t.Fatalf("header %d %q, want %q", i, h.Key, want[i])
+	for _, c := range []struct {
+		key, value []byte
+	}{
+		{nil, []byte("v")},                      // a null key
+		{[]byte{}, []byte("v")},                 // an empty one
+		{[]byte("a/b/"), nil},                   // slashes in the key, a null value
+		{[]byte("\x00\xff"), []byte{}},          // any bytes, an empty value
+		{[]byte("k"), []byte("\xffdO1\xffdO1")}, // a value that ends in the magic
+	} {
+		r = record{msg: kafka.Message{Key: []byte("k"), Value: wrap(c.value, Origin{Topic: "raw", Partition: 3, Offset: 1234, Count: 8, Key: c.key})}}
+		w.unwrap(&r)
+		if !r.origin.ok || r.origin.at != (origin{"raw", 3, 8}) || (r.msg.Key == nil) != (c.key == nil) || !bytes.Equal(r.msg.Key, c.key) ||
+			(r.msg.Value == nil) != (c.value == nil) || !bytes.Equal(r.msg.Value, c.value) {
+			t.Errorf("key %q value %q: unwrapped key %q value %q, origin %+v", c.key, c.value, r.msg.Key, r.msg.Value, r.origin)
 		}
 	}
-	r = record{msg: kafka.Message{Key: []byte("p3"), Headers: hs()}}
+	// An input record that carries a trailer of an earlier stage keeps it.
+	inner := wrap([]byte("v"), Origin{Topic: "in", Partition: 1, Offset: 5, Count: 2})
+	r = record{msg: kafka.Message{Key: []byte("k"), Value: wrap(inner, Origin{Topic: "raw", Partition: 3, Offset: 7, Count: 8})}}
 	w.unwrap(&r)
-	if r.msg.Key != nil || !r.origin.ok {
-		t.Fatalf("null origin key: %q %+v", r.msg.Key, r.origin)
+	if r.origin.at != (origin{"raw", 3, 8}) || r.origin.offset != 7 || !bytes.Equal(r.msg.Value, inner) {
+		t.Fatalf("nested trailers: %+v %q", r.origin, r.msg.Value)
 	}
-	r = record{msg: kafka.Message{Key: []byte("x"), Headers: hs(kafka.Header{Key: HeaderOriginKey})}}
-	w.unwrap(&r)
-	if r.msg.Key == nil || len(r.msg.Key) != 0 {
-		t.Fatalf("empty origin key: %v", r.msg.Key)
-	}
-	r = record{msg: kafka.Message{Key: []byte("k"), Headers: []kafka.Header{{Key: HeaderOriginOffset, Value: []byte("x1")}}}}
-	w.unwrap(&r)
-	if r.origin.ok || string(r.msg.Key) != "k" || w.counts.unmarked != 1 {
-		t.Fatalf("malformed origin: %+v %q, unmarked %d", r.origin, r.msg.Key, w.counts.unmarked)
-	}
-
-	// The partition count hop 1 routed by is read and the header dropped.
-	r = record{msg: kafka.Message{Key: []byte("k"), Headers: hs(kafka.Header{Key: HeaderOriginPartitions, Value: []byte("8")})}}
-	w.unwrap(&r)
-	if !r.origin.ok || r.origin.at != (origin{"raw", 3, 8}) || len(r.msg.Headers) != 4 {
-		t.Fatalf("routed by 8 partitions: %+v %v", r.origin, r.msg.Headers)
+	good := wrap([]byte("v"), Origin{Topic: "raw", Partition: 3, Offset: 7, Count: 8})
+	footer := len(good) - originFooterLen
+	damage := func(at int, b byte) []byte { d := bytes.Clone(good); d[at] = b; return d }
+	for i, bad := range [][]byte{
+		nil, []byte("plain value"), []byte(originMagic), good[:len(good)-1],
+		damage(len(good)-1, '2'),                               // magic
+		damage(footer, 2),                                      // unknown flag
+		damage(footer, originNullValue),                        // a null value with bytes
+		damage(footer+1, 1),                                    // length beyond the value
+		damage(footer-2, 'x'),                                  // a slash lost: three fields
+		[]byte("raw/3/1234\x00\x00\x00\x00\x0a" + originMagic), // three fields
+	} {
+		r = record{msg: kafka.Message{Key: []byte("k"), Value: bad}}
+		w.unwrap(&r)
+		if r.origin.ok || string(r.msg.Key) != "k" || !bytes.Equal(r.msg.Value, bad) || w.counts.unmarked != uint64(i+1) {
+			t.Fatalf("malformed %q: %+v key %q value %q, unmarked %d", bad, r.origin, r.msg.Key, r.msg.Value, w.counts.unmarked)
+		}
 	}
 
 	// The marks: a re-send is at or below its origin's mark, of the same
@@ -174,4 +189,43 @@ func TestUnwrap(t *testing.T) {
 			t.Errorf("%d/%d resent %v, want %v", c.part, c.off, got, c.want)
 		}
 	}
+}
+
+// FuzzOrigin: whatever hop 1 writes (the value and AppendTrailer), hop 2
+// reads back (splitOrigin): the value, the coordinates, the partition
+// count and the key, a null key or value as null and an empty one as
+// empty. And no value at all makes it panic.
+func FuzzOrigin(f *testing.F) {
+	f.Add("raw", int32(3), int64(1234), 8, []byte("user-7"), true, []byte("v"), true)
+	f.Add("a.b_c-d", int32(0), int64(0), 0, []byte(nil), false, []byte(nil), false)
+	f.Add("t", int32(math.MaxInt32), int64(999999999999999999), math.MaxInt32, []byte("/x/"), true, []byte("\xffdO1"), true)
+	f.Fuzz(func(t *testing.T, topic string, p int32, off int64, count int, key []byte, keyed bool, value []byte, valued bool) {
+		splitOrigin(value) // anything at all: no panic
+		if topic == "" || strings.ContainsRune(topic, '/') || p < 0 || off < 0 || off > 999999999999999999 || count < 0 || count > math.MaxInt32 {
+			return // not what hop 1 writes
+		}
+		switch {
+		case !keyed:
+			key = nil
+		case key == nil:
+			key = []byte{}
+		}
+		switch {
+		case !valued:
+			value = nil
+		case value == nil:
+			value = []byte{}
+		}
+		o := Origin{Topic: topic, Partition: p, Offset: off, Count: count, Key: key}
+		v := o.AppendTrailer(bytes.Clone(value), value)
+		gotValue, got, ok := splitOrigin(v)
+		if !ok || string(got.text[0]) != topic || got.partition != int64(p) || got.offset != off || got.count != int64(count) ||
+			got.keyed != keyed || !bytes.Equal(got.key, key) || (got.key == nil) != (key == nil) ||
+			!bytes.Equal(gotValue, value) || (gotValue == nil) != (value == nil) {
+			t.Fatalf("%q read back as %q %+v, %v", v, gotValue, got, ok)
+		}
+		if string(got.text[1]) != strconv.Itoa(int(p)) || string(got.text[2]) != strconv.FormatInt(off, 10) {
+			t.Fatalf("%q: source texts %q", v, got.text)
+		}
+	})
 }

@@ -82,15 +82,16 @@ func offsetDigits(off int64) int {
 	return n
 }
 
-// outputSize is MessageSize of m's output: m with the three source
-// headers. Computed without building the output, so that the check costs
-// the hot path a few additions per record.
-func (w *Worker) outputSize(m *kafka.Message) int64 {
-	n := int64(4+1+1+8) + 4 + int64(len(m.Key)) + 4 + int64(len(m.Value)) + varintLen(int64(len(m.Headers)+3))
+// outputSize is MessageSize of r's output: its message with the headers
+// the worker adds (headerArena.appendAdded). Computed without building the
+// output, so that the check costs the hot path a few additions per record.
+func (w *Worker) outputSize(r *record) int64 {
+	m, source := &r.msg, r.source()
+	n := int64(4+1+1+8) + 4 + int64(len(m.Key)) + 4 + int64(len(m.Value)) + varintLen(int64(len(m.Headers)+w.arena.added(source)))
 	for i := range m.Headers {
 		n += headerSize(m.Headers[i].Key, len(m.Headers[i].Value))
 	}
-	return n + w.srcFixed + headerSize(w.arena.names()[2], offsetDigits(m.Offset))
+	return n + w.arena.addedSize(source, w.srcTop, w.srcPart, m.Offset)
 }
 
 // tooLarge is the reason a record of size bytes is refused.
@@ -116,13 +117,14 @@ func (w *Worker) outputRefused() {
 // header, and the worker waits for the acknowledgement, so no commit passes
 // it before; without one it is logged and counted, and the partition moves
 // on.
-func (w *Worker) refuse(m *kafka.Message, size int64, why string) error {
+func (w *Worker) refuse(r *record, size int64, why string) error {
+	m := &r.msg
 	if w.d.DeadLetter == nil {
 		w.counts.refused++
 		w.logRefused(m, size, "record refused by the output: skipped, not forwarded (no DEAD_LETTER_TOPIC)", why, nil)
 		return w.flushIfCaughtUp()
 	}
-	err := w.d.DeadLetter.Write(context.Background(), w.copyOut(m, kafka.Header{Key: HeaderError, Value: []byte(why)}))
+	err := w.d.DeadLetter.Write(context.Background(), w.copyOut(r, kafka.Header{Key: HeaderError, Value: []byte(why)}))
 	switch {
 	case err == nil:
 		w.counts.deadLettered++
@@ -139,17 +141,16 @@ func (w *Worker) refuse(m *kafka.Message, size int64, why string) error {
 	return w.flushIfCaughtUp()
 }
 
-// copyOut is m as the stage writes it outside the hot path (to the
+// copyOut is r as the stage writes it outside the hot path (to the
 // dead-letter topic, or alone after a refusal): its key, value and headers,
-// the source headers and extra, stamped as process stamps its outputs.
-func (w *Worker) copyOut(m *kafka.Message, extra ...kafka.Header) kafka.Message {
-	hdrs := make([]kafka.Header, 0, len(m.Headers)+3+len(extra))
+// the headers process adds and extra, stamped as process stamps its
+// outputs.
+func (w *Worker) copyOut(r *record, extra ...kafka.Header) kafka.Message {
+	m := &r.msg
+	source := r.source()
+	hdrs := make([]kafka.Header, 0, len(m.Headers)+w.arena.added(source)+len(extra))
 	hdrs = append(hdrs, m.Headers...)
-	hdrs = append(hdrs,
-		kafka.Header{Key: w.arena.names()[0], Value: w.srcTop},
-		kafka.Header{Key: w.arena.names()[1], Value: w.srcPart},
-		kafka.Header{Key: w.arena.names()[2], Value: fmt.Appendf(nil, "%d", m.Offset)},
-	)
+	hdrs = w.arena.appendAdded(hdrs, source, w.srcTop, w.srcPart, w.arena.text(nil, m.Offset))
 	hdrs = append(hdrs, extra...)
 	out := m.Time
 	if out.IsZero() {
@@ -183,7 +184,8 @@ func (w *Worker) logRefused(m *kafka.Message, size int64, msg, why string, err e
 // before it is acknowledged (so that the partition's outputs stay in
 // order). A refusal of the lone record names it: it is refused as a too
 // large one is, with the broker's answer as the reason.
-func (w *Worker) probe(m *kafka.Message, outcome *uint64, ts time.Time, size int64) error {
+func (w *Worker) probe(r *record, outcome *uint64, ts time.Time, size int64) error {
+	m := &r.msg
 	w.isolate--
 	if err := w.flush(); err != nil {
 		return err
@@ -191,7 +193,7 @@ func (w *Worker) probe(m *kafka.Message, outcome *uint64, ts time.Time, size int
 	if err := w.acks.waitAcknowledged(context.Background(), m.Offset); err != nil {
 		return err
 	}
-	out := w.copyOut(m)
+	out := w.copyOut(r)
 	out.Partition = w.d.Route.partition(w.d.Partition, m.Key)
 	err := w.d.Probe.WriteMessages(context.Background(), out)
 	switch {
@@ -202,7 +204,7 @@ func (w *Worker) probe(m *kafka.Message, outcome *uint64, ts time.Time, size int
 		}
 		return w.flushIfCaughtUp()
 	case errors.Is(err, ErrRecordRefused):
-		return w.refuse(m, size, err.Error())
+		return w.refuse(r, size, err.Error())
 	}
 	// Not known to be written: as a failed output, nothing at or after it
 	// is committed and the restore's replay scan finds it if it landed.

@@ -38,20 +38,33 @@ func TestMessageSize(t *testing.T) {
 }
 
 // TestOutputSize: the worker's size of an output, computed without
-// building it, is MessageSize of the output as the worker builds it.
+// building it, is MessageSize of the output as the worker builds it (in
+// the hot path and outside it), for one hop and for hop 2, whose outputs
+// carry the source headers of their origin and the repartition headers.
 func TestOutputSize(t *testing.T) {
-	w := &Worker{srcTop: []byte("events"), srcPart: []byte("12")}
-	w.srcFixed = headerSize(HeaderSourceTopic, len(w.srcTop)) + headerSize(HeaderSourcePartition, len(w.srcPart))
-	var a headerArena
-	for _, m := range []kafka.Message{
-		{Offset: 0},
-		{Offset: 9, Key: []byte("k"), Value: []byte("v")},
-		{Offset: 1234567890123, Key: []byte("key"), Value: make([]byte, 5000),
-			Headers: []kafka.Header{{Key: "trace", Value: []byte("t-1")}, {Key: "big", Value: make([]byte, 200)}}},
-	} {
-		out := kafka.Message{Key: m.Key, Value: m.Value, Headers: a.headers(&m, w.srcTop, w.srcPart, 0, 0)}
-		if got, want := w.outputSize(&m), MessageSize(&out); got != want {
-			t.Errorf("offset %d: outputSize %d, MessageSize of the output %d", m.Offset, got, want)
+	for _, repart := range []bool{false, true} {
+		w := &Worker{srcTop: []byte("events"), srcPart: []byte("12")}
+		if repart {
+			w.arena.prefix = []byte("events/12/")
+		}
+		for _, m := range []kafka.Message{
+			{Offset: 0},
+			{Offset: 9, Key: []byte("k"), Value: []byte("v")},
+			{Offset: 1234567890123, Key: []byte("key"), Value: make([]byte, 5000),
+				Headers: []kafka.Header{{Key: "trace", Value: []byte("t-1")}, {Key: "big", Value: make([]byte, 200)}}},
+		} {
+			r := record{msg: m}
+			if repart {
+				r.origin = originOf{ok: true, source: [3][]byte{[]byte("raw"), []byte("3"), []byte("98765")}}
+			}
+			out := kafka.Message{Key: m.Key, Value: m.Value, Headers: w.arena.headers(&r.msg, r.source(), w.srcTop, w.srcPart, 0, 0)}
+			if got, want := w.outputSize(&r), MessageSize(&out); got != want {
+				t.Errorf("repartitioned %v, offset %d: outputSize %d, MessageSize of the output %d", repart, m.Offset, got, want)
+			}
+			alone := w.copyOut(&r)
+			if got, want := MessageSize(&alone), MessageSize(&out); got != want || len(alone.Headers) != len(out.Headers) {
+				t.Errorf("repartitioned %v, offset %d: copyOut %d bytes, %d headers; hot path %d, %d", repart, m.Offset, got, len(alone.Headers), want, len(out.Headers))
+			}
 		}
 	}
 }
@@ -65,7 +78,6 @@ func TestOutputSize(t *testing.T) {
 //	go test ./processor/partition -run '^$' -bench OutputSize
 func BenchmarkOutputSize(b *testing.B) {
 	w := &Worker{srcTop: []byte("events"), srcPart: []byte("3"), d: Deps{Limit: Limit{Bytes: 1 << 20}}}
-	w.srcFixed = headerSize(HeaderSourceTopic, len(w.srcTop)) + headerSize(HeaderSourcePartition, len(w.srcPart))
 	for _, bc := range []struct {
 		name string
 		m    kafka.Message
@@ -76,9 +88,10 @@ func BenchmarkOutputSize(b *testing.B) {
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			refused := 0
+			r := record{msg: bc.m}
 			for i := 0; b.Loop(); i++ {
-				bc.m.Offset = int64(i)
-				if w.outputSize(&bc.m) > w.d.Limit.Bytes {
+				r.msg.Offset = int64(i)
+				if w.outputSize(&r) > w.d.Limit.Bytes {
 					refused++
 				}
 			}

@@ -51,9 +51,9 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 	if w.d.Clock == nil {
 		w.d.Clock = systemClock{}
 	}
-	w.arena.repart = d.Repartitioned
-	names := w.arena.names()
-	w.srcFixed = headerSize(names[0], len(w.srcTop)) + headerSize(names[1], len(w.srcPart))
+	if d.Repartitioned {
+		w.arena.prefix = fmt.Appendf(nil, "%s/%d/", topic, part)
+	}
 
 	committed := d.Committed // absolute, or kafka.FirstOffset/LastOffset when none
 	start := committed

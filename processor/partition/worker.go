@@ -54,10 +54,7 @@ type Worker struct {
 	arena   headerArena     // output header slices and source-offset texts
 	srcTop  []byte
 	srcPart []byte
-	// srcFixed is the size of the source topic and partition headers
-	// (outputSize).
-	srcFixed int64
-	refused  refusals
+	refused refusals
 	// isolate is how many outputs at or after Deps.IsolateFrom are still
 	// to be written alone (Deps.Probe).
 	isolate int
@@ -133,6 +130,15 @@ type record struct {
 	probe rotation.Probe
 	// origin: the input record a repartitioned record copies (unwrap).
 	origin originOf
+}
+
+// source is the values of the source headers of r's origin, nil when it
+// has none (the worker's own topic, partition and offset are the source).
+func (r *record) source() *[3][]byte {
+	if !r.origin.ok {
+		return nil
+	}
+	return &r.origin.source
 }
 
 // consume is the hot loop: read → key → pair → write, until fctx expires.
@@ -250,17 +256,17 @@ func (w *Worker) process(r *record) error {
 	// topic or is skipped (refuse.go). After the broker
 	// refused a batch, outputs are written alone until the refused record
 	// is found (probe).
-	size := w.outputSize(m)
+	size := w.outputSize(r)
 	if size > w.d.Limit.Bytes {
 		w.outputRefused()
-		return w.refuse(m, size, w.tooLarge(size))
+		return w.refuse(r, size, w.tooLarge(size))
 	}
 	if m.Key == nil && w.d.Limit.KeyRequired != "" {
 		w.outputRefused()
-		return w.refuse(m, size, w.keyless())
+		return w.refuse(r, size, w.keyless())
 	}
 	if w.isolate > 0 && m.Offset >= w.d.IsolateFrom {
-		return w.probe(m, outcome, ts, size)
+		return w.probe(r, outcome, ts, size)
 	}
 	*outcome++
 
@@ -292,7 +298,7 @@ func (w *Worker) process(r *record) error {
 	w.buf = append(w.buf, kafka.Message{
 		Key:        m.Key,
 		Value:      m.Value,
-		Headers:    w.arena.headers(m, w.srcTop, w.srcPart, w.acks.tail-1, w.acks.retired()),
+		Headers:    w.arena.headers(m, r.source(), w.srcTop, w.srcPart, w.acks.tail-1, w.acks.retired()),
 		Time:       out,
 		Partition:  w.d.Route.partition(w.d.Partition, m.Key),
 		WriterData: slot,

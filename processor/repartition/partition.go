@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -27,9 +29,7 @@ type worker struct {
 
 	acked     int64 // next input offset to send: everything below is acknowledged (-1: none yet)
 	committed int64
-	topic     []byte
 	partText  []byte
-	countText []byte // parts, as the dedup-origin-partitions header says it
 }
 
 // tick bounds how long the worker waits for a first record before it
@@ -41,7 +41,7 @@ const tick = 100 * time.Millisecond
 // first record not acknowledged, until the generation ends.
 func (w *worker) run(ctx context.Context) {
 	w.acked, w.committed = -1, w.start
-	w.topic, w.partText = []byte(w.o.InputTopic), []byte(strconv.Itoa(w.part))
+	w.partText = []byte(strconv.Itoa(w.part))
 	backoff := w.o.RetryBackoff
 	for _, c := range []*prometheus.CounterVec{w.o.Metrics.Rekeyed, w.o.Metrics.Restarts} {
 		if c != nil {
@@ -96,7 +96,7 @@ func (w *worker) session(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	w.parts, w.countText = n, []byte(strconv.Itoa(n))
+	w.parts = n
 	r := kafka.NewReader(kafka.ReaderConfig{
 		Brokers: w.o.Brokers,
 		// The stage's readers' dialer: deadlines set per record are
@@ -106,7 +106,7 @@ func (w *worker) session(ctx context.Context) error {
 		Partition:       w.part,
 		MaxBytes:        w.o.FetchMaxBytes,
 		MaxWait:         w.o.FetchMaxWait,
-		QueueCapacity:   2 * w.o.BatchSize, // a batch in hand, the next one fetched
+		QueueCapacity:   2 * w.o.BatchSize,
 		ReadLagInterval: -1,
 		ErrorLogger:     cluster.Logger{Log: w.log.With("component", "reader")},
 	})
@@ -114,13 +114,19 @@ func (w *worker) session(ctx context.Context) error {
 	if err := r.SetOffset(w.resumeAt()); err != nil {
 		return fmt.Errorf("seek %s/%d to %d: %w", w.o.InputTopic, w.part, w.resumeAt(), err)
 	}
-	batch := make([]kafka.Message, 0, w.o.BatchSize)
+	// A batch fills every repartition partition's request about once:
+	// fewer, larger requests cost hop 1, the broker and hop 2 (which
+	// reads what hop 1 appends) less per record.
+	maxRecords := w.o.BatchSize * w.parts
+	batch := make([]kafka.Message, 0, min(maxRecords, 4*w.o.BatchSize))
+	var out sender
 	var hwm int64
 	lastCommit := time.Now()
 	for {
 		batch = batch[:0]
+		size := 0
 		fctx, cancel := context.WithTimeout(ctx, tick)
-		for len(batch) < w.o.BatchSize {
+		for len(batch) < maxRecords && size < w.o.BatchBytes {
 			m, err := r.FetchMessage(fctx)
 			if err != nil {
 				if ctx.Err() == nil && fctx.Err() == nil {
@@ -130,6 +136,7 @@ func (w *worker) session(ctx context.Context) error {
 				break
 			}
 			batch = append(batch, m)
+			size += messageBytes(&m)
 			hwm = m.HighWaterMark
 			if m.Offset+1 >= m.HighWaterMark {
 				break // caught up: send what there is
@@ -143,7 +150,7 @@ func (w *worker) session(ctx context.Context) error {
 				// log's end by then, with KAFKA_START_OFFSET=latest).
 				w.acked = batch[0].Offset
 			}
-			if err := w.send(client, batch); err != nil {
+			if err := w.send(&out, client, batch); err != nil {
 				return err
 			}
 			w.acked = batch[len(batch)-1].Offset + 1
@@ -185,61 +192,168 @@ func (w *worker) commit(final bool) {
 // noTimestamp is Kafka's "no timestamp" as kafka-go writes it.
 var noTimestamp = time.UnixMilli(-1)
 
-// send writes batch to the repartition topic, one produce request per
-// repartition partition it reaches, all at once, and waits for every
-// answer. Nothing is retried here: any error fails the batch.
-func (w *worker) send(client *kafka.Client, batch []kafka.Message) error {
-	byPart := map[int][]kafka.Record{}
-	var murmur kafka.Murmur2Balancer
-	all := make([]int, w.parts)
-	for i := range all {
-		all[i] = i
+// sender holds the buffers a session's batches are encoded from, reused
+// batch after batch: a batch is sent only once every request of the one
+// before is answered, and a session that fails takes its buffers along,
+// so no request still being written can see them change.
+type sender struct {
+	byPart   [][]kafka.Record
+	all      []int // every repartition partition, for the balancer
+	trailers []byte
+	payloads []payload
+}
+
+// payload is a record's key or value as kafka.Record takes it: head, then
+// tail (a value and its origin trailer), from a slice per batch rather
+// than an allocation per record, written without a copy of its own.
+type payload struct{ head, tail []byte }
+
+func (p *payload) Len() int { return len(p.head) + len(p.tail) }
+
+func (p *payload) Read(b []byte) (int, error) {
+	if len(p.head) == 0 {
+		p.head, p.tail = p.tail, nil
 	}
+	if len(p.head) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(b, p.head)
+	p.head = p.head[n:]
+	return n, nil
+}
+
+// WriteTo is what the encoder's io.Copy calls.
+func (p *payload) WriteTo(w io.Writer) (int64, error) {
+	n, err := w.Write(p.head)
+	if err == nil {
+		var m int
+		m, err = w.Write(p.tail)
+		n += m
+	}
+	p.head, p.tail = nil, nil
+	return int64(n), err
+}
+
+func (*payload) Close() error { return nil }
+
+// send writes batch to the repartition topic, the requests of each
+// repartition partition it reaches one after the other (request), the
+// partitions all at once, and waits for every answer. Nothing is retried
+// here: any error fails the batch.
+func (w *worker) send(s *sender, client *kafka.Client, batch []kafka.Message) error {
+	if len(s.all) != w.parts {
+		s.all = make([]int, w.parts)
+		for i := range s.all {
+			s.all[i] = i
+		}
+		s.byPart = make([][]kafka.Record, w.parts)
+	}
+	for p := range s.byPart {
+		clear(s.byPart[p])
+		s.byPart[p] = s.byPart[p][:0]
+	}
+	nt := 0
+	for i := range batch {
+		nt += len(w.o.InputTopic) + 48 + len(batch[i].Key)
+	}
+	// Sized for the whole batch before any is taken: the records hold
+	// sub-slices of these.
+	s.trailers = slices.Grow(s.trailers[:0], nt)
+	s.payloads = slices.Grow(s.payloads[:0], 2*len(batch))[:2*len(batch)]
+	var murmur kafka.Murmur2Balancer
 	for i := range batch {
 		m := &batch[i]
 		dk, keyed := w.o.Key.Extract(m)
-		hs := make([]kafka.Header, 0, len(m.Headers)+5)
-		hs = append(hs, m.Headers...)
-		hs = append(hs,
-			kafka.Header{Key: partition.HeaderOriginTopic, Value: w.topic},
-			kafka.Header{Key: partition.HeaderOriginPartition, Value: w.partText},
-			kafka.Header{Key: partition.HeaderOriginOffset, Value: strconv.AppendInt(nil, m.Offset, 10)},
-			kafka.Header{Key: partition.HeaderOriginPartitions, Value: w.countText},
-		)
-		if m.Key != nil {
-			hs = append(hs, kafka.Header{Key: partition.HeaderOriginKey, Value: m.Key})
-		}
+		t := len(s.trailers)
+		o := partition.Origin{Topic: w.o.InputTopic, Partition: int32(w.part), Offset: m.Offset, Count: w.parts, Key: m.Key}
+		s.trailers = o.AppendTrailer(s.trailers, m.Value)
 		ts := m.Time
 		if ts.IsZero() {
 			ts = noTimestamp
 		}
-		rec := kafka.Record{Time: ts, Value: kafka.NewBytes(m.Value), Headers: hs}
+		v := &s.payloads[2*i]
+		*v = payload{head: m.Value, tail: s.trailers[t:len(s.trailers):len(s.trailers)]}
+		rec := kafka.Record{Time: ts, Value: v, Headers: m.Headers}
 		p := w.part % w.parts
 		if keyed {
-			rec.Key = kafka.NewBytes(dk)
-			p = murmur.Balance(kafka.Message{Key: dk}, all...)
+			if dk != nil {
+				k := &s.payloads[2*i+1]
+				*k = payload{head: dk}
+				rec.Key = k
+			}
+			p = murmur.Balance(kafka.Message{Key: dk}, s.all...)
 		}
-		byPart[p] = append(byPart[p], rec)
+		s.byPart[p] = append(s.byPart[p], rec)
 	}
 	var (
 		mu   sync.Mutex
 		errs []error
 		wg   sync.WaitGroup
 	)
-	for p, recs := range byPart {
+	for p, recs := range s.byPart {
+		if len(recs) == 0 {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := produce(client, w.o.Topic, p, recs)
-			if err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
+			// A partition's requests one after the other, each once the
+			// one before is acknowledged: none lands ahead of one that
+			// failed.
+			for len(recs) > 0 {
+				n := w.request(recs)
+				if err := produce(client, w.o.Topic, p, recs[:n]); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+					return
+				}
+				recs = recs[n:]
 			}
 		}()
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// request is how many of recs, from the first, one produce request takes:
+// BatchSize records and BatchBytes at most, and at least one.
+func (w *worker) request(recs []kafka.Record) int {
+	size := 0
+	for i := range recs {
+		if i == w.o.BatchSize {
+			return i
+		}
+		size += recordBytes(&recs[i])
+		if size > w.o.BatchBytes && i > 0 {
+			return i
+		}
+	}
+	return len(recs)
+}
+
+// messageBytes is m's key, value and headers in bytes.
+func messageBytes(m *kafka.Message) int {
+	n := len(m.Key) + len(m.Value)
+	for _, h := range m.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
+}
+
+// recordBytes is r's key, value and headers in bytes.
+func recordBytes(r *kafka.Record) int {
+	n := 0
+	if r.Key != nil {
+		n += r.Key.Len()
+	}
+	if r.Value != nil {
+		n += r.Value.Len()
+	}
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
 }
 
 // produce sends one request and checks its answer.

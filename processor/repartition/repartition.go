@@ -1,6 +1,6 @@
 // Package repartition is hop 1 of REPARTITION_TOPIC: it reads the input,
 // takes each record's dedup key and sends the record to the repartition
-// topic keyed by it, with the origin headers (partition.HeaderOrigin*)
+// topic keyed by it, with the origin trailer (partition.Origin)
 // that let hop 2 (a processor.Processor with Options.Repartitioned)
 // turn it back into the input record and drop re-sends.
 //
@@ -8,20 +8,20 @@
 //
 //   - Each input record reaches the repartition topic at least once, with
 //     its value, timestamp (a record without one is sent with -1, read
-//     back as none) and headers, its key in dedup-origin-key (absent for a
-//     null key) and its input topic, partition and offset in the other
-//     origin headers. A keyed record goes to the partition of its dedup
-//     key (murmur2, as the Java client's default partitioner); an unkeyed
-//     one to the input partition's number modulo the partition count, so
-//     that one input partition's unkeyed records stay in one repartition
+//     back as none) and headers, and an origin trailer at the end of its
+//     value naming its input topic, partition and offset and holding its
+//     key. A keyed record goes to the partition of its dedup key
+//     (murmur2, as the Java client's default partitioner); an unkeyed one
+//     to the input partition's number modulo the partition count, so that
+//     one input partition's unkeyed records stay in one repartition
 //     partition, in order.
 //   - Order per input partition within each repartition partition, under
 //     retries and lost acknowledgements: a partition's records go out one
-//     batch at a time, each batch as one produce request per repartition
-//     partition, never retried; the next batch is sent only once every
-//     request of the one before is acknowledged. On any failure (an error
-//     or an unknown outcome) the partition drops its connections, waits,
-//     and sends again from the first record not acknowledged, after
+//     batch at a time, each repartition partition's share of a batch as
+//     requests sent one after the other, never retried; the next batch is
+//     sent only once every request of the one before is acknowledged. On
+//     any failure (an error or an unknown outcome) the partition drops its
+//     connections, waits, and sends again from the first record not acknowledged, after
 //     whatever of the failed batch landed. Hop 2 drops what it had taken
 //     by its high-water marks.
 //   - An input offset is committed (to Options.GroupID, a group of its own)
@@ -65,7 +65,13 @@ type Options struct {
 	RebalanceTimeout  time.Duration // default SessionTimeout
 	HeartbeatInterval time.Duration // default SessionTimeout/10, at most 3s
 
-	BatchSize     int           // records per batch at most (default 1000)
+	// BatchSize is the records of one produce request at most (default
+	// 1000); a batch read from an input partition holds BatchSize records
+	// per repartition partition at most.
+	BatchSize int
+	// BatchBytes bounds a batch's keys, values and headers, and one
+	// produce request's (default 1 MiB; a larger record goes alone).
+	BatchBytes    int
 	FetchMaxBytes int           // one fetch at most, per input partition held (default 1 MiB)
 	FetchMaxWait  time.Duration // default 250ms
 	// CommitInterval is how often acknowledged offsets are committed
@@ -115,6 +121,7 @@ func (o *Options) defaults() error {
 		o.HeartbeatInterval = min(o.SessionTimeout/10, 3*time.Second)
 	}
 	o.BatchSize = cmp.Or(o.BatchSize, 1000)
+	o.BatchBytes = cmp.Or(o.BatchBytes, 1<<20)
 	o.FetchMaxBytes = cmp.Or(o.FetchMaxBytes, 1<<20)
 	o.FetchMaxWait = cmp.Or(o.FetchMaxWait, 250*time.Millisecond)
 	o.CommitInterval = cmp.Or(o.CommitInterval, time.Second)
