@@ -1,6 +1,7 @@
 package sizing
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math/bits"
@@ -18,6 +19,23 @@ type Repartition struct {
 	Replication      int           // its replication factor
 	InputTopic       string        // named in every record's origin trailer
 	Topic            string        // the repartition topic, named in every output's repartition headers
+	// Hop 1's reader of each input partition an instance holds: one fetch
+	// of FetchBytes (0: Hop1FetchBytes) and a queue of two batches of
+	// BatchSize records (PRODUCE_BATCH_SIZE; 0: 1000).
+	FetchBytes int64
+	BatchSize  int
+}
+
+// Hop1FetchBytes is the most one fetch of hop 1 returns: the stage bounds
+// it to 1 MiB (or FETCH_MAX_BYTES when smaller).
+const Hop1FetchBytes = 1 << 20
+
+// Hop1PartitionBytes is hop 1's memory per input partition an instance
+// holds: one fetch and a queue of two batches (a batch in hand and the
+// next one fetched) of records of RecordBytes.
+func (r Repartition) Hop1PartitionBytes() int64 {
+	fetch := cmp.Or(r.FetchBytes, Hop1FetchBytes)
+	return fetch + 2*int64(cmp.Or(r.BatchSize, 1000))*r.RecordBytes
 }
 
 // OriginBytes is what a repartition record carries beyond its input
@@ -57,6 +75,8 @@ func (r Repartition) Write(w io.Writer) {
 	fmt.Fprintf(w, "  storage at retention %v, replication %d: %s (before compression)\n",
 		r.Retention, max(r.Replication, 1), BytesIEC(r.Storage()))
 	fmt.Fprintf(w, "  outputs carry %d bytes more each (repartition headers)\n", r.OutputBytes(r.Topic))
+	fmt.Fprintf(w, "  hop 1 holds %s per input partition (a %s fetch and 2 × %d records of %d bytes), counted in the memory above\n",
+		BytesIEC(float64(r.Hop1PartitionBytes())), BytesIEC(float64(cmp.Or(r.FetchBytes, Hop1FetchBytes))), cmp.Or(r.BatchSize, 1000), r.RecordBytes)
 }
 
 // varintLen is the length of i as a zig-zag varint.

@@ -33,3 +33,22 @@ func TestRepartitionSizing(t *testing.T) {
 		}
 	}
 }
+
+// TestHop1PartitionBytes: a fetch and two batches of records, 1 MiB and
+// 1000 records by default; an instance counts it per partition it holds.
+func TestHop1PartitionBytes(t *testing.T) {
+	r := Repartition{RecordBytes: 500}
+	if got, want := r.Hop1PartitionBytes(), int64(1<<20+2*1000*500); got != want {
+		t.Errorf("defaults: %d, want %d", got, want)
+	}
+	r.FetchBytes, r.BatchSize = 64<<10, 10
+	if got, want := r.Hop1PartitionBytes(), int64(64<<10+2*10*500); got != want {
+		t.Errorf("64 KiB, 10 records: %d, want %d", got, want)
+	}
+	base := Instance{PairBytes: 1 << 20, Partitions: 4, OutputPartitions: 4}
+	with := base
+	with.Hop1PartitionBytes = r.Hop1PartitionBytes()
+	if d := with.LiveBytes() - base.LiveBytes(); d != 4*r.Hop1PartitionBytes() {
+		t.Errorf("4 partitions: live bytes grew by %d, want %d", d, 4*r.Hop1PartitionBytes())
+	}
+}

@@ -79,8 +79,12 @@ func (w Workload) newKeysPerDay() float64 {
 
 // Deployment is the memory model of w for one pair size.
 func (w Workload) Deployment(pairBytes int64) Deployment {
-	return Deployment{PairBytes: pairBytes, Partitions: w.Partitions, Replicas: w.Instances,
+	d := Deployment{PairBytes: pairBytes, Partitions: w.Partitions, Replicas: w.Instances,
 		FetchBufferBytes: w.FetchBufferBytes, ProduceBatchBytes: w.ProduceBatchBytes}
+	if w.Repartition != nil {
+		d.Hop1PartitionBytes = w.Repartition.Hop1PartitionBytes()
+	}
+	return d
 }
 
 // Filter is one mode's figures, every one from rotation or the checkpoint
@@ -417,8 +421,12 @@ func (r Report) Write(w io.Writer) error {
 	}
 	fmt.Fprintln(w, "A record is tested against both generations, sized so that with both full (n keys each) the pair's modelled rate is at most ε (each generation at about ε/2; fingerprint widths are even, so that mode lands at or below ε):")
 	fmt.Fprintln(w, "in steady state the previous generation holds a full window while the current one fills, so a record meets about half the end-of-window rate at a window's start and all of it at its end; false drops are rotation's model over the window.")
-	fmt.Fprintf(w, "Memory: request = filters of %d partitions + 1 spare + their share of FETCH_BUFFER_BYTES (%d to %d MiB each) + %d KiB each + a PRODUCE_BATCH_BYTES batch per output partition + %d MiB runtime;\n",
-		res.PartitionsPerInstance, MinPartitionShare>>20, MaxPartitionShare>>20, PartitionOverhead>>10, RuntimeBase>>20)
+	hop1 := ""
+	if in.Repartition != nil {
+		hop1 = fmt.Sprintf(" + hop 1's reader (%s) per input partition", BytesIEC(float64(in.Repartition.Hop1PartitionBytes())))
+	}
+	fmt.Fprintf(w, "Memory: request = filters of %d partitions + 1 spare + their share of FETCH_BUFFER_BYTES (%d to %d MiB each) + %d KiB each%s + a PRODUCE_BATCH_BYTES batch per output partition + %d MiB runtime;\n",
+		res.PartitionsPerInstance, MinPartitionShare>>20, MaxPartitionShare>>20, PartitionOverhead>>10, hop1, RuntimeBase>>20)
 	fmt.Fprintf(w, "limit = the same with one instance down (%d partitions) ×5/4 for the collector; GOMEMLIMIT = 90%% of the limit.\n", res.PartitionsPerInstanceOneDown)
 	fmt.Fprintln(w, "Under load the resident memory settles near GOMEMLIMIT (the collector holds it there); without GOMEMLIMIT it grows to about twice the live heap.")
 	fmt.Fprintln(w, "The bound n·log2(1/ε) is the least memory any structure answering membership at rate ε can use for n keys.")

@@ -101,16 +101,22 @@ type Instance struct {
 	OutputPartitions  int   // partitions of the output topic (the writer keeps a batch open per partition)
 	FetchBufferBytes  int64 // FETCH_BUFFER_BYTES: records between fetch and produce, all partitions (0 = default)
 	ProduceBatchBytes int64 // PRODUCE_BATCH_BYTES: one open batch per output partition
+	// Hop1PartitionBytes is hop 1's reader per input partition with
+	// REPARTITION_TOPIC (Repartition.Hop1PartitionBytes; 0 without). The
+	// instance is taken to hold as many input partitions as it holds
+	// partitions of hop 2.
+	Hop1PartitionBytes int64
 }
 
 // LiveBytes is the instance's live memory: a pair per assigned partition,
 // plus the spare pair that checkpoints copy into (the binary always has a
 // checkpoint store), the fetch buffer and a fixed overhead per partition,
-// one open batch per output partition, and RuntimeBase.
+// one open batch per output partition, hop 1's readers with
+// REPARTITION_TOPIC, and RuntimeBase.
 func (i Instance) LiveBytes() int64 {
 	return int64(i.Partitions+1)*i.PairBytes +
 		FetchBuffer(i.FetchBufferBytes, i.Partitions) +
-		int64(i.Partitions)*PartitionOverhead +
+		int64(i.Partitions)*(PartitionOverhead+i.Hop1PartitionBytes) +
 		int64(i.OutputPartitions)*i.ProduceBatchBytes +
 		RuntimeBase
 }
@@ -122,6 +128,8 @@ type Deployment struct {
 	Replicas          int
 	FetchBufferBytes  int64
 	ProduceBatchBytes int64
+	// Hop1PartitionBytes: see Instance (0 without REPARTITION_TOPIC).
+	Hop1PartitionBytes int64
 }
 
 // Resources is what each instance's container asks for.
@@ -152,7 +160,8 @@ func (d Deployment) Resources() Resources {
 	}
 	inst := func(parts int) Instance {
 		return Instance{PairBytes: d.PairBytes, Partitions: parts, OutputPartitions: d.Partitions,
-			FetchBufferBytes: d.FetchBufferBytes, ProduceBatchBytes: d.ProduceBatchBytes}
+			FetchBufferBytes: d.FetchBufferBytes, ProduceBatchBytes: d.ProduceBatchBytes,
+			Hop1PartitionBytes: d.Hop1PartitionBytes}
 	}
 	r := Resources{PartitionsPerInstance: per, PartitionsPerInstanceOneDown: oneDown}
 	r.Request = inst(per).LiveBytes()

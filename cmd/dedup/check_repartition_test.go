@@ -46,3 +46,42 @@ func TestCheckRepartitionTopic(t *testing.T) {
 		t.Errorf("verdict %q, want it to name %q", lastLine(out), want)
 	}
 }
+
+// TestCheckHopRoles: dedup check checks what REPARTITION_HOPS's role uses.
+// Against a cluster with the input alone, rekey holds (input and
+// repartition topic checked, hop 1's group's offsets; no output,
+// checkpoint topic, store or sizing), and dedup fails naming the output.
+func TestCheckHopRoles(t *testing.T) {
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "events"), kfake.SeedTopics(2, "events-by-id"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cluster.Close)
+	env := testEnv(t)
+	env["KAFKA_BROKERS"] = cluster.ListenAddrs()[0]
+	env["REPARTITION_TOPIC"] = "events-by-id"
+
+	env["REPARTITION_HOPS"] = "rekey"
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"check"}, env.Lookup, &stdout, &stderr); code != exitOK {
+		t.Fatalf("rekey: exit %d, want 0:\n%s%s", code, &stdout, &stderr)
+	}
+	out := stdout.String()
+	wantCheck(t, out, "ok", "input topic")
+	wantCheck(t, out, "ok", "repartition topic")
+	if l := checkLine(out, "committed offsets"); !strings.Contains(l, "dedup-repartition") {
+		t.Errorf("rekey: committed offsets %q, want hop 1's group dedup-repartition", l)
+	}
+	for _, name := range []string{"output topic", "checkpoint topic", "checkpoint store", "checkpoint cleanup.policy", "sizing"} {
+		if l := checkLine(out, name); l != "" {
+			t.Errorf("rekey checked %s: %q", name, l)
+		}
+	}
+
+	env["REPARTITION_HOPS"] = "dedup"
+	stdout.Reset()
+	if code := run(context.Background(), []string{"check"}, env.Lookup, &stdout, &stderr); code != exitFailure {
+		t.Fatalf("dedup: exit %d, want 1:\n%s%s", code, &stdout, &stderr)
+	}
+	wantCheck(t, stdout.String(), "FAIL", "output topic")
+}

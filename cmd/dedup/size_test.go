@@ -98,3 +98,59 @@ func TestSizeCountsAsConfig(t *testing.T) {
 		t.Errorf("dedup size --keys-per-window 10M: %d (code %d), want %d", in.KeysPerWindow, code, cfg.ExpectedKeys)
 	}
 }
+
+// TestSizeRepartitionCountsHop1: with --repartition the memory request,
+// limit and GOMEMLIMIT grow by hop 1's reader per input partition held
+// (a 1 MiB fetch and 2 × PRODUCE_BATCH_SIZE records of --record-bytes),
+// in normal running and with one instance down alike.
+func TestSizeRepartitionCountsHop1(t *testing.T) {
+	args := []string{"--keys-per-second", "1000", "--window", "1m", "--partitions", "6", "--instances", "3",
+		"--fp-rate", "0.01", "--measure=false", "--mode", "plain"}
+	report := func(extra ...string) (sizing.Workload, string) {
+		t.Helper()
+		var stderr bytes.Buffer
+		in, code := parseSize(append(append([]string(nil), args...), extra...), &stderr)
+		if code != -1 {
+			t.Fatalf("parse %q: code %d: %s", extra, code, stderr.String())
+		}
+		rep, err := sizing.NewReport(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		if err := rep.Write(&out); err != nil {
+			t.Fatal(err)
+		}
+		return in, out.String()
+	}
+	one, oneOut := report()
+	two, twoOut := report("--repartition", "--record-bytes", "400", "--produce-batch-size", "500")
+	const hop1 = 1<<20 + 2*500*400 // per input partition
+	if got := two.Repartition.Hop1PartitionBytes(); got != hop1 {
+		t.Fatalf("hop 1 per input partition = %d, want %d", got, hop1)
+	}
+	p, err := rotation.New(one.Options(rotation.Plain))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1, r2 := one.Deployment(int64(p.SizeBytes())).Resources(), two.Deployment(int64(p.SizeBytes())).Resources()
+	// 2 partitions per instance, 3 with one of the 3 down; ×5/4 headroom.
+	if d := r2.Request - r1.Request; d != 2*hop1 {
+		t.Errorf("request grew by %d, want 2 × %d", d, hop1)
+	}
+	if d := r2.Limit - r1.Limit; d != 3*hop1*5/4 {
+		t.Errorf("limit grew by %d, want 3 × %d × 5/4", d, hop1)
+	}
+	if r2.GoMemLimit <= r1.GoMemLimit {
+		t.Errorf("GOMEMLIMIT %d with --repartition, not above %d", r2.GoMemLimit, r1.GoMemLimit)
+	}
+	for _, want := range []string{"GOMEMLIMIT=" + sizing.GoMemLimit(r2.GoMemLimit), "limits memory " + sizing.Quantity(r2.Limit),
+		"hop 1 holds " + sizing.BytesIEC(hop1) + " per input partition", "hop 1's reader (" + sizing.BytesIEC(hop1) + ") per input partition"} {
+		if !strings.Contains(twoOut, want) {
+			t.Errorf("--repartition report lacks %q:\n%s", want, twoOut)
+		}
+	}
+	if !strings.Contains(oneOut, "GOMEMLIMIT="+sizing.GoMemLimit(r1.GoMemLimit)) || strings.Contains(oneOut, "hop 1") {
+		t.Errorf("report without --repartition: want its own GOMEMLIMIT and no hop 1:\n%s", oneOut)
+	}
+}

@@ -108,11 +108,21 @@ func (c *checker) run(ctx context.Context) bool {
 		defer conn.Transport.CloseIdleConnections()
 		inputPartitions, checkpointTopic = c.checkTopics(ctx, conn)
 		if inputPartitions > 0 {
-			c.checkCommitted(ctx, conn, inputPartitions)
+			// The group that commits input offsets: hop 1's alone runs
+			// on the input with REPARTITION_HOPS=rekey.
+			group := c.cfg.GroupID
+			if !c.cfg.RunsDedup() {
+				group = c.cfg.RepartitionGroup()
+			}
+			c.checkCommitted(ctx, conn, group, inputPartitions)
 		}
 	}
 	if !reached && !c.cfg.Embedded() {
 		fmt.Fprintln(c.out, "      (no broker answered: topics, committed offsets and a kafka checkpoint store not checked)")
+	}
+	if !c.cfg.RunsDedup() {
+		fmt.Fprintln(c.out, "      (REPARTITION_HOPS=rekey: no output, dead-letter or checkpoint topic, checkpoint store or filters to check)")
+		return c.finish()
 	}
 	c.checkStore(ctx, conn, reached, checkpointTopic, inputPartitions)
 
@@ -123,7 +133,11 @@ func (c *checker) run(ctx context.Context) bool {
 	if err := c.printSizing(parts); err != nil {
 		c.report(checkFail, "sizing", "%v", err)
 	}
+	return c.finish()
+}
 
+// finish prints the verdict: true when no check failed.
+func (c *checker) finish() bool {
 	fmt.Fprintln(c.out)
 	if len(c.failed) > 0 {
 		fmt.Fprintf(c.out, "dedup check: %d check(s) failed: %s\n", len(c.failed), strings.Join(c.failed, "; "))
@@ -343,6 +357,9 @@ func (c *checker) describeTopics(ctx context.Context, conn *config.Connection, n
 // cannot be described) and the checkpoint topic's state.
 func (c *checker) checkTopics(ctx context.Context, conn *config.Connection) (int, *topicState) {
 	cfg := c.cfg
+	if !cfg.RunsDedup() {
+		return c.checkRekeyTopics(ctx, conn)
+	}
 	names := []string{cfg.InputTopic, cfg.OutputTopic}
 	if cfg.DeadLetterTopic != "" {
 		names = append(names, cfg.DeadLetterTopic)
@@ -410,6 +427,29 @@ func (c *checker) checkTopics(ctx context.Context, conn *config.Connection) (int
 	}
 	return in.partitions, cp
 }
+
+// checkRekeyTopics checks what REPARTITION_HOPS=rekey uses: the input and
+// the repartition topic. It returns the input's partition count.
+func (c *checker) checkRekeyTopics(ctx context.Context, conn *config.Connection) (int, *topicState) {
+	cfg := c.cfg
+	topics := c.describeTopics(ctx, conn, []string{cfg.InputTopic, cfg.RepartitionTopic})
+	in := topics[cfg.InputTopic]
+	switch {
+	case errors.Is(in.err, service.ErrTopicNotFound):
+		c.report(checkFail, "input topic", "%s does not exist: create it, or correct INPUT_TOPIC", in.name)
+		return 0, nil
+	case in.err != nil:
+		c.report(checkFail, "input topic", "%s: %v", in.name, in.err)
+		return 0, nil
+	}
+	c.report(checkOK, "input topic", "%s: %d partition(s)", in.name, in.partitions)
+	// The output is hop 2's: no partition count to compare with.
+	c.checkRepartitionTopic(topics[cfg.RepartitionTopic], &topicState{err: errNotUsed})
+	return in.partitions, nil
+}
+
+// errNotUsed stands for a topic the process's role does not use.
+var errNotUsed = errors.New("not used by this role")
 
 // minRepartitionRetention is the retention below which the check warns:
 // hop 2 may not lag (or be down) longer than the repartition topic keeps
@@ -531,7 +571,7 @@ func (c *checker) checkCleanupPolicy(label string, t *topicState, want, why stri
 // checkCommitted warns about committed offsets below the log start: the
 // records between them were deleted before the group read them, and the
 // stage skips them (reported as skipped input when it starts).
-func (c *checker) checkCommitted(ctx context.Context, conn *config.Connection, partitions int) {
+func (c *checker) checkCommitted(ctx context.Context, conn *config.Connection, group string, partitions int) {
 	cfg := c.cfg
 	client := &kafka.Client{Addr: kafka.TCP(conn.Brokers...), Transport: conn.Transport, Timeout: c.timeout}
 	ids := make([]int, partitions)
@@ -540,7 +580,7 @@ func (c *checker) checkCommitted(ctx context.Context, conn *config.Connection, p
 	}
 	cctx, cancel := c.step(ctx)
 	defer cancel()
-	res, err := client.OffsetFetch(cctx, &kafka.OffsetFetchRequest{GroupID: cfg.GroupID, Topics: map[string][]int{cfg.InputTopic: ids}})
+	res, err := client.OffsetFetch(cctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{cfg.InputTopic: ids}})
 	if err == nil {
 		err = res.Error
 	}
@@ -548,7 +588,7 @@ func (c *checker) checkCommitted(ctx context.Context, conn *config.Connection, p
 		err, res = nil, &kafka.OffsetFetchResponse{} // a group never formed has nothing committed
 	}
 	if err != nil {
-		c.report(checkFail, "committed offsets", "group %s on %s: %v", cfg.GroupID, cfg.InputTopic, err)
+		c.report(checkFail, "committed offsets", "group %s on %s: %v", group, cfg.InputTopic, err)
 		return
 	}
 	ranges, err := offsets.List(cctx, client, cfg.InputTopic, ids)
@@ -573,11 +613,14 @@ func (c *checker) checkCommitted(ctx context.Context, conn *config.Connection, p
 	case len(below) > 0:
 		slices.Sort(below)
 		c.report(checkWarn, "committed offsets", "group %s: %d record(s) of %s will be skipped, deleted before they were read: partition %s",
-			cfg.GroupID, lost, cfg.InputTopic, strings.Join(below, ", partition "))
+			group, lost, cfg.InputTopic, strings.Join(below, ", partition "))
+	case committed == 0 && group != cfg.GroupID:
+		c.report(checkOK, "committed offsets", "group %s has none on %s: it starts at KAFKA_START_OFFSET=%s",
+			group, cfg.InputTopic, cfg.StartOffset)
 	case committed == 0:
 		c.report(checkOK, "committed offsets", "group %s has none on %s: it starts from its checkpoints, else at KAFKA_START_OFFSET=%s",
-			cfg.GroupID, cfg.InputTopic, cfg.StartOffset)
+			group, cfg.InputTopic, cfg.StartOffset)
 	default:
-		c.report(checkOK, "committed offsets", "group %s: %d of %d partition(s) committed, none below the log start", cfg.GroupID, committed, partitions)
+		c.report(checkOK, "committed offsets", "group %s: %d of %d partition(s) committed, none below the log start", group, committed, partitions)
 	}
 }

@@ -41,6 +41,7 @@ type Config struct {
 	GroupID            string        `env:"GROUP_ID" envDefault:"dedup" help:"consumer group; also names the state"`
 	RepartitionTopic   string        `env:"REPARTITION_TOPIC" helpDefault:"empty" help:"when set, the input is not assumed to be partitioned by the dedup key: a first hop sends each record keyed by its dedup key to this topic (created if absent) and the stage deduplicates from there (docs/repartition.md)"`
 	RepartitionParts   string        `env:"REPARTITION_PARTITIONS" helpDefault:"as many as INPUT_TOPIC" help:"partition count of REPARTITION_TOPIC when the stage creates it"`
+	RepartitionHops    string        `env:"REPARTITION_HOPS" helpDefault:"'both'" help:"with REPARTITION_TOPIC, the hops this process runs: both; rekey (hop 1 alone: no filters, checkpoints or output); dedup (hop 2 alone); see docs/repartition.md"`
 	DeadLetterTopic    string        `env:"DEAD_LETTER_TOPIC" helpDefault:"empty" help:"topic for records the output refuses for good (too large, invalid), with a dedup-error header naming why; empty = logged, counted and skipped"`
 	ClientID           string        `env:"KAFKA_CLIENT_ID" envDefault:"dedup" help:"client.id the stage's Kafka clients send (broker logs, quotas, ACL audits)"`
 
@@ -321,6 +322,29 @@ func (c *Config) RepartitionPartitions() int {
 	return max(n, 0)
 }
 
+// The roles of REPARTITION_HOPS.
+const (
+	HopsBoth  = "both"
+	HopsRekey = "rekey" // hop 1 alone: input to repartition topic
+	HopsDedup = "dedup" // hop 2 alone: repartition topic to output
+)
+
+// Hops is REPARTITION_HOPS with its default: both.
+func (c *Config) Hops() string {
+	if c.RepartitionHops == "" {
+		return HopsBoth
+	}
+	return c.RepartitionHops
+}
+
+// RunsRekey reports whether this process runs hop 1 (REPARTITION_TOPIC
+// set, REPARTITION_HOPS both or rekey).
+func (c *Config) RunsRekey() bool { return c.RepartitionTopic != "" && c.Hops() != HopsDedup }
+
+// RunsDedup reports whether this process deduplicates: hop 2 with
+// REPARTITION_TOPIC (REPARTITION_HOPS both or dedup), the one hop without.
+func (c *Config) RunsDedup() bool { return c.RepartitionTopic == "" || c.Hops() != HopsRekey }
+
 // RepartitionGroup is hop 1's consumer group: GROUP_ID with -repartition.
 func (c *Config) RepartitionGroup() string { return c.GroupID + "-repartition" }
 
@@ -412,6 +436,16 @@ func (c *Config) validate() []Problem {
 			bad("REPARTITION_PARTITIONS", "must be a whole number of at least 1, got %q", c.RepartitionParts)
 		case c.RepartitionTopic == "":
 			bad("REPARTITION_PARTITIONS", "set without REPARTITION_TOPIC, got %q", c.RepartitionParts)
+		}
+	}
+	if c.RepartitionHops != "" {
+		switch c.RepartitionHops {
+		case HopsBoth, HopsRekey, HopsDedup:
+			if c.RepartitionTopic == "" {
+				bad("REPARTITION_HOPS", "set without REPARTITION_TOPIC, got %q: the hops exist only with a repartition topic", c.RepartitionHops)
+			}
+		default:
+			bad("REPARTITION_HOPS", "must be both, rekey or dedup, got %q", c.RepartitionHops)
 		}
 	}
 	if c.DeadLetterTopic != "" {

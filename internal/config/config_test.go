@@ -112,6 +112,7 @@ func badValues(t *testing.T) []badValue {
 		{name: "DEAD_LETTER_TOPIC", value: "events-deduped"}, // equals OUTPUT_TOPIC
 		{name: "REPARTITION_TOPIC", value: "events"},         // equals INPUT_TOPIC
 		{name: "REPARTITION_PARTITIONS", value: "0", env: testkit.Env{"REPARTITION_TOPIC": "events-by-id"}},
+		{name: "REPARTITION_HOPS", value: "hop1", env: testkit.Env{"REPARTITION_TOPIC": "events-by-id"}},
 		{name: "KAFKA_CLIENT_ID", value: "dedup stage"},
 		{name: "KAFKA_SESSION_TIMEOUT", value: "0s"},
 		{name: "KAFKA_GROUP_BALANCER", value: "cooperative-sticky"},
@@ -369,3 +370,46 @@ func TestConfigAddresses(t *testing.T) {
 // TestRunRefusesBeforeStarting checks that what the processor or a
 // listener would refuse later stops the binary with exit 2, all problems
 // named at once, before the embedded broker starts.
+
+// TestConfigRepartitionHops: REPARTITION_HOPS takes both, rekey or dedup
+// with REPARTITION_TOPIC (both when unset) and says which hops run; set
+// without REPARTITION_TOPIC, or to another value, it is an error naming
+// it, reported with every other problem at once.
+func TestConfigRepartitionHops(t *testing.T) {
+	for _, c := range []struct {
+		hops          string
+		rekey, dedupe bool
+	}{{"", true, true}, {"both", true, true}, {"rekey", true, false}, {"dedup", false, true}} {
+		cfg, err := Load(testkit.Env{"REPARTITION_TOPIC": "events-by-id", "REPARTITION_HOPS": c.hops}.Lookup)
+		if err != nil {
+			t.Fatalf("REPARTITION_HOPS=%q: %v", c.hops, err)
+		}
+		if cfg.RunsRekey() != c.rekey || cfg.RunsDedup() != c.dedupe {
+			t.Errorf("REPARTITION_HOPS=%q: RunsRekey %v, RunsDedup %v; want %v, %v", c.hops, cfg.RunsRekey(), cfg.RunsDedup(), c.rekey, c.dedupe)
+		}
+	}
+	cfg, err := Load(testkit.Env{}.Lookup)
+	if err != nil || cfg.RunsRekey() || !cfg.RunsDedup() {
+		t.Errorf("one hop: RunsRekey %v, RunsDedup %v (%v); want false, true", cfg.RunsRekey(), cfg.RunsDedup(), err)
+	}
+	for _, env := range []testkit.Env{
+		{"REPARTITION_HOPS": "rekey"},
+		{"REPARTITION_HOPS": "both"},
+		{"REPARTITION_HOPS": "Rekey", "REPARTITION_TOPIC": "events-by-id"},
+		{"REPARTITION_HOPS": "hop2", "REPARTITION_TOPIC": "events-by-id"},
+	} {
+		env["DEDUP_WINDOW"] = "-1h" // a second problem, reported too
+		_, err := Load(env.Lookup)
+		var ce *Error
+		if !errors.As(err, &ce) {
+			t.Fatalf("%v: want a *Error, got %v", env, err)
+		}
+		var names []string
+		for _, p := range ce.Problems {
+			names = append(names, p.Var)
+		}
+		if !slices.Contains(names, "REPARTITION_HOPS") || !slices.Contains(names, "DEDUP_WINDOW") {
+			t.Errorf("%v: problems %v, want REPARTITION_HOPS and DEDUP_WINDOW", env, ce.Problems)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -73,14 +74,25 @@ func (c *cluster) Close() error {
 }
 
 // stage is one running deduplication stage with its checkpoint store. Run
-// it once.
+// it once. With REPARTITION_HOPS it runs one of the two hops: rekey has no
+// processor and no store, dedup no hop 1.
 type stage struct {
 	cfg   *config.Config
 	log   *slog.Logger
-	proc  *processor.Processor
-	store checkpoint.Store
-	// hop1 is the re-key hop with REPARTITION_TOPIC (nil: one hop).
+	proc  *processor.Processor // nil: REPARTITION_HOPS=rekey
+	store checkpoint.Store     // nil with proc
+	// hop1 is the re-key hop with REPARTITION_TOPIC (nil: one hop, or
+	// REPARTITION_HOPS=dedup).
 	hop1 *repartition.Options
+}
+
+// probe answers /healthz and /readyz for every hop the stage runs.
+func (s *stage) probe() Probe {
+	p := stageProbe{hop2: s.proc}
+	if s.hop1 != nil {
+		p.hop1 = s.hop1.Status
+	}
+	return p
 }
 
 // newStage builds everything that can fail fast (store, processor options)
@@ -88,14 +100,11 @@ type stage struct {
 func newStage(ctx context.Context, cfg *config.Config, cl *cluster, reg *prometheus.Registry, log *slog.Logger) (*stage, error) {
 	if cfg.RepartitionTopic != "" {
 		// Before the store: the checkpoint topic takes its partition count.
+		// Either role creates it, whichever starts first.
 		if _, err := repartition.EnsureTopic(ctx, cl.Conn.Brokers, cl.Conn.Transport, cfg.RepartitionTopic, cfg.InputTopic,
 			cfg.RepartitionPartitions(), log); err != nil {
 			return nil, fmt.Errorf("repartition topic: %w", err)
 		}
-	}
-	store, err := OpenStore(ctx, cfg, cl.Conn, log)
-	if err != nil {
-		return nil, fmt.Errorf("open checkpoint store: %w", err)
 	}
 	keys, _ := key.Parse(cfg.Key) // validated with the configuration
 	start := kafka.FirstOffset
@@ -103,16 +112,11 @@ func newStage(ctx context.Context, cfg *config.Config, cl *cluster, reg *prometh
 		start = kafka.LastOffset
 	}
 	metrics := processor.NewMetrics(reg)
-	input, hop2Start := cfg.InputTopic, start
-	var hop1 *repartition.Options
-	if cfg.RepartitionTopic != "" {
-		// Two hops: this member re-keys the input into the repartition
-		// topic (its own group) and deduplicates from there.
-		input = cfg.RepartitionTopic
-		// The repartition topic holds only what hop 1 sent: hop 2 reads
-		// it whole whatever KAFKA_START_OFFSET says of the input.
-		hop2Start = kafka.FirstOffset
-		hop1 = &repartition.Options{
+	st := &stage{cfg: cfg, log: log}
+	if cfg.RunsRekey() {
+		// This member re-keys the input into the repartition topic, in its
+		// own group.
+		st.hop1 = &repartition.Options{
 			Brokers: cl.Conn.Brokers, Dialer: cl.Conn.Dialer, Transport: cl.Conn.Transport,
 			GroupID: cfg.RepartitionGroup(), InputTopic: cfg.InputTopic, Topic: cfg.RepartitionTopic,
 			Key: keys, StartOffset: start, SessionTimeout: cfg.SessionTimeout,
@@ -120,10 +124,25 @@ func newStage(ctx context.Context, cfg *config.Config, cl *cluster, reg *prometh
 			// hop 2's readers share): 1 MiB per input partition holds batches.
 			BatchSize: cfg.ProduceBatchSize, BatchBytes: int(cfg.ProduceBatchBytes), Compression: cfg.Compression(),
 			FetchMaxBytes: min(cfg.FetchMaxBytes, 1<<20), FetchMaxWait: cfg.FetchMaxWait,
+			RecoveryTimeout: cfg.RecoveryTimeout, Status: &repartition.Status{},
 			Metrics: repartition.Metrics{Rekeyed: metrics.RepartitionRekeyed, Restarts: metrics.RepartitionRestarts,
-				Lag: metrics.RepartitionInputLag},
+				Lag: metrics.RepartitionInputLag, Unhealthy: metrics.RepartitionUnhealthy},
 			Logger: log,
 		}
+	}
+	if !cfg.RunsDedup() {
+		return st, nil
+	}
+	store, err := OpenStore(ctx, cfg, cl.Conn, log)
+	if err != nil {
+		return nil, fmt.Errorf("open checkpoint store: %w", err)
+	}
+	input, hop2Start := cfg.InputTopic, start
+	if cfg.RepartitionTopic != "" {
+		// Hop 2 deduplicates from the repartition topic. It holds only
+		// what hop 1 sent: hop 2 reads it whole whatever
+		// KAFKA_START_OFFSET says of the input.
+		input, hop2Start = cfg.RepartitionTopic, kafka.FirstOffset
 	}
 	proc, err := processor.New(processor.Options{
 		Brokers:            cl.Conn.Brokers,
@@ -131,7 +150,7 @@ func newStage(ctx context.Context, cfg *config.Config, cl *cluster, reg *prometh
 		Transport:          cl.Conn.Transport,
 		GroupID:            cfg.GroupID,
 		InputTopic:         input,
-		Repartitioned:      hop1 != nil,
+		Repartitioned:      cfg.RepartitionTopic != "",
 		OutputTopic:        cfg.OutputTopic,
 		DeadLetterTopic:    cfg.DeadLetterTopic,
 		StartOffset:        hop2Start,
@@ -160,7 +179,40 @@ func newStage(ctx context.Context, cfg *config.Config, cl *cluster, reg *prometh
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("create processor: %w", err), store.Close())
 	}
-	return &stage{cfg: cfg, log: log, proc: proc, store: store, hop1: hop1}, nil
+	st.proc, st.store = proc, store
+	return st, nil
+}
+
+// runHops runs the hops the stage has until ctx ends or one of them ends
+// on its own (it failed), which ends the others, and joins their errors,
+// the processor's first.
+func (s *stage) runHops(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var hops []func(context.Context) error
+	if s.proc != nil {
+		hops = append(hops, s.proc.Run)
+	}
+	if s.hop1 != nil {
+		hops = append(hops, func(ctx context.Context) error {
+			if err := repartition.Run(ctx, *s.hop1); err != nil {
+				return fmt.Errorf("run repartition hop: %w", err)
+			}
+			return nil
+		})
+	}
+	errs := make([]error, len(hops))
+	var wg sync.WaitGroup
+	for i, run := range hops {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = run(ctx)
+			cancel()
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // Run consumes until ctx ends, then gives the processor SHUTDOWN_TIMEOUT to
@@ -174,28 +226,7 @@ func newStage(ctx context.Context, cfg *config.Config, cl *cluster, reg *prometh
 // Close would wait for that save.
 func (s *stage) Run(ctx context.Context) error {
 	done := make(chan error, 1)
-	if s.hop1 != nil {
-		// Both hops stop together: a hop that ends on its own (it failed)
-		// ends the other, and the stage reports why.
-		hctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		hdone := make(chan error, 1)
-		go func() {
-			err := repartition.Run(hctx, *s.hop1)
-			cancel()
-			hdone <- err
-		}()
-		go func() {
-			err := s.proc.Run(hctx)
-			cancel()
-			if herr := <-hdone; herr != nil {
-				err = errors.Join(err, fmt.Errorf("run repartition hop: %w", herr))
-			}
-			done <- err
-		}()
-	} else {
-		go func() { done <- s.proc.Run(ctx) }()
-	}
+	go func() { done <- s.runHops(ctx) }()
 
 	var runErr error
 	var deadline <-chan time.Time
@@ -219,6 +250,9 @@ func (s *stage) Run(ctx context.Context) error {
 		case <-deadline:
 			return fmt.Errorf("stop processor: not done within SHUTDOWN_TIMEOUT %s", s.cfg.ShutdownTimeout)
 		}
+	}
+	if s.store == nil {
+		return runErr
 	}
 	if deadline == nil {
 		// The processor failed on its own: the store's close is bounded
@@ -257,6 +291,12 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	defer func() { err = errors.Join(err, svc.Close()) }()
 	cfg := o.Config
+	if cfg.RepartitionTopic != "" {
+		o.Logger.Info("dedup running", "input", cfg.InputTopic, "repartition", cfg.RepartitionTopic, "hops", cfg.Hops(),
+			"output", cfg.OutputTopic, "group", cfg.GroupID, "key", cfg.Key, "window", cfg.Window, "mode", cfg.Mode,
+			"checkpoint_store", cfg.CheckpointStore)
+		return svc.Run(ctx)
+	}
 	o.Logger.Info("dedup running", "input", cfg.InputTopic, "output", cfg.OutputTopic, "group", cfg.GroupID,
 		"key", cfg.Key, "window", cfg.Window, "mode", cfg.Mode, "checkpoint_store", cfg.CheckpointStore)
 	return svc.Run(ctx)
@@ -283,7 +323,13 @@ type Service struct {
 func (s *Service) Run(ctx context.Context) error { return s.stage.Run(ctx) }
 
 // Progress reads the processor's cumulative counters.
-func (s *Service) Progress() processor.Progress { return s.stage.proc.Progress() }
+// (zero with REPARTITION_HOPS=rekey: nothing is decided).
+func (s *Service) Progress() processor.Progress {
+	if s.stage.proc == nil {
+		return processor.Progress{}
+	}
+	return s.stage.proc.Progress()
+}
 
 // Conn is how the service reaches its brokers (the embedded one's
 // address when it started one).
@@ -329,7 +375,7 @@ func Start(ctx context.Context, o Options) (_ *Service, err error) {
 	if s.stage, err = newStage(ctx, cfg, s.cluster, reg, log); err != nil {
 		return nil, err
 	}
-	status.running(s.stage.proc)
+	status.running(s.stage.probe())
 	return s, nil
 }
 

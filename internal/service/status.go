@@ -15,12 +15,46 @@ import (
 
 	"dedup/internal/buildinfo"
 	"dedup/internal/config"
+	"dedup/processor"
+	"dedup/processor/repartition"
 )
 
 // Probe is what the HTTP endpoints ask the processor.
 type Probe interface {
 	Ready() bool
 	Healthy() error
+}
+
+// stageProbe answers for the hops the stage runs: ready, and healthy,
+// only when each of them is. With REPARTITION_TOPIC, hop 1's reasons are
+// named "re-key hop".
+type stageProbe struct {
+	hop1 *repartition.Status  // nil without the re-key hop
+	hop2 *processor.Processor // nil without the dedup hop
+}
+
+func (p stageProbe) Ready() bool { return p.Readiness() == nil }
+
+func (p stageProbe) Readiness() error {
+	var errs []error
+	if p.hop2 != nil {
+		errs = append(errs, p.hop2.Readiness())
+	}
+	if p.hop1 != nil {
+		errs = append(errs, p.hop1.Readiness())
+	}
+	return errors.Join(errs...)
+}
+
+func (p stageProbe) Healthy() error {
+	var errs []error
+	if p.hop2 != nil {
+		errs = append(errs, p.hop2.Healthy())
+	}
+	if p.hop1 != nil {
+		errs = append(errs, p.hop1.Healthy())
+	}
+	return errors.Join(errs...)
 }
 
 // newRegistry is the binary's own registry: the processor's families plus

@@ -45,41 +45,43 @@ type Metrics struct {
 	RepartitionRekeyed  *prometheus.CounterVec
 	RepartitionRestarts *prometheus.CounterVec
 	RepartitionInputLag *prometheus.GaugeVec
-	TimestampAnomalies  *prometheus.CounterVec
-	TimestampRewritten  *prometheus.CounterVec
-	Fill                *prometheus.GaugeVec
-	EstimatedKeys       *prometheus.GaugeVec
-	FPRate              *prometheus.GaugeVec
-	Saturated           *prometheus.GaugeVec
-	FPTarget            prometheus.Gauge
-	ExpectedKeys        prometheus.Gauge
-	WindowSeconds       prometheus.Gauge
-	WindowElapsed       *prometheus.GaugeVec
-	FilterBytes         *prometheus.GaugeVec
-	Rotations           *prometheus.CounterVec
-	Overflows           *prometheus.CounterVec
-	EarlyRotations      *prometheus.CounterVec
-	ForgottenKeys       *prometheus.CounterVec
-	Stashed             *prometheus.GaugeVec
-	Lag                 *prometheus.GaugeVec
-	Assigned            prometheus.Gauge
-	MemPredicted        prometheus.Gauge
-	ProduceErrors       *prometheus.CounterVec
-	OutputErrors        *prometheus.CounterVec
-	Stalled             prometheus.Gauge
-	Latency             prometheus.Histogram
-	CheckpointSeconds   *prometheus.HistogramVec
-	CheckpointPause     prometheus.Histogram
-	CheckpointDamaged   *prometheus.CounterVec
-	CheckpointSize      *prometheus.GaugeVec
-	CheckpointLast      *prometheus.GaugeVec
-	Checkpoints         *prometheus.CounterVec
-	CheckpointFails     *prometheus.CounterVec
-	Restores            *prometheus.CounterVec
-	RestoreScanned      prometheus.Counter
-	RestoreSeconds      *prometheus.HistogramVec
-	CheckpointWritten   *prometheus.CounterVec
-	InputSkipped        *prometheus.CounterVec
+	// 1 while hop 1 is unhealthy (repartition.Status).
+	RepartitionUnhealthy prometheus.Gauge
+	TimestampAnomalies   *prometheus.CounterVec
+	TimestampRewritten   *prometheus.CounterVec
+	Fill                 *prometheus.GaugeVec
+	EstimatedKeys        *prometheus.GaugeVec
+	FPRate               *prometheus.GaugeVec
+	Saturated            *prometheus.GaugeVec
+	FPTarget             prometheus.Gauge
+	ExpectedKeys         prometheus.Gauge
+	WindowSeconds        prometheus.Gauge
+	WindowElapsed        *prometheus.GaugeVec
+	FilterBytes          *prometheus.GaugeVec
+	Rotations            *prometheus.CounterVec
+	Overflows            *prometheus.CounterVec
+	EarlyRotations       *prometheus.CounterVec
+	ForgottenKeys        *prometheus.CounterVec
+	Stashed              *prometheus.GaugeVec
+	Lag                  *prometheus.GaugeVec
+	Assigned             prometheus.Gauge
+	MemPredicted         prometheus.Gauge
+	ProduceErrors        *prometheus.CounterVec
+	OutputErrors         *prometheus.CounterVec
+	Stalled              prometheus.Gauge
+	Latency              prometheus.Histogram
+	CheckpointSeconds    *prometheus.HistogramVec
+	CheckpointPause      prometheus.Histogram
+	CheckpointDamaged    *prometheus.CounterVec
+	CheckpointSize       *prometheus.GaugeVec
+	CheckpointLast       *prometheus.GaugeVec
+	Checkpoints          *prometheus.CounterVec
+	CheckpointFails      *prometheus.CounterVec
+	Restores             *prometheus.CounterVec
+	RestoreScanned       prometheus.Counter
+	RestoreSeconds       *prometheus.HistogramVec
+	CheckpointWritten    *prometheus.CounterVec
+	InputSkipped         *prometheus.CounterVec
 	// The cluster watch's and the group's.
 	Connected   prometheus.Gauge
 	Missing     *prometheus.GaugeVec
@@ -95,35 +97,36 @@ func New(reg prometheus.Registerer) *Metrics {
 	ptg := []string{"topic", "partition", "generation"}
 	r := registrar{reg}
 	m := &Metrics{
-		Messages:            r.counterVec("dedup_messages_total", "Input records by outcome: forwarded, duplicate, retraction, unkeyed; dead_lettered and refused for records the output cannot take (too large), written to DEAD_LETTER_TOPIC or skipped.", []string{"topic", "partition", "outcome"}),
-		ReplaySuppressed:    r.counterVec("dedup_replay_suppressed_total", "Replayed input records whose output was already in the output topic, not forwarded again.", pt),
-		RepartitionResent:   r.counterVec("dedup_repartition_resends_dropped_total", "Records of the repartition topic dropped as re-sends of the re-key hop: their origin offset was at or below the highest one the partition had taken from that input partition.", pt),
-		RepartitionUnmarked: r.counterVec("dedup_repartition_unmarked_total", "Records of the repartition topic whose value does not end in a (well-formed) origin trailer, decided as records of their own: not written by the re-key hop.", pt),
-		RepartitionRekeyed:  r.counterVec("dedup_repartition_rekeyed_total", "Input records the re-key hop sent to the repartition topic and had acknowledged (re-sends included).", pt),
-		RepartitionRestarts: r.counterVec("dedup_repartition_restarts_total", "Batches of the re-key hop that failed (an error or an unknown outcome), each followed by a re-send from the first input record not acknowledged.", pt),
-		RepartitionInputLag: r.gaugeVec("dedup_repartition_input_lag", "Input records the re-key hop has not yet had acknowledged by the repartition topic, per input partition.", pt),
-		TimestampAnomalies:  r.counterVec("dedup_timestamp_anomalies_total", "Input records decided without moving event time, by kind: future (stamped further ahead of the wall clock than DEDUP_MAX_CLOCK_SKEW), missing (no timestamp: 0 or negative).", []string{"topic", "partition", "kind"}),
-		TimestampRewritten:  r.counterVec("dedup_timestamp_rewritten_total", "Forwarded records read without a timestamp (0 or negative), written with timestamp -1: the writer cannot write 0 or keep another negative value.", pt),
-		Fill:                r.gaugeVec("dedup_filter_fill_ratio", "Fraction of non-zero counters (counting), set bits (plain) or occupied slots (fingerprint) per filter generation.", ptg),
-		EstimatedKeys:       r.gaugeVec("dedup_filter_estimated_keys", "Distinct keys estimated from the fill of each filter generation.", ptg),
-		FPRate:              r.gaugeVec("dedup_filter_false_positive_rate", "Estimated current false-positive rate of each filter generation.", ptg),
-		Saturated:           r.gaugeVec("dedup_filter_saturated_counters", "Counters stuck at their maximum (counting mode); such keys can no longer be removed.", ptg),
-		FPTarget:            r.gauge("dedup_filter_false_positive_target", "Configured target false-positive rate (DEDUP_FP_RATE)."),
-		ExpectedKeys:        r.gauge("dedup_filter_expected_keys", "Configured distinct keys per partition per window (DEDUP_EXPECTED_KEYS)."),
-		WindowSeconds:       r.gauge("dedup_filter_window_seconds", "Configured window length (DEDUP_WINDOW)."),
-		WindowElapsed:       r.gaugeVec("dedup_filter_window_elapsed_ratio", "Fraction of the current window elapsed, by the event time of the last record.", pt),
-		FilterBytes:         r.gaugeVec("dedup_filter_bytes", "Memory held by both filter generations of a partition, with the tracking of the words they wrote (incremental checkpoints) and, while one is kept, the legacy pair.", pt),
-		Rotations:           r.counterVec("dedup_rotations_total", "Filter rotations (window boundaries crossed by event time).", pt),
-		Overflows:           r.counterVec("dedup_filter_overflow_total", "Keys the fingerprint filter's buckets refused, kept in the generation's exact stash instead (fingerprint mode; nothing is lost).", pt),
-		EarlyRotations:      r.counterVec("dedup_filter_early_rotations_total", "Rotations forced by a full stash before the window ended (fingerprint mode): far more distinct keys than DEDUP_EXPECTED_KEYS.", pt),
-		ForgottenKeys:       r.counterVec("dedup_filter_forgotten_keys_total", "Keys dropped from the filters by early rotations before their window ended: a later duplicate of one is forwarded again (no new record is dropped).", pt),
-		Stashed:             r.gaugeVec("dedup_filter_stashed", "Fingerprints held in each generation's exact stash (fingerprint mode); the pair rotates early when a stash is full.", ptg),
-		Lag:                 r.gaugeVec("dedup_consumer_lag", "Records between the last record read and the partition's high-water mark.", pt),
-		Assigned:            r.gauge("dedup_assigned_partitions", "Input partitions currently assigned to this member."),
-		MemPredicted:        r.gauge("dedup_memory_predicted_bytes", "Live memory this member predicts for itself from its assigned partitions: the model `dedup size` uses (filter pairs of the assigned partitions plus the spare, a fetch per partition, a batch per output partition, the runtime base). Compare with process_resident_memory_bytes."),
-		ProduceErrors:       r.counterVec("dedup_produce_errors_total", "Output records the writer failed to deliver after its retries.", []string{"topic"}),
-		OutputErrors:        r.counterVec("dedup_output_errors_total", "Failed produce requests by kind: retriable (not appended, retried), ambiguous (outcome unknown, resolved by reading the output back), refused (records the output cannot take: too large for the output topic's max.message.bytes or PRODUCE_BATCH_BYTES, found before writing or refused by the broker; other permanent refusals stop the partition).", []string{"kind"}),
-		Stalled:             r.gauge("dedup_partitions_stalled", "Input partitions of this member stopped because the output topic refused one of their records for good."),
+		Messages:             r.counterVec("dedup_messages_total", "Input records by outcome: forwarded, duplicate, retraction, unkeyed; dead_lettered and refused for records the output cannot take (too large), written to DEAD_LETTER_TOPIC or skipped.", []string{"topic", "partition", "outcome"}),
+		ReplaySuppressed:     r.counterVec("dedup_replay_suppressed_total", "Replayed input records whose output was already in the output topic, not forwarded again.", pt),
+		RepartitionResent:    r.counterVec("dedup_repartition_resends_dropped_total", "Records of the repartition topic dropped as re-sends of the re-key hop: their origin offset was at or below the highest one the partition had taken from that input partition.", pt),
+		RepartitionUnmarked:  r.counterVec("dedup_repartition_unmarked_total", "Records of the repartition topic whose value does not end in a (well-formed) origin trailer, decided as records of their own: not written by the re-key hop.", pt),
+		RepartitionRekeyed:   r.counterVec("dedup_repartition_rekeyed_total", "Input records the re-key hop sent to the repartition topic and had acknowledged (re-sends included).", pt),
+		RepartitionRestarts:  r.counterVec("dedup_repartition_restarts_total", "Batches of the re-key hop that failed (an error or an unknown outcome), each followed by a re-send from the first input record not acknowledged.", pt),
+		RepartitionInputLag:  r.gaugeVec("dedup_repartition_input_lag", "Input records the re-key hop has not yet had acknowledged by the repartition topic, per input partition.", pt),
+		RepartitionUnhealthy: r.gauge("dedup_repartition_unhealthy", "1 while the re-key hop (REPARTITION_TOPIC) is unhealthy and /healthz fails: an input partition's batches have failed for longer than PRODUCE_RECOVERY_TIMEOUT, or the hop stopped on an error; else 0."),
+		TimestampAnomalies:   r.counterVec("dedup_timestamp_anomalies_total", "Input records decided without moving event time, by kind: future (stamped further ahead of the wall clock than DEDUP_MAX_CLOCK_SKEW), missing (no timestamp: 0 or negative).", []string{"topic", "partition", "kind"}),
+		TimestampRewritten:   r.counterVec("dedup_timestamp_rewritten_total", "Forwarded records read without a timestamp (0 or negative), written with timestamp -1: the writer cannot write 0 or keep another negative value.", pt),
+		Fill:                 r.gaugeVec("dedup_filter_fill_ratio", "Fraction of non-zero counters (counting), set bits (plain) or occupied slots (fingerprint) per filter generation.", ptg),
+		EstimatedKeys:        r.gaugeVec("dedup_filter_estimated_keys", "Distinct keys estimated from the fill of each filter generation.", ptg),
+		FPRate:               r.gaugeVec("dedup_filter_false_positive_rate", "Estimated current false-positive rate of each filter generation.", ptg),
+		Saturated:            r.gaugeVec("dedup_filter_saturated_counters", "Counters stuck at their maximum (counting mode); such keys can no longer be removed.", ptg),
+		FPTarget:             r.gauge("dedup_filter_false_positive_target", "Configured target false-positive rate (DEDUP_FP_RATE)."),
+		ExpectedKeys:         r.gauge("dedup_filter_expected_keys", "Configured distinct keys per partition per window (DEDUP_EXPECTED_KEYS)."),
+		WindowSeconds:        r.gauge("dedup_filter_window_seconds", "Configured window length (DEDUP_WINDOW)."),
+		WindowElapsed:        r.gaugeVec("dedup_filter_window_elapsed_ratio", "Fraction of the current window elapsed, by the event time of the last record.", pt),
+		FilterBytes:          r.gaugeVec("dedup_filter_bytes", "Memory held by both filter generations of a partition, with the tracking of the words they wrote (incremental checkpoints) and, while one is kept, the legacy pair.", pt),
+		Rotations:            r.counterVec("dedup_rotations_total", "Filter rotations (window boundaries crossed by event time).", pt),
+		Overflows:            r.counterVec("dedup_filter_overflow_total", "Keys the fingerprint filter's buckets refused, kept in the generation's exact stash instead (fingerprint mode; nothing is lost).", pt),
+		EarlyRotations:       r.counterVec("dedup_filter_early_rotations_total", "Rotations forced by a full stash before the window ended (fingerprint mode): far more distinct keys than DEDUP_EXPECTED_KEYS.", pt),
+		ForgottenKeys:        r.counterVec("dedup_filter_forgotten_keys_total", "Keys dropped from the filters by early rotations before their window ended: a later duplicate of one is forwarded again (no new record is dropped).", pt),
+		Stashed:              r.gaugeVec("dedup_filter_stashed", "Fingerprints held in each generation's exact stash (fingerprint mode); the pair rotates early when a stash is full.", ptg),
+		Lag:                  r.gaugeVec("dedup_consumer_lag", "Records between the last record read and the partition's high-water mark.", pt),
+		Assigned:             r.gauge("dedup_assigned_partitions", "Input partitions currently assigned to this member."),
+		MemPredicted:         r.gauge("dedup_memory_predicted_bytes", "Live memory this member predicts for itself from its assigned partitions: the model `dedup size` uses (filter pairs of the assigned partitions plus the spare, a fetch per partition, a batch per output partition, the runtime base). Compare with process_resident_memory_bytes."),
+		ProduceErrors:        r.counterVec("dedup_produce_errors_total", "Output records the writer failed to deliver after its retries.", []string{"topic"}),
+		OutputErrors:         r.counterVec("dedup_output_errors_total", "Failed produce requests by kind: retriable (not appended, retried), ambiguous (outcome unknown, resolved by reading the output back), refused (records the output cannot take: too large for the output topic's max.message.bytes or PRODUCE_BATCH_BYTES, found before writing or refused by the broker; other permanent refusals stop the partition).", []string{"kind"}),
+		Stalled:              r.gauge("dedup_partitions_stalled", "Input partitions of this member stopped because the output topic refused one of their records for good."),
 		// 1ms .. ~4.4min
 		Latency: r.histogram("dedup_end_to_end_latency_seconds", "Output acknowledgement time minus input record timestamp.", prometheus.ExponentialBuckets(0.001, 4, 10)),
 		// 1ms .. ~20s

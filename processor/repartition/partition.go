@@ -54,12 +54,14 @@ func (w *worker) run(ctx context.Context) {
 		w.o.Metrics.Lag.WithLabelValues(w.o.InputTopic, string(w.partText))
 		defer w.o.Metrics.Lag.DeleteLabelValues(w.o.InputTopic, string(w.partText))
 	}
+	defer w.o.Status.ok(w.part) // no longer this member's to report
 	for ctx.Err() == nil {
 		err := w.session(ctx)
 		w.commit(true)
 		if err == nil || ctx.Err() != nil {
 			return
 		}
+		w.o.Status.failed(w.part, err)
 		if w.o.Metrics.Restarts != nil {
 			w.o.Metrics.Restarts.WithLabelValues(w.o.InputTopic, string(w.partText)).Inc()
 		}
@@ -152,6 +154,7 @@ func (w *worker) session(ctx context.Context) error {
 				return err
 			}
 			w.acked = batch[len(batch)-1].Offset + 1
+			w.o.Status.ok(w.part)
 			if w.o.Metrics.Rekeyed != nil {
 				w.o.Metrics.Rekeyed.WithLabelValues(w.o.InputTopic, string(w.partText)).Add(float64(len(batch)))
 			}

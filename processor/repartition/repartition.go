@@ -29,7 +29,7 @@
 //
 // Files: repartition.go (Options, Run, the group), partition.go (one
 // input partition's loop), topic.go (creating and checking the
-// repartition topic).
+// repartition topic), status.go (readiness and health for the probes).
 package repartition
 
 import (
@@ -83,6 +83,11 @@ type Options struct {
 	// RetryBackoff is the pause before a partition sends again after a
 	// failed batch (default 200ms, doubling to 5s while failures go on).
 	RetryBackoff time.Duration
+	// RecoveryTimeout is how long an input partition's batches may keep
+	// failing before Status reports hop 1 unhealthy (default 1m).
+	RecoveryTimeout time.Duration
+	// Status, when set, is kept up to date for the probes.
+	Status *Status
 
 	Metrics Metrics
 	Logger  *slog.Logger
@@ -94,6 +99,9 @@ type Metrics struct {
 	Rekeyed  *prometheus.CounterVec // records acknowledged by the repartition topic
 	Restarts *prometheus.CounterVec // failed batches, each followed by a re-send from the first record not acknowledged
 	Lag      *prometheus.GaugeVec   // input records not yet acknowledged by the repartition topic
+	// Unhealthy is 1 while Status.Healthy fails (batches failing past
+	// RecoveryTimeout, or Run failed), else 0.
+	Unhealthy prometheus.Gauge
 }
 
 func (o *Options) defaults() error {
@@ -121,6 +129,10 @@ func (o *Options) defaults() error {
 	o.FetchMaxWait = cmp.Or(o.FetchMaxWait, 250*time.Millisecond)
 	o.CommitInterval = cmp.Or(o.CommitInterval, time.Second)
 	o.RetryBackoff = cmp.Or(o.RetryBackoff, 200*time.Millisecond)
+	o.RecoveryTimeout = cmp.Or(o.RecoveryTimeout, time.Minute)
+	if o.Status == nil {
+		o.Status = &Status{}
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -128,10 +140,25 @@ func (o *Options) defaults() error {
 }
 
 // Run is hop 1 as one member of its group, until ctx ends. The
-// repartition topic must exist (EnsureTopic).
-func Run(ctx context.Context, o Options) error {
+// repartition topic must exist (EnsureTopic). Its error, if any, is also
+// Options.Status's.
+func Run(ctx context.Context, o Options) (err error) {
+	defer func() {
+		if err != nil && o.Status != nil {
+			o.Status.stopped(err)
+			if o.Metrics.Unhealthy != nil {
+				o.Metrics.Unhealthy.Set(1)
+			}
+		}
+	}()
 	if err := o.defaults(); err != nil {
 		return fmt.Errorf("repartition options: %w", err)
+	}
+	o.Status.mu.Lock()
+	o.Status.timeout = o.RecoveryTimeout
+	o.Status.mu.Unlock()
+	if o.Metrics.Unhealthy != nil {
+		o.Metrics.Unhealthy.Set(0)
 	}
 	log := o.Logger.With("hop", "repartition")
 	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
@@ -157,6 +184,10 @@ func Run(ctx context.Context, o Options) error {
 		return cg.Close()
 	})
 	eg.Go(func() error {
+		o.Status.watch(egCtx, o.Metrics.Unhealthy, log)
+		return nil
+	})
+	eg.Go(func() error {
 		for {
 			gen, err := cg.Next(egCtx)
 			switch {
@@ -176,6 +207,11 @@ func Run(ctx context.Context, o Options) error {
 // runGeneration runs every assigned input partition until the generation
 // ends.
 func runGeneration(o *Options, log *slog.Logger, gen *kafka.Generation) {
+	o.Status.joined(gen.ID, len(gen.Assignments[o.InputTopic]))
+	gen.Start(func(ctx context.Context) {
+		<-ctx.Done()
+		o.Status.left(gen.ID)
+	})
 	for _, a := range gen.Assignments[o.InputTopic] {
 		p := &worker{o: o, gen: gen, part: a.ID, start: a.Offset,
 			log: log.With("topic", o.InputTopic, "partition", a.ID, "generation", gen.ID)}

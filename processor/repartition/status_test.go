@@ -1,0 +1,232 @@
+package repartition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"dedup/internal/kfaketest"
+	"dedup/key"
+)
+
+const (
+	inTopic = "events"
+	reTopic = "events-repartition"
+)
+
+func testLogger() *slog.Logger {
+	if os.Getenv("DEDUP_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s: %s", within, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// member is one running hop 1 with its status and metrics.
+type member struct {
+	status  *Status
+	metrics Metrics
+	done    chan error
+}
+
+func startMember(t *testing.T, brokers []string, recovery time.Duration) *member {
+	t.Helper()
+	labels := []string{"topic", "partition"}
+	m := &member{status: &Status{}, done: make(chan error, 1), metrics: Metrics{
+		Rekeyed:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rekeyed"}, labels),
+		Restarts:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "restarts"}, labels),
+		Lag:       prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lag"}, labels),
+		Unhealthy: prometheus.NewGauge(prometheus.GaugeOpts{Name: "unhealthy"}),
+	}}
+	keys, _ := key.Parse("key")
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		m.done <- Run(ctx, Options{
+			Brokers: brokers, GroupID: "dedup-repartition", InputTopic: inTopic, Topic: reTopic, Key: keys,
+			SessionTimeout: time.Second, RebalanceTimeout: 2 * time.Second, HeartbeatInterval: 100 * time.Millisecond,
+			BatchSize: 10, FetchMaxWait: 50 * time.Millisecond, CommitInterval: 50 * time.Millisecond,
+			RetryBackoff: 20 * time.Millisecond, RecoveryTimeout: recovery,
+			Status: m.status, Metrics: m.metrics, Logger: testLogger(),
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-m.done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return m
+}
+
+func newCluster(t *testing.T, inParts int32) (*kfake.Cluster, *kgo.Client) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(100*time.Millisecond),
+		kfake.SeedTopics(inParts, inTopic), kfake.SeedTopics(2, reTopic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	prod, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic(inTopic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(prod.Close)
+	return c, prod
+}
+
+// TestStatusFailingBatches: hop 1 is not ready while its group refuses it,
+// ready once it joined; while the repartition topic refuses every produce
+// it stays healthy for the recovery timeout, then Healthy fails with
+// ErrFailing and the gauge is 1; once the fault is lifted the batches are
+// acknowledged and it is healthy again.
+func TestStatusFailingBatches(t *testing.T) {
+	c, prod := newCluster(t, 2)
+	var refuseJoin, refuseProduce atomic.Bool
+	refuseJoin.Store(true)
+	var joinsRefused atomic.Int32
+	var firstRefusal atomic.Int64 // unix nanos of the first refused produce
+	c.ControlKey(kmsg.JoinGroup.Int16(), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !refuseJoin.Load() {
+			return nil, nil, false
+		}
+		joinsRefused.Add(1)
+		req := r.(*kmsg.JoinGroupRequest)
+		resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+		resp.Version = req.Version
+		resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
+		return resp, nil, true
+	})
+	c.ControlKey(kmsg.Produce.Int16(), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := r.(*kmsg.ProduceRequest)
+		if !refuseProduce.Load() || !kfaketest.ProducesTo(req, reTopic) {
+			return nil, nil, false
+		}
+		firstRefusal.CompareAndSwap(0, time.Now().UnixNano())
+		return kfaketest.ErrorResponse(req, kerr.NotEnoughReplicas.Code), nil, true
+	})
+
+	const recovery = 1500 * time.Millisecond
+	m := startMember(t, c.ListenAddrs(), recovery)
+	eventually(t, 20*time.Second, "hop 1 asked to join twice", func() bool { return joinsRefused.Load() >= 2 })
+	if err := m.status.Readiness(); err == nil {
+		t.Fatal("ready while its group refuses it")
+	}
+	refuseJoin.Store(false)
+	eventually(t, 20*time.Second, "ready once joined", func() bool { return m.status.Readiness() == nil })
+	if err := m.status.Healthy(); err != nil {
+		t.Fatalf("healthy before any failure: %v", err)
+	}
+
+	refuseProduce.Store(true)
+	const n = 40
+	for i := range n {
+		if err := prod.ProduceSync(context.Background(), &kgo.Record{Partition: int32(i % 2), Key: []byte(fmt.Sprint("id-", i))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 20*time.Second, "a batch refused", func() bool { return firstRefusal.Load() != 0 })
+	eventually(t, 20*time.Second, "unhealthy", func() bool { return m.status.Healthy() != nil })
+	failingFor := time.Since(time.Unix(0, firstRefusal.Load()))
+	if failingFor < recovery {
+		t.Errorf("unhealthy %s after the first refusal, before the recovery timeout %s", failingFor, recovery)
+	}
+	if err := m.status.Healthy(); !errors.Is(err, ErrFailing) || !errors.Is(err, kafka.NotEnoughReplicas) {
+		t.Errorf("Healthy() = %v, want ErrFailing naming the refusal", err)
+	}
+	eventually(t, 10*time.Second, "unhealthy gauge 1", func() bool { return sum(m.metrics.Unhealthy) == 1 })
+	if err := m.status.Readiness(); err != nil {
+		t.Errorf("not ready while failing (it holds its partitions): %v", err)
+	}
+
+	refuseProduce.Store(false)
+	eventually(t, 20*time.Second, "healthy again", func() bool { return m.status.Healthy() == nil })
+	eventually(t, 10*time.Second, "unhealthy gauge 0", func() bool { return sum(m.metrics.Unhealthy) == 0 })
+	eventually(t, 20*time.Second, "every record acknowledged", func() bool {
+		return sum(m.metrics.Rekeyed) >= n
+	})
+}
+
+// TestStatusReadyWithoutPartitions: of two members of a group over one
+// input partition, the one the group gave nothing is ready as well.
+func TestStatusReadyWithoutPartitions(t *testing.T) {
+	c, _ := newCluster(t, 1)
+	a := startMember(t, c.ListenAddrs(), time.Minute)
+	eventually(t, 20*time.Second, "a ready", func() bool { return a.status.Readiness() == nil })
+	b := startMember(t, c.ListenAddrs(), time.Minute)
+	eventually(t, 20*time.Second, "both ready, one holding the partition", func() bool {
+		return a.status.Readiness() == nil && b.status.Readiness() == nil && held(a)+held(b) == 1 && gen(a) == gen(b)
+	})
+}
+
+func held(m *member) int {
+	m.status.mu.Lock()
+	defer m.status.mu.Unlock()
+	return m.status.held
+}
+
+func gen(m *member) int32 {
+	m.status.mu.Lock()
+	defer m.status.mu.Unlock()
+	return m.status.gen
+}
+
+// TestStatusRunFailed: Run's error is the status's.
+func TestStatusRunFailed(t *testing.T) {
+	st := &Status{}
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "unhealthy"})
+	err := Run(context.Background(), Options{Status: st, Metrics: Metrics{Unhealthy: g}, Logger: testLogger()})
+	if err == nil {
+		t.Fatal("Run without brokers or topics: no error")
+	}
+	if h := st.Healthy(); h == nil || !errors.Is(h, err) {
+		t.Errorf("Healthy() = %v, want Run's error %v", h, err)
+	}
+	if st.Readiness() == nil {
+		t.Error("ready after Run failed")
+	}
+	if v := sum(g); v != 1 {
+		t.Errorf("unhealthy gauge = %v, want 1", v)
+	}
+}
+
+// sum adds up the values of c's series.
+func sum(c prometheus.Collector) float64 {
+	ch := make(chan prometheus.Metric, 64)
+	go func() { c.Collect(ch); close(ch) }()
+	var total float64
+	for m := range ch {
+		var d dto.Metric
+		if err := m.Write(&d); err != nil {
+			panic(err)
+		}
+		total += d.GetCounter().GetValue() + d.GetGauge().GetValue()
+	}
+	return total
+}
