@@ -202,7 +202,8 @@ func parseSize(args []string, stderr io.Writer) (sizing.Workload, int) {
 	if *f.repartition {
 		rp := &sizing.Repartition{RecordBytes: int64(flagCount("record-bytes", *f.recordSize)), KeyBytes: 16,
 			Retention: *f.retention, Replication: *f.replication, InputTopic: config.Default("INPUT_TOPIC"),
-			Topic: config.Default("INPUT_TOPIC") + "-repartition", FetchBytes: sizing.Hop1FetchBytes, BatchSize: *f.batchSize}
+			Topic: config.Default("INPUT_TOPIC") + "-repartition", FetchBytes: sizing.Hop1FetchBytes, BatchSize: *f.batchSize,
+			BatchBytes: in.ProduceBatchBytes}
 		rp.RecordsPerSecond = float64(in.KeysPerWindow) / f.window.Seconds()
 		if *f.recordsPerSecond != "" {
 			rp.RecordsPerSecond = float64(flagCount("records-per-second", *f.recordsPerSecond))

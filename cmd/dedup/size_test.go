@@ -123,9 +123,11 @@ func TestSizeRepartitionCountsHop1(t *testing.T) {
 		}
 		return in, out.String()
 	}
-	one, oneOut := report()
-	two, twoOut := report("--repartition", "--record-bytes", "400", "--produce-batch-size", "500")
-	const hop1 = 1<<20 + 2*500*400 // per input partition
+	one, oneOut := report("--produce-batch-bytes", "200000")
+	two, twoOut := report("--repartition", "--record-bytes", "400", "--produce-batch-size", "500", "--produce-batch-bytes", "200000")
+	// Per input partition: a fetch, two batches queued, the batch in hand
+	// and its origin trailers.
+	hop1 := int64(1<<20 + 2*500*400 + 200000 + 200000/400*two.Repartition.OriginBytes())
 	if got := two.Repartition.Hop1PartitionBytes(); got != hop1 {
 		t.Fatalf("hop 1 per input partition = %d, want %d", got, hop1)
 	}
@@ -145,7 +147,7 @@ func TestSizeRepartitionCountsHop1(t *testing.T) {
 		t.Errorf("GOMEMLIMIT %d with --repartition, not above %d", r2.GoMemLimit, r1.GoMemLimit)
 	}
 	for _, want := range []string{"GOMEMLIMIT=" + sizing.GoMemLimit(r2.GoMemLimit), "limits memory " + sizing.Quantity(r2.Limit),
-		"hop 1 holds " + sizing.BytesIEC(hop1) + " per input partition", "hop 1's reader (" + sizing.BytesIEC(hop1) + ") per input partition"} {
+		"hop 1 holds " + sizing.BytesIEC(float64(hop1)) + " per input partition", "hop 1's reader (" + sizing.BytesIEC(float64(hop1)) + ") per input partition"} {
 		if !strings.Contains(twoOut, want) {
 			t.Errorf("--repartition report lacks %q:\n%s", want, twoOut)
 		}
