@@ -112,30 +112,40 @@ type originFields struct {
 	keyed                    bool
 }
 
-// parseOrigin splits an origin text without allocating; ok is false when
-// it is not well formed.
+// parseOrigin splits an origin text without allocating, in one pass;
+// ok is false when it is not well formed.
 func parseOrigin(v []byte) (f originFields, ok bool) {
-	var parts [4][]byte
-	rest := v
-	for i := range 3 {
-		j := bytes.IndexByte(rest, '/')
-		if j < 0 {
-			return f, false
-		}
-		parts[i], rest = rest[:j], rest[j+1:]
-	}
-	parts[3] = rest
-	if j := bytes.IndexByte(rest, '/'); j >= 0 {
-		parts[3], f.key, f.keyed = rest[:j], rest[j+1:], true // rest[j+1:] is empty, never nil, for an empty key
-	}
-	var okP, okO, okC bool
-	f.partition, okP = parseDecimal(parts[1])
-	f.offset, okO = parseDecimal(parts[2])
-	f.count, okC = parseDecimal(parts[3])
-	if len(parts[0]) == 0 || !okP || !okO || !okC || f.partition > math.MaxInt32 || f.count > math.MaxInt32 {
+	i := bytes.IndexByte(v, '/')
+	if i <= 0 {
 		return f, false
 	}
-	f.text = [3][]byte{parts[0], parts[1], parts[2]}
+	f.text[0] = v[:i]
+	var n [3]int64
+	for k := range n {
+		start := i + 1
+		j := start
+		for ; j < len(v) && v[j] != '/'; j++ {
+			d := v[j] - '0'
+			if d > 9 {
+				return f, false
+			}
+			n[k] = n[k]*10 + int64(d)
+		}
+		if j == start || j-start > 18 || (k < 2 && j == len(v)) {
+			return f, false
+		}
+		if k < 2 {
+			f.text[k+1] = v[start:j]
+		}
+		i = j
+	}
+	if i < len(v) { // the slash before the key
+		f.key, f.keyed = v[i+1:], true // empty, never nil, for an empty key
+	}
+	f.partition, f.offset, f.count = n[0], n[1], n[2]
+	if f.partition > math.MaxInt32 || f.count > math.MaxInt32 {
+		return f, false
+	}
 	return f, true
 }
 
@@ -209,21 +219,6 @@ func (w *Worker) unwrap(r *record) {
 	if f.keyed {
 		m.Key = f.key
 	}
-}
-
-// parseDecimal parses a non-negative decimal without allocating.
-func parseDecimal(b []byte) (int64, bool) {
-	if len(b) == 0 || len(b) > 18 {
-		return 0, false
-	}
-	var v int64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		v = v*10 + int64(c-'0')
-	}
-	return v, true
 }
 
 // resent reports whether r is a re-send by hop 1 of an input record this

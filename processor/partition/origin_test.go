@@ -229,3 +229,23 @@ func FuzzOrigin(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkUnwrap: hop 2's per-record cost of taking the origin trailer
+// off a repartition record (16-byte keys, 100-byte values), against which
+// the one-pass parser was written.
+//
+//	go test ./processor/partition -run '^$' -bench Unwrap
+func BenchmarkUnwrap(b *testing.B) {
+	w := &Worker{origins: origins{}}
+	o := Origin{Topic: "events", Partition: 3, Offset: 123456789, Count: 4, Key: []byte("0123456789abcdef")}
+	value := make([]byte, 100)
+	v := o.AppendTrailer(bytes.Clone(value), value)
+	key := []byte("0123456789abcdef")
+	for b.Loop() {
+		r := record{msg: kafka.Message{Key: key, Value: v}}
+		w.unwrap(&r)
+		if !r.origin.ok {
+			b.Fatal("no origin")
+		}
+	}
+}
