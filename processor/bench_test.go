@@ -290,6 +290,19 @@ func cpuTime(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// benchCompression is PRODUCE_COMPRESSION for every contender's outputs
+// (the copy loops' and hop 1's requests too): STAGE_COMPRESSION, none by
+// default as the stage's own.
+func benchCompression(t testing.TB) kafka.Compression {
+	v := os.Getenv("STAGE_COMPRESSION")
+	codecs := map[string]kafka.Compression{"": 0, "none": 0, "gzip": kafka.Gzip, "snappy": kafka.Snappy, "lz4": kafka.Lz4, "zstd": kafka.Zstd}
+	c, ok := codecs[v]
+	if !ok {
+		t.Fatalf("STAGE_COMPRESSION=%q: want none, gzip, snappy, lz4 or zstd", v)
+	}
+	return c
+}
+
 // benchValueBytes is the seeded records' value size; STAGE_VALUE_BYTES
 // overrides it. The source headers add the same ≈ 80 bytes to every
 // output whatever its size, so their share of the work falls as records
@@ -352,6 +365,7 @@ func benchOptions(e *testEnv, group string) Options {
 	o.BatchSize, o.BatchBytes, o.BatchTimeout = 1000, 1<<20, 5*time.Millisecond
 	o.FetchMinBytes, o.FetchMaxBytes, o.FetchMaxWait = 1, 10<<20, 250*time.Millisecond
 	o.CheckpointInterval = 10 * time.Second
+	o.Compression = benchCompression(e.t)
 	// A production session, not the tests' 1 s: on a loaded machine a
 	// benchmark must measure the stage, not fence it for late heartbeats.
 	o.SessionTimeout, o.RebalanceTimeout, o.HeartbeatInterval = 10*time.Second, 10*time.Second, time.Second
@@ -427,6 +441,7 @@ func copyOptions(e *testEnv, n int, v copyVariant) copyloop.Options {
 		FetchMinBytes: o.FetchMinBytes, FetchMaxBytes: bufs.FetchBytes, FetchMaxWait: o.FetchMaxWait,
 		QueueCapacity: bufs.Queue,
 		BatchSize:     o.BatchSize, BatchBytes: o.BatchBytes, BatchTimeout: o.BatchTimeout, MaxAttempts: 3,
+		Compression: o.Compression,
 	}
 	if v.dialer != nil {
 		lo.Dialer = v.dialer(o)

@@ -55,6 +55,7 @@ type Options struct {
 	BatchBytes   int64
 	BatchTimeout time.Duration
 	MaxAttempts  int
+	Compression  kafka.Compression // zero: none
 
 	// MaxInFlight bounds the records handed to the writer and not yet
 	// acknowledged, over all partitions; 0 sets no bound.
@@ -107,6 +108,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		BatchBytes:   o.BatchBytes,
 		BatchTimeout: o.BatchTimeout,
 		MaxAttempts:  o.MaxAttempts,
+		Compression:  o.Compression,
 		RequiredAcks: kafka.RequireAll,
 		Async:        true,
 		Transport:    o.Transport,
