@@ -30,8 +30,10 @@ import (
 // record by: the marks are kept per count, so that a record routed anew
 // after partitions were added is never taken for a re-send (see origins).
 // The key part, slash included, is absent when the input record had a
-// null key; a topic name cannot hold a slash, so everything after the
-// fourth slash is the key, whatever its bytes. Flag 1 is a null value.
+// null key or when its key is the dedup key (flag 2: the repartition
+// record's own key, not repeated); a topic name cannot hold a slash, so
+// everything after the fourth slash is the key, whatever its bytes. Flag 1
+// is a null value.
 //
 // In the value, not in headers: kafka-go decodes every header with two
 // allocations and a headers slice per record, and hop 2 would pay them
@@ -42,13 +44,17 @@ type Origin struct {
 	Offset    int64
 	Count     int    // the repartition topic's partition count the record is routed by
 	Key       []byte // the input record's key; nil when it had none
+	// Dedup is the repartition record's key: an input key equal to it is
+	// not repeated in the trailer.
+	Dedup []byte
 }
 
 // The trailer's fixed end: flags, length and magic.
 const (
-	originMagic     = "\xffdO1"
-	originFooterLen = 1 + 4 + len(originMagic)
-	originNullValue = 1 // flag: the input record's value was null
+	originMagic      = "\xffdO1"
+	originFooterLen  = 1 + 4 + len(originMagic)
+	originNullValue  = 1 // flag: the input record's value was null
+	originKeyIsDedup = 2 // flag: the input record's key is the repartition record's
 )
 
 // AppendTrailer appends to b the trailer naming o that follows value in
@@ -62,12 +68,15 @@ func (o *Origin) AppendTrailer(b, value []byte) []byte {
 	b = strconv.AppendInt(b, o.Offset, 10)
 	b = append(b, '/')
 	b = strconv.AppendInt(b, int64(o.Count), 10)
-	if o.Key != nil {
+	var flags byte
+	switch {
+	case o.Key != nil && o.Dedup != nil && bytes.Equal(o.Key, o.Dedup):
+		flags |= originKeyIsDedup
+	case o.Key != nil:
 		b = append(b, '/')
 		b = append(b, o.Key...)
 	}
 	n := len(b) - start
-	var flags byte
 	if value == nil {
 		flags |= originNullValue
 	}
@@ -86,13 +95,14 @@ func splitOrigin(v []byte) (value []byte, f originFields, ok bool) {
 	}
 	flags := v[n-originFooterLen]
 	l := binary.BigEndian.Uint32(v[n-originFooterLen+1:])
-	if uint64(l) > uint64(n-originFooterLen) || flags&^originNullValue != 0 {
+	if uint64(l) > uint64(n-originFooterLen) || flags&^(originNullValue|originKeyIsDedup) != 0 {
 		return nil, f, false
 	}
 	start := n - originFooterLen - int(l)
-	if f, ok = parseOrigin(v[start : n-originFooterLen]); !ok {
+	if f, ok = parseOrigin(v[start : n-originFooterLen]); !ok || (f.keyed && flags&originKeyIsDedup != 0) {
 		return nil, f, false
 	}
+	f.keyIsDedup = flags&originKeyIsDedup != 0
 	switch {
 	case flags&originNullValue == 0:
 		value = v[:start:start]
@@ -108,6 +118,7 @@ func splitOrigin(v []byte) (value []byte, f originFields, ok bool) {
 type originFields struct {
 	text                     [3][]byte // topic, partition, offset
 	partition, offset, count int64
+	keyIsDedup               bool // the key is the repartition record's
 	key                      []byte
 	keyed                    bool
 }
@@ -215,9 +226,12 @@ func (w *Worker) unwrap(r *record) {
 		at:     origin{topic: w.originTopic, partition: int32(f.partition), count: int32(f.count)},
 		offset: f.offset, ok: true, source: f.text, dedup: m.Key,
 	}
-	m.Key = nil
-	if f.keyed {
+	switch {
+	case f.keyIsDedup: // the repartition record's key is the input's
+	case f.keyed:
 		m.Key = f.key
+	default:
+		m.Key = nil
 	}
 }
 

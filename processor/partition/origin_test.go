@@ -149,6 +149,19 @@ func TestUnwrap(t *testing.T) {
 			t.Errorf("key %q value %q: unwrapped key %q value %q, origin %+v", c.key, c.value, r.msg.Key, r.msg.Value, r.origin)
 		}
 	}
+	// An input record keyed by the dedup key: the key is not repeated in
+	// the trailer, the repartition record's own is the input's.
+	same := Origin{Topic: "raw", Partition: 3, Offset: 9, Count: 8, Key: []byte("id-1"), Dedup: []byte("id-1")}
+	differs := Origin{Topic: "raw", Partition: 3, Offset: 9, Count: 8, Key: []byte("user-1"), Dedup: []byte("id-1")}
+	if a, b := wrap([]byte("v"), same), wrap([]byte("v"), differs); len(b)-len(a) != len("/user-1") {
+		t.Errorf("trailer with the key = dedup key %q, with another key %q", a, b)
+	}
+	r = record{msg: kafka.Message{Key: []byte("id-1"), Value: wrap([]byte("v"), same)}}
+	w.unwrap(&r)
+	if !r.origin.ok || string(r.msg.Key) != "id-1" || string(r.origin.dedup) != "id-1" || string(r.msg.Value) != "v" {
+		t.Fatalf("key = dedup key: key %q, dedup %q, value %q, %+v", r.msg.Key, r.origin.dedup, r.msg.Value, r.origin)
+	}
+
 	// An input record that carries a trailer of an earlier stage keeps it.
 	inner := wrap([]byte("v"), Origin{Topic: "in", Partition: 1, Offset: 5, Count: 2})
 	r = record{msg: kafka.Message{Key: []byte("k"), Value: wrap(inner, Origin{Topic: "raw", Partition: 3, Offset: 7, Count: 8})}}
@@ -162,7 +175,7 @@ func TestUnwrap(t *testing.T) {
 	for i, bad := range [][]byte{
 		nil, []byte("plain value"), []byte(originMagic), good[:len(good)-1],
 		damage(len(good)-1, '2'),                               // magic
-		damage(footer, 2),                                      // unknown flag
+		damage(footer, 4),                                      // unknown flag
 		damage(footer, originNullValue),                        // a null value with bytes
 		damage(footer+1, 1),                                    // length beyond the value
 		damage(footer-2, 'x'),                                  // a slash lost: three fields
@@ -196,10 +209,11 @@ func TestUnwrap(t *testing.T) {
 // count and the key, a null key or value as null and an empty one as
 // empty. And no value at all makes it panic.
 func FuzzOrigin(f *testing.F) {
-	f.Add("raw", int32(3), int64(1234), 8, []byte("user-7"), true, []byte("v"), true)
-	f.Add("a.b_c-d", int32(0), int64(0), 0, []byte(nil), false, []byte(nil), false)
-	f.Add("t", int32(math.MaxInt32), int64(999999999999999999), math.MaxInt32, []byte("/x/"), true, []byte("\xffdO1"), true)
-	f.Fuzz(func(t *testing.T, topic string, p int32, off int64, count int, key []byte, keyed bool, value []byte, valued bool) {
+	f.Add("raw", int32(3), int64(1234), 8, []byte("user-7"), true, false, []byte("v"), true)
+	f.Add("raw", int32(3), int64(1234), 8, []byte("id-7"), true, true, []byte("v"), true)
+	f.Add("a.b_c-d", int32(0), int64(0), 0, []byte(nil), false, false, []byte(nil), false)
+	f.Add("t", int32(math.MaxInt32), int64(999999999999999999), math.MaxInt32, []byte("/x/"), true, false, []byte("\xffdO1"), true)
+	f.Fuzz(func(t *testing.T, topic string, p int32, off int64, count int, key []byte, keyed, dedupKey bool, value []byte, valued bool) {
 		splitOrigin(value) // anything at all: no panic
 		if topic == "" || strings.ContainsRune(topic, '/') || p < 0 || off < 0 || off > 999999999999999999 || count < 0 || count > math.MaxInt32 {
 			return // not what hop 1 writes
@@ -217,8 +231,17 @@ func FuzzOrigin(f *testing.F) {
 			value = []byte{}
 		}
 		o := Origin{Topic: topic, Partition: p, Offset: off, Count: count, Key: key}
+		if dedupKey && keyed {
+			o.Dedup = bytes.Clone(key) // the input is keyed by the dedup key: not repeated
+		}
 		v := o.AppendTrailer(bytes.Clone(value), value)
 		gotValue, got, ok := splitOrigin(v)
+		if o.Dedup != nil {
+			if !ok || !got.keyIsDedup || got.keyed {
+				t.Fatalf("%q: input key = dedup key read back as %+v, %v", v, got, ok)
+			}
+			got.key, got.keyed = key, true
+		}
 		if !ok || string(got.text[0]) != topic || got.partition != int64(p) || got.offset != off || got.count != int64(count) ||
 			got.keyed != keyed || !bytes.Equal(got.key, key) || (got.key == nil) != (key == nil) ||
 			!bytes.Equal(gotValue, value) || (gotValue == nil) != (value == nil) {

@@ -266,6 +266,9 @@ func (w *worker) send(s *sender, client *kafka.Client, batch []kafka.Message) er
 		dk, keyed := w.o.Key.Extract(m)
 		t := len(s.trailers)
 		o := partition.Origin{Topic: w.o.InputTopic, Partition: int32(w.part), Offset: m.Offset, Count: w.parts, Key: m.Key}
+		if keyed {
+			o.Dedup = dk
+		}
 		s.trailers = o.AppendTrailer(s.trailers, m.Value)
 		ts := m.Time
 		if ts.IsZero() {
