@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"dedup/internal/kfaketest"
 	"dedup/internal/testkit"
@@ -69,29 +67,7 @@ func checkOncePerKey(t *testing.T, out []*kgo.Record, keys int) {
 func TestRepartitionHopHealth(t *testing.T) {
 	cluster := testkit.Cluster(t, 2)
 	addr := cluster.ListenAddrs()[0]
-	var refuseJoin, refuseProduce atomic.Bool
-	var firstRefusal atomic.Int64
-	refuseJoin.Store(true)
-	cluster.ControlKey(int16(kmsg.JoinGroup), func(r kmsg.Request) (kmsg.Response, error, bool) {
-		cluster.KeepControl()
-		req := r.(*kmsg.JoinGroupRequest)
-		if !refuseJoin.Load() || req.Group != "dedup-repartition" {
-			return nil, nil, false
-		}
-		resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
-		resp.Version = req.Version
-		resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
-		return resp, nil, true
-	})
-	cluster.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
-		cluster.KeepControl()
-		req := r.(*kmsg.ProduceRequest)
-		if !refuseProduce.Load() || !kfaketest.ProducesTo(req, reTopic) {
-			return nil, nil, false
-		}
-		firstRefusal.CompareAndSwap(0, time.Now().UnixNano())
-		return kfaketest.ErrorResponse(req, kerr.NotEnoughReplicas.Code), nil, true
-	})
+	joins := kfaketest.RefuseJoin(cluster, "dedup-repartition", kerr.CoordinatorLoadInProgress.Code)
 	const recovery = 3 * time.Second
 	env := clusterEnv(t, cluster, testkit.Env{
 		"REPARTITION_TOPIC":        reTopic,
@@ -101,11 +77,11 @@ func TestRepartitionHopHealth(t *testing.T) {
 	metrics := env["METRICS_ADDR"]
 	bin := startBinary(t, env)
 	waitNotReadyNaming(t, metrics, "re-key hop not in a generation")
-	refuseJoin.Store(false)
+	joins.Lift()
 	waitReady(t, bin, metrics)
 	checkHealthy(t, metrics)
 
-	refuseProduce.Store(true)
+	produces := kfaketest.RefuseProduceTo(cluster, reTopic, kerr.NotEnoughReplicas.Code)
 	const keys = 30
 	recs := spreadDuplicates(keys, 2, 2)
 	testkit.Produce(t, manual([]kgo.Opt{kgo.SeedBrokers(addr)}), recs...)
@@ -116,13 +92,14 @@ func TestRepartitionHopHealth(t *testing.T) {
 		code, body, err := healthz(metrics)
 		return code == http.StatusServiceUnavailable && strings.Contains(body, "re-key hop") && strings.Contains(body, "batches failing"), err
 	})
-	if since := time.Since(time.Unix(0, firstRefusal.Load())); firstRefusal.Load() == 0 || since < recovery {
+	first := produces.FirstRefused()
+	if since := time.Since(first); first.IsZero() || since < recovery {
 		t.Errorf("/healthz failed %s after the first refused produce, before PRODUCE_RECOVERY_TIMEOUT %s", since, recovery)
 	}
 	waitMetric(t, metrics, "dedup_repartition_unhealthy", 1)
 	waitLog(t, bin, "re-key hop unhealthy", "level=ERROR")
 
-	refuseProduce.Store(false)
+	produces.Lift()
 	testkit.WaitFor(t, "/healthz 200 again", 30*time.Second, func() (bool, error) {
 		code, _, err := healthz(metrics)
 		return code == http.StatusOK, err

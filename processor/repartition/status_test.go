@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,7 +16,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"dedup/internal/kfaketest"
 	"dedup/key"
@@ -106,54 +104,30 @@ func newCluster(t *testing.T, inParts int32) (*kfake.Cluster, *kgo.Client) {
 // acknowledged and it is healthy again.
 func TestStatusFailingBatches(t *testing.T) {
 	c, prod := newCluster(t, 2)
-	var refuseJoin, refuseProduce atomic.Bool
-	refuseJoin.Store(true)
-	var joinsRefused atomic.Int32
-	var firstRefusal atomic.Int64 // unix nanos of the first refused produce
-	c.ControlKey(kmsg.JoinGroup.Int16(), func(r kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if !refuseJoin.Load() {
-			return nil, nil, false
-		}
-		joinsRefused.Add(1)
-		req := r.(*kmsg.JoinGroupRequest)
-		resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
-		resp.Version = req.Version
-		resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
-		return resp, nil, true
-	})
-	c.ControlKey(kmsg.Produce.Int16(), func(r kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		req := r.(*kmsg.ProduceRequest)
-		if !refuseProduce.Load() || !kfaketest.ProducesTo(req, reTopic) {
-			return nil, nil, false
-		}
-		firstRefusal.CompareAndSwap(0, time.Now().UnixNano())
-		return kfaketest.ErrorResponse(req, kerr.NotEnoughReplicas.Code), nil, true
-	})
+	joins := kfaketest.RefuseJoin(c, "dedup-repartition", kerr.CoordinatorLoadInProgress.Code)
 
 	const recovery = 1500 * time.Millisecond
 	m := startMember(t, c.ListenAddrs(), recovery)
-	eventually(t, 20*time.Second, "hop 1 asked to join twice", func() bool { return joinsRefused.Load() >= 2 })
+	eventually(t, 20*time.Second, "hop 1 asked to join twice", func() bool { return joins.Refused() >= 2 })
 	if err := m.status.Readiness(); err == nil {
 		t.Fatal("ready while its group refuses it")
 	}
-	refuseJoin.Store(false)
+	joins.Lift()
 	eventually(t, 20*time.Second, "ready once joined", func() bool { return m.status.Readiness() == nil })
 	if err := m.status.Healthy(); err != nil {
 		t.Fatalf("healthy before any failure: %v", err)
 	}
 
-	refuseProduce.Store(true)
+	produces := kfaketest.RefuseProduceTo(c, reTopic, kerr.NotEnoughReplicas.Code)
 	const n = 40
 	for i := range n {
 		if err := prod.ProduceSync(context.Background(), &kgo.Record{Partition: int32(i % 2), Key: []byte(fmt.Sprint("id-", i))}).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 20*time.Second, "a batch refused", func() bool { return firstRefusal.Load() != 0 })
+	eventually(t, 20*time.Second, "a batch refused", func() bool { return produces.Refused() != 0 })
 	eventually(t, 20*time.Second, "unhealthy", func() bool { return m.status.Healthy() != nil })
-	failingFor := time.Since(time.Unix(0, firstRefusal.Load()))
+	failingFor := time.Since(produces.FirstRefused())
 	if failingFor < recovery {
 		t.Errorf("unhealthy %s after the first refusal, before the recovery timeout %s", failingFor, recovery)
 	}
@@ -165,7 +139,7 @@ func TestStatusFailingBatches(t *testing.T) {
 		t.Errorf("not ready while failing (it holds its partitions): %v", err)
 	}
 
-	refuseProduce.Store(false)
+	produces.Lift()
 	eventually(t, 20*time.Second, "healthy again", func() bool { return m.status.Healthy() == nil })
 	eventually(t, 10*time.Second, "unhealthy gauge 0", func() bool { return sum(m.metrics.Unhealthy) == 0 })
 	eventually(t, 20*time.Second, "every record acknowledged", func() bool {
