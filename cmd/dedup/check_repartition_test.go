@@ -7,21 +7,29 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"dedup/internal/testkit"
 )
+
+// repartitionCheckEnv starts a one-broker cluster holding topics, two
+// partitions each, and returns it with the environment of a check against
+// it with REPARTITION_TOPIC events-by-id.
+func repartitionCheckEnv(t *testing.T, topics ...string) (*kfake.Cluster, testkit.Env) {
+	t.Helper()
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, topics...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cluster.Close)
+	return cluster, clusterEnv(t, cluster, testkit.Env{"REPARTITION_TOPIC": "events-by-id"})
+}
 
 // TestCheckRepartitionTopic: with REPARTITION_TOPIC, dedup check says a
 // missing repartition topic will be created (warn), and fails a compacted
 // one, warning about a partition count other than the output's and a
 // retention shorter than a day.
 func TestCheckRepartitionTopic(t *testing.T) {
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "events", "events-deduped"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cluster.Close)
-	env := testEnv(t)
-	env["KAFKA_BROKERS"] = cluster.ListenAddrs()[0]
-	env["REPARTITION_TOPIC"] = "events-by-id"
+	cluster, env := repartitionCheckEnv(t, "events", "events-deduped")
 
 	var stdout, stderr bytes.Buffer
 	run(context.Background(), []string{"check"}, env.Lookup, &stdout, &stderr)
@@ -52,14 +60,7 @@ func TestCheckRepartitionTopic(t *testing.T) {
 // repartition topic checked, hop 1's group's offsets; no output,
 // checkpoint topic, store or sizing), and dedup fails naming the output.
 func TestCheckHopRoles(t *testing.T) {
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "events"), kfake.SeedTopics(2, "events-by-id"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cluster.Close)
-	env := testEnv(t)
-	env["KAFKA_BROKERS"] = cluster.ListenAddrs()[0]
-	env["REPARTITION_TOPIC"] = "events-by-id"
+	_, env := repartitionCheckEnv(t, "events", "events-by-id")
 
 	env["REPARTITION_HOPS"] = "rekey"
 	var stdout, stderr bytes.Buffer
