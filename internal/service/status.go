@@ -35,24 +35,25 @@ type stageProbe struct {
 
 func (p stageProbe) Ready() bool { return p.Readiness() == nil }
 
-func (p stageProbe) Readiness() error {
-	var errs []error
-	if p.hop2 != nil {
-		errs = append(errs, p.hop2.Readiness())
-	}
-	if p.hop1 != nil {
-		errs = append(errs, p.hop1.Readiness())
-	}
-	return errors.Join(errs...)
+func (p stageProbe) Readiness() error { return p.each(hopStatus.Readiness) }
+
+func (p stageProbe) Healthy() error { return p.each(hopStatus.Healthy) }
+
+// hopStatus is what both hops say of themselves.
+type hopStatus interface {
+	Readiness() error
+	Healthy() error
 }
 
-func (p stageProbe) Healthy() error {
+// each joins what ask says of every hop the stage runs, the dedup hop's
+// first.
+func (p stageProbe) each(ask func(hopStatus) error) error {
 	var errs []error
 	if p.hop2 != nil {
-		errs = append(errs, p.hop2.Healthy())
+		errs = append(errs, ask(p.hop2))
 	}
 	if p.hop1 != nil {
-		errs = append(errs, p.hop1.Healthy())
+		errs = append(errs, ask(p.hop1))
 	}
 	return errors.Join(errs...)
 }
