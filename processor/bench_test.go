@@ -168,6 +168,21 @@ func runRounds(b *testing.B, e *testEnv, n, rounds int, contenders []contender, 
 	return runs
 }
 
+// runRatio is runRounds for two contenders, compared as num/den: it logs
+// each round's rates and ratio and reports the median ratios per
+// wall-clock second (as ratio) and per CPU second (ratio-cpu).
+func runRatio(b *testing.B, e *testEnv, n, rounds int, contenders [2]contender, num, den, ratio string) {
+	first, second := contenders[0].group, contenders[1].group
+	runs := runRounds(b, e, n, rounds, contenders[:], func(round int, runs map[string][]rates) {
+		r1, r2, nr, dr := runs[first][round], runs[second][round], runs[num][round], runs[den][round]
+		b.Logf("round %d: %s %8.0f rec/s %8.0f rec/cpu-s | %s %8.0f %8.0f | %s %.3f wall %.3f cpu",
+			round, first, r1.wall, r1.cpu, second, r2.wall, r2.cpu, ratio, nr.wall/dr.wall, nr.cpu/dr.cpu)
+	})
+	b.ReportMetric(medianRatio(runs, num, den, wallRate), ratio)
+	b.ReportMetric(medianRatio(runs, num, den, cpuRate), ratio+"-cpu")
+	b.ReportMetric(0, "ns/op") // the figures above are the result
+}
+
 // medianRatio is the median over rounds of num's figure over den's: each
 // round's ratio compares runs made seconds apart.
 func medianRatio(runs map[string][]rates, num, den string, f func(rates) float64) float64 {

@@ -18,16 +18,8 @@ func BenchmarkProducePath(b *testing.B) {
 	if e == nil {
 		return
 	}
-	contenders := []contender{
+	runRatio(b, e, n, rounds, [2]contender{
 		{"classified", stage(func(*Processor) {})},
 		{"blind", stage(func(p *Processor) { p.plainProduce = true })},
-	}
-	runs := runRounds(b, e, n, rounds, contenders, func(round int, runs map[string][]rates) {
-		cl, bl := runs["classified"][round], runs["blind"][round]
-		b.Logf("round %d: classified %8.0f rec/s %8.0f rec/cpu-s | blind %8.0f %8.0f | classified/blind %.3f wall %.3f cpu",
-			round, cl.wall, cl.cpu, bl.wall, bl.cpu, cl.wall/bl.wall, cl.cpu/bl.cpu)
-	})
-	b.ReportMetric(medianRatio(runs, "classified", "blind", wallRate), "classified/blind")
-	b.ReportMetric(medianRatio(runs, "classified", "blind", cpuRate), "classified/blind-cpu")
-	b.ReportMetric(0, "ns/op") // the figures above are the result
+	}, "classified", "blind", "classified/blind")
 }

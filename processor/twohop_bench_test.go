@@ -27,18 +27,10 @@ func BenchmarkTwoHopsVsOneHop(b *testing.B) {
 	if e == nil {
 		return
 	}
-	contenders := []contender{
+	runRatio(b, e, n, rounds, [2]contender{
 		{"one-hop", stage(func(*Processor) {})},
 		{"two-hops", twoHops},
-	}
-	runs := runRounds(b, e, n, rounds, contenders, func(round int, runs map[string][]rates) {
-		one, two := runs["one-hop"][round], runs["two-hops"][round]
-		b.Logf("round %d: one hop %8.0f rec/s %8.0f rec/cpu-s | two hops %8.0f %8.0f | two/one %.3f wall %.3f cpu",
-			round, one.wall, one.cpu, two.wall, two.cpu, two.wall/one.wall, two.cpu/one.cpu)
-	})
-	b.ReportMetric(medianRatio(runs, "two-hops", "one-hop", wallRate), "two/one")
-	b.ReportMetric(medianRatio(runs, "two-hops", "one-hop", cpuRate), "two/one-cpu")
-	b.ReportMetric(0, "ns/op") // the figures above are the result
+	}, "two-hops", "one-hop", "two/one")
 }
 
 // twoHops is the stage with the repartition hop: hop 2 is a Processor
