@@ -237,10 +237,7 @@ func TestCrashReplaySuppressed(t *testing.T) {
 	out := e.collect()
 
 	first := newWorkload(parts, 200, 2, 4)
-	a := e.startAfter(t, o, first, "first batch read")
-	if err := a.stop(t); err != nil { // graceful: checkpoint at the end of the first batch
-		t.Fatal(err)
-	}
+	e.checkpointAfter(t, o, first, "first batch read") // checkpoint at the end of the first batch
 
 	// The second batch repeats the first batch's keys and adds new ones.
 	second := newWorkload(parts, 400, 2, 4)

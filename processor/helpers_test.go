@@ -200,6 +200,15 @@ func (e *testEnv) startAfter(t testing.TB, o Options, w *workload, what string) 
 	return r
 }
 
+// checkpointAfter runs a member with o over w (startAfter) and stops it
+// gracefully, so that its final checkpoint and commit cover w.
+func (e *testEnv) checkpointAfter(t testing.TB, o Options, w *workload, what string) {
+	t.Helper()
+	if err := e.startAfter(t, o, w, what).stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // waitRead waits until r has read n input records; what names them.
 func (r *running) waitRead(t testing.TB, what string, n int) {
 	t.Helper()

@@ -54,10 +54,7 @@ func TestRestoreScanBounded(t *testing.T) {
 
 	// A long history, checkpointed at its end by a graceful stop.
 	history := newWorkload(parts, 3000, 1, 11)
-	a := e.startAfter(t, o, history, "history read")
-	if err := a.stop(t); err != nil {
-		t.Fatal(err)
-	}
+	e.checkpointAfter(t, o, history, "history read")
 
 	// A few more records, forwarded by a member that then crashes without
 	// a checkpoint.
