@@ -168,10 +168,15 @@ func runRounds(b *testing.B, e *testEnv, n, rounds int, contenders []contender, 
 	return runs
 }
 
-// runRatio is runRounds for two contenders, compared as num/den: it logs
-// each round's rates and ratio and reports the median ratios per
-// wall-clock second (as ratio) and per CPU second (ratio-cpu).
-func runRatio(b *testing.B, e *testEnv, n, rounds int, contenders [2]contender, num, den, ratio string) {
+// runRatio is a benchmark of two contenders compared as num/den: it
+// seeds (seededBench), runs the rounds (runRounds), logs each round's
+// rates and ratio and reports the median ratios per wall-clock second (as
+// ratio) and per CPU second (ratio-cpu).
+func runRatio(b *testing.B, contenders [2]contender, num, den, ratio string) {
+	e, n, rounds := seededBench(b)
+	if e == nil {
+		return
+	}
 	first, second := contenders[0].group, contenders[1].group
 	runs := runRounds(b, e, n, rounds, contenders[:], func(round int, runs map[string][]rates) {
 		r1, r2, nr, dr := runs[first][round], runs[second][round], runs[num][round], runs[den][round]

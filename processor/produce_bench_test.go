@@ -14,11 +14,7 @@ import "testing"
 //
 //	go test ./processor -run '^$' -bench ProducePath -benchtime 1000000x -v
 func BenchmarkProducePath(b *testing.B) {
-	e, n, rounds := seededBench(b)
-	if e == nil {
-		return
-	}
-	runRatio(b, e, n, rounds, [2]contender{
+	runRatio(b, [2]contender{
 		{"classified", stage(func(*Processor) {})},
 		{"blind", stage(func(p *Processor) { p.plainProduce = true })},
 	}, "classified", "blind", "classified/blind")

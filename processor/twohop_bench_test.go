@@ -23,11 +23,7 @@ import (
 //
 //	go test ./processor -run '^$' -bench TwoHopsVsOneHop -benchtime 1000000x -v
 func BenchmarkTwoHopsVsOneHop(b *testing.B) {
-	e, n, rounds := seededBench(b)
-	if e == nil {
-		return
-	}
-	runRatio(b, e, n, rounds, [2]contender{
+	runRatio(b, [2]contender{
 		{"one-hop", stage(func(*Processor) {})},
 		{"two-hops", twoHops},
 	}, "two-hops", "one-hop", "two/one")
