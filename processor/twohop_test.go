@@ -42,6 +42,7 @@ func startHop1(t *testing.T, e *testEnv, group string, k key.Source, batch hop1S
 		Rekeyed:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rekeyed"}, labels),
 		Restarts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "restarts"}, labels),
 		Lag:      prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lag"}, labels),
+		Skipped:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "skipped"}, labels),
 	}}
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
@@ -440,5 +441,99 @@ func TestRekeyCompressed(t *testing.T) {
 		if !ok || !values[string(v)] || !bytes.HasSuffix(r.Value, []byte("\xffdO1")) {
 			t.Errorf("record at %d/%d: value %q is not an input value and its trailer", r.Partition, r.Offset, r.Value)
 		}
+	}
+}
+
+// TestRekeyFetchFaults: the connection of hop 1's fetches of the input
+// closes on the 2nd, 5th and 9th of them, while records flow. Each session
+// starts again from the first record not acknowledged; every id is still
+// forwarded exactly once, every unkeyed record once.
+func TestRekeyFetchFaults(t *testing.T) {
+	const inParts, reParts = 3, 4
+	e := newTestEnv(t, inParts, reParts)
+	k, err := key.Parse("json:id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repartition.EnsureTopic(context.Background(), e.brokers, nil, reTopic, inTopic, reParts, testLogger()); err != nil {
+		t.Fatal(err)
+	}
+	at := []int32{2, 5, 9}
+	var seen, injected atomic.Int32
+	e.cluster.ControlKey(int16(kmsg.Fetch), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		e.cluster.KeepControl()
+		req := kr.(*kmsg.FetchRequest)
+		if len(req.Topics) == 0 || req.Topics[0].Topic != inTopic || !slices.Contains(at, seen.Add(1)) {
+			return nil, nil, false
+		}
+		injected.Add(1)
+		return nil, errors.New("connection closed by the test"), true
+	})
+	o := e.options("fetchfault")
+	o.InputTopic, o.Repartitioned, o.Key = reTopic, true, k
+	out := e.collect()
+	b := start(t, o)
+	b.waitReady(t)
+	h := startHop1(t, e, "fetchfault", k, smallBatches)
+	in := newTwoHopInput(inParts, 200, 3, 30, 41)
+	for i := 0; i < len(in.recs); i += 30 {
+		e.produce(in.recs[i:min(i+30, len(in.recs))]...)
+	}
+	ends := map[int32]int64{}
+	for _, r := range in.recs {
+		ends[r.Partition] = max(ends[r.Partition], r.Offset+1)
+	}
+	eventually(t, 60*time.Second, "every fault injected and hop 1 caught up", func() bool {
+		return injected.Load() == int32(len(at)) && h.caughtUp(inParts, ends)
+	})
+	repartitionSentinels(e, reParts)
+	in.check(t, out.untilSentinels(reParts))
+	var restarts float64
+	for p := range inParts {
+		restarts += metricValue(h.metrics.Restarts.WithLabelValues(inTopic, fmt.Sprint(p)))
+	}
+	if restarts < float64(len(at)) {
+		t.Errorf("%v session restarts, want one per closed fetch (%d)", restarts, len(at))
+	}
+	h.stop()
+	if err := b.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRekeySkipsDeleted: input records deleted (DeleteRecords) after hop
+// 1 committed its position and before it read them are reported: a
+// warning and dedup_input_skipped_offsets_total count exactly them, and
+// hop 1 goes on from the log start.
+func TestRekeySkipsDeleted(t *testing.T) {
+	e := newTestEnv(t, 1, 1)
+	if _, err := repartition.EnsureTopic(context.Background(), e.brokers, nil, reTopic, inTopic, 1, testLogger()); err != nil {
+		t.Fatal(err)
+	}
+	k, err := key.Parse("key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := func(from, to int) []*kgo.Record {
+		var rs []*kgo.Record
+		for i := from; i < to; i++ {
+			rs = append(rs, &kgo.Record{Partition: 0, Key: fmt.Appendf(nil, "k%d", i), Value: []byte("v"), Timestamp: t0})
+		}
+		return rs
+	}
+	e.produce(recs(0, 50)...)
+	h := startHop1(t, e, "skip", k, smallBatches)
+	eventually(t, 30*time.Second, "hop 1 caught up", func() bool { return h.caughtUp(1, map[int32]int64{0: 50}) })
+	h.stop() // commits 50
+	e.produce(recs(50, 100)...)
+	testkit.DeleteRecords(t, strings.Join(e.brokers, ","), inTopic, 0, 80)
+	h = startHop1(t, e, "skip", k, smallBatches)
+	h.from = map[int32]int64{0: 80}
+	eventually(t, 30*time.Second, "hop 1 caught up after the gap", func() bool { return h.caughtUp(1, map[int32]int64{0: 100}) })
+	if got := metricValue(h.metrics.Skipped.WithLabelValues(inTopic, "0")); got != 30 {
+		t.Errorf("%v input offsets counted skipped, want 30 (50 to 79)", got)
+	}
+	if got := readTopic(t, e, reTopic, 70); len(got) != 70 {
+		t.Errorf("%d repartition records, want 70 (0-49 and 80-99)", len(got))
 	}
 }

@@ -81,7 +81,7 @@ func (w *worker) resumeAt() int64 {
 }
 
 // session reads from resumeAt and sends batch after batch until ctx ends
-// (nil) or a batch fails. Its reader and its produce connections are its
+// (nil) or a batch fails. Its fetcher and its produce connections are its
 // own: a failed batch's connections are gone before anything is sent
 // again, so no request of it is still on its way to the broker behind
 // the re-sends.
@@ -97,52 +97,50 @@ func (w *worker) session(ctx context.Context) error {
 		return err
 	}
 	w.parts = n
-	r := kafka.NewReader(kafka.ReaderConfig{
-		Brokers: w.o.Brokers,
-		// The stage's readers' dialer: deadlines set per record are
-		// coalesced instead of each costing a system call.
-		Dialer:          cluster.CoalescingDialer(w.o.Dialer, cluster.ReadDeadlineSlack(w.o.FetchMaxWait)),
-		Topic:           w.o.InputTopic,
-		Partition:       w.part,
-		MaxBytes:        w.o.FetchMaxBytes,
-		MaxWait:         w.o.FetchMaxWait,
-		QueueCapacity:   2 * w.o.BatchSize,
-		ReadLagInterval: -1,
-		ErrorLogger:     cluster.Logger{Log: w.log.With("component", "reader")},
-	})
-	defer r.Close()
-	if err := r.SetOffset(w.resumeAt()); err != nil {
-		return fmt.Errorf("seek %s/%d to %d: %w", w.o.InputTopic, w.part, w.resumeAt(), err)
+	f, err := startFetcher(ctx, w.o, w.part, w.resumeAt(), w.log, w.skipped)
+	if err != nil {
+		return err
 	}
+	defer f.close()
 	// A batch fills every repartition partition's request about once:
 	// fewer, larger requests cost hop 1, the broker and hop 2 (which
 	// reads what hop 1 appends) less per record.
 	maxRecords := w.o.BatchSize * w.parts
 	batch := make([]kafka.Message, 0, min(maxRecords, 4*w.o.BatchSize))
 	var out sender
+	var pending []kafka.Message // fetched, not yet in a batch
 	var hwm int64
 	lastCommit := time.Now()
+	wait := time.NewTimer(tick)
+	defer wait.Stop()
 	for {
 		batch = batch[:0]
 		size := 0
-		fctx, cancel := context.WithTimeout(ctx, tick)
+		wait.Reset(tick)
+	fill:
 		for len(batch) < maxRecords && size < w.o.BatchBytes {
-			m, err := r.FetchMessage(fctx)
-			if err != nil {
-				if ctx.Err() == nil && fctx.Err() == nil {
-					cancel()
-					return fmt.Errorf("fetch %s/%d: %w", w.o.InputTopic, w.part, err)
+			if len(pending) == 0 {
+				select {
+				case got, ok := <-f.fetches:
+					if !ok {
+						if err := f.fetchErr(); err != nil {
+							return fmt.Errorf("fetch %s/%d: %w", w.o.InputTopic, w.part, err)
+						}
+						return nil
+					}
+					pending, hwm = got.msgs, got.hwm
+				case <-wait.C:
+					break fill
 				}
-				break
 			}
-			batch = append(batch, m)
-			size += messageBytes(&m)
-			hwm = m.HighWaterMark
-			if m.Offset+1 >= m.HighWaterMark {
+			m := &pending[0]
+			batch = append(batch, *m)
+			size += messageBytes(m)
+			pending = pending[1:]
+			if m.Offset+1 >= hwm {
 				break // caught up: send what there is
 			}
 		}
-		cancel()
 		if len(batch) > 0 {
 			if w.acked < 0 {
 				// The first record read: a restart after a failed batch
@@ -169,6 +167,16 @@ func (w *worker) session(ctx context.Context) error {
 			w.commit(false)
 			lastCommit = time.Now()
 		}
+	}
+}
+
+// skipped reports input offsets from..to-1 deleted (by retention or
+// DeleteRecords) before hop 1 read them: never re-keyed, never forwarded.
+func (w *worker) skipped(from, to int64) {
+	w.log.Warn("input records deleted before the re-key hop read them: skipped, never forwarded",
+		"from", from, "to", to, "skipped", to-from)
+	if w.o.Metrics.Skipped != nil {
+		w.o.Metrics.Skipped.WithLabelValues(w.o.InputTopic, string(w.partText)).Add(float64(to - from))
 	}
 }
 

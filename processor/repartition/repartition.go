@@ -28,8 +28,9 @@
 //     only after everything below it is acknowledged.
 //
 // Files: repartition.go (Options, Run, the group), partition.go (one
-// input partition's loop), topic.go (creating and checking the
-// repartition topic), status.go (readiness and health for the probes).
+// input partition's loop), fetch.go (its fetches), topic.go (creating and
+// checking the repartition topic), status.go (readiness and health for the
+// probes).
 package repartition
 
 import (
@@ -99,6 +100,9 @@ type Metrics struct {
 	Rekeyed  *prometheus.CounterVec // records acknowledged by the repartition topic
 	Restarts *prometheus.CounterVec // failed batches, each followed by a re-send from the first record not acknowledged
 	Lag      *prometheus.GaugeVec   // input records not yet acknowledged by the repartition topic
+	// Skipped counts input offsets deleted before hop 1 read them
+	// (dedup_input_skipped_offsets_total, as hop 2 counts its own).
+	Skipped *prometheus.CounterVec
 	// Unhealthy is 1 while Status.Healthy fails (batches failing past
 	// RecoveryTimeout, or Run failed), else 0.
 	Unhealthy prometheus.Gauge

@@ -1,0 +1,153 @@
+package repartition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// fetcher reads one input partition for a session: a goroutine fetches
+// over one connection to the partition's leader and hands each fetch's
+// records over at once. kafka.Reader hands them over one by one, a
+// channel operation, a clock read and a read deadline each, which hop 1
+// would pay on every record before anything else.
+type fetcher struct {
+	fetches chan fetched
+	stop    context.CancelFunc
+	done    chan struct{}
+	err     error // why fetches closed; read after it is closed
+}
+
+// fetched is one fetch's records and the partition's high-water mark.
+type fetched struct {
+	msgs []kafka.Message
+	hwm  int64
+}
+
+// fetchTimeout bounds reading one fetch's answer beyond its MaxWait.
+const fetchTimeout = 30 * time.Second
+
+// SkipFunc is told of input offsets from..to-1 that were deleted before
+// hop 1 read them.
+type skipFunc func(from, to int64)
+
+// startFetcher dials the leader of o.InputTopic/part and fetches from
+// offset (absolute, or kafka.FirstOffset/LastOffset) until ctx ends or a
+// fetch fails. An offset below the log start moves to it and is reported
+// to skipped; one beyond the log end fails.
+func startFetcher(ctx context.Context, o *Options, part int, offset int64, log *slog.Logger, skipped skipFunc) (*fetcher, error) {
+	d := o.Dialer
+	if d == nil {
+		d = kafka.DefaultDialer
+	}
+	var conn *kafka.Conn
+	var err error
+	for _, b := range o.Brokers {
+		if conn, err = d.DialLeader(ctx, "tcp", b, o.InputTopic, part); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dial leader of %s/%d: %w", o.InputTopic, part, err)
+	}
+	start, err := seek(conn, offset, skipped)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("seek %s/%d to %d: %w", o.InputTopic, part, offset, err)
+	}
+	log.Debug("fetching", "offset", start)
+	fctx, stop := context.WithCancel(ctx)
+	f := &fetcher{fetches: make(chan fetched, 1), stop: stop, done: make(chan struct{})}
+	go func() {
+		defer close(f.done)
+		defer conn.Close()
+		defer close(f.fetches)
+		f.err = f.run(fctx, conn, o)
+	}()
+	// A connection blocked in a read is closed when the session ends.
+	go func() {
+		select {
+		case <-fctx.Done():
+			conn.Close()
+		case <-f.done:
+		}
+	}()
+	return f, nil
+}
+
+// seek places conn at offset, resolved against the log's bounds.
+func seek(conn *kafka.Conn, offset int64, skipped skipFunc) (int64, error) {
+	if err := conn.SetDeadline(time.Now().Add(fetchTimeout)); err != nil {
+		return 0, err
+	}
+	defer conn.SetDeadline(time.Time{})
+	first, last, err := conn.ReadOffsets()
+	if err != nil {
+		return 0, fmt.Errorf("read log bounds: %w", err)
+	}
+	switch {
+	case offset == kafka.FirstOffset:
+		offset = first
+	case offset == kafka.LastOffset:
+		offset = last
+	case offset < first:
+		skipped(offset, first)
+		offset = first
+	case offset > last:
+		return 0, fmt.Errorf("offset beyond the log end %d (was the topic recreated?)", last)
+	}
+	_, err = conn.Seek(offset, kafka.SeekAbsolute)
+	return offset, err
+}
+
+// run fetches until ctx ends (nil) or a fetch fails.
+func (f *fetcher) run(ctx context.Context, conn *kafka.Conn, o *Options) error {
+	for ctx.Err() == nil {
+		if err := conn.SetReadDeadline(time.Now().Add(o.FetchMaxWait + fetchTimeout)); err != nil {
+			return err
+		}
+		b := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: o.FetchMaxBytes, MaxWait: o.FetchMaxWait})
+		got := fetched{hwm: b.HighWaterMark()}
+		for {
+			m, err := b.ReadMessage()
+			if err != nil {
+				break
+			}
+			got.msgs = append(got.msgs, m)
+		}
+		if err := b.Close(); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if len(got.msgs) == 0 {
+			continue // nothing within MaxWait
+		}
+		select {
+		case f.fetches <- got:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+	return nil
+}
+
+// close stops the fetches and waits for the goroutine.
+func (f *fetcher) close() {
+	f.stop()
+	<-f.done
+}
+
+// fetchErr is why the fetches ended, nil when the session's context did.
+func (f *fetcher) fetchErr() error {
+	<-f.done
+	if f.err != nil && !errors.Is(f.err, context.Canceled) {
+		return f.err
+	}
+	return nil
+}
