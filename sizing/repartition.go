@@ -19,12 +19,10 @@ type Repartition struct {
 	Replication      int           // its replication factor
 	InputTopic       string        // named in every record's origin trailer
 	Topic            string        // the repartition topic, named in every output's repartition headers
-	// Hop 1's reader of each input partition an instance holds: one fetch
-	// of FetchBytes (0: Hop1FetchBytes) and a queue of two batches of
-	// BatchSize records (PRODUCE_BATCH_SIZE; 0: 1000); and the batch in
-	// hand, BatchBytes at most (PRODUCE_BATCH_BYTES; 0: 1 MiB).
+	// Hop 1's memory for each input partition an instance holds: fetches
+	// of FetchBytes (0: Hop1FetchBytes) and the batch in hand, BatchBytes
+	// at most (PRODUCE_BATCH_BYTES; 0: 1 MiB).
 	FetchBytes int64
-	BatchSize  int
 	BatchBytes int64
 }
 
@@ -33,14 +31,14 @@ type Repartition struct {
 const Hop1FetchBytes = 1 << 20
 
 // Hop1PartitionBytes is hop 1's memory per input partition an instance
-// holds: one fetch, the reader's queue of two batches of BatchSize records
-// of RecordBytes, and the batch in hand with its origin trailers (a batch
-// holds BatchSize records per repartition partition, BatchBytes at most).
+// holds: three fetches' records (one being read, one handed over, one
+// being taken into batches) and the batch in hand with its origin
+// trailers.
 func (r Repartition) Hop1PartitionBytes() int64 {
 	fetch := cmp.Or(r.FetchBytes, Hop1FetchBytes)
 	inHand := cmp.Or(r.BatchBytes, 1<<20)
 	trailers := inHand / max(r.RecordBytes, 1) * r.OriginBytes()
-	return fetch + 2*int64(cmp.Or(r.BatchSize, 1000))*r.RecordBytes + inHand + trailers
+	return 3*fetch + inHand + trailers
 }
 
 // OriginBytes is what a repartition record carries beyond its input
@@ -80,9 +78,8 @@ func (r Repartition) Write(w io.Writer) {
 	fmt.Fprintf(w, "  storage at retention %v, replication %d: %s (before compression)\n",
 		r.Retention, max(r.Replication, 1), BytesIEC(r.Storage()))
 	fmt.Fprintf(w, "  outputs carry %d bytes more each (repartition headers)\n", r.OutputBytes(r.Topic))
-	fmt.Fprintf(w, "  hop 1 holds %s per input partition (a %s fetch, 2 × %d records of %d bytes queued, a batch of %s in hand), counted in the memory above\n",
-		BytesIEC(float64(r.Hop1PartitionBytes())), BytesIEC(float64(cmp.Or(r.FetchBytes, Hop1FetchBytes))), cmp.Or(r.BatchSize, 1000), r.RecordBytes,
-		BytesIEC(float64(cmp.Or(r.BatchBytes, 1<<20))))
+	fmt.Fprintf(w, "  hop 1 holds %s per input partition (3 fetches of %s, a batch of %s in hand), counted in the memory above\n",
+		BytesIEC(float64(r.Hop1PartitionBytes())), BytesIEC(float64(cmp.Or(r.FetchBytes, Hop1FetchBytes))), BytesIEC(float64(cmp.Or(r.BatchBytes, 1<<20))))
 }
 
 // varintLen is the length of i as a zig-zag varint.

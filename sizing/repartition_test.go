@@ -34,18 +34,17 @@ func TestRepartitionSizing(t *testing.T) {
 	}
 }
 
-// TestHop1PartitionBytes: a fetch, two batches of records queued and the
-// batch in hand with its trailers (28 bytes each here: no topic name, no
-// key), 1 MiB, 1000 records and 1 MiB by default; an instance counts it
-// per partition it holds.
+// TestHop1PartitionBytes: three fetches and the batch in hand with its
+// trailers (28 bytes each here: no topic name, no key), 1 MiB each by
+// default; an instance counts it per partition it holds.
 func TestHop1PartitionBytes(t *testing.T) {
 	r := Repartition{RecordBytes: 500}
-	if got, want := r.Hop1PartitionBytes(), int64(1<<20+2*1000*500+1<<20+(1<<20)/500*28); got != want {
+	if got, want := r.Hop1PartitionBytes(), int64(3<<20+1<<20+(1<<20)/500*28); got != want {
 		t.Errorf("defaults: %d, want %d", got, want)
 	}
-	r.FetchBytes, r.BatchSize, r.BatchBytes = 64<<10, 10, 100<<10
-	if got, want := r.Hop1PartitionBytes(), int64(64<<10+2*10*500+100<<10+(100<<10)/500*28); got != want {
-		t.Errorf("64 KiB, 10 records, 100 KiB: %d, want %d", got, want)
+	r.FetchBytes, r.BatchBytes = 64<<10, 100<<10
+	if got, want := r.Hop1PartitionBytes(), int64(3*64<<10+100<<10+(100<<10)/500*28); got != want {
+		t.Errorf("64 KiB, 100 KiB: %d, want %d", got, want)
 	}
 	base := Instance{PairBytes: 1 << 20, Partitions: 4, OutputPartitions: 4}
 	with := base

@@ -93,7 +93,6 @@ func configCount(name string) int64 {
 // sizeFlags are `dedup size`'s flags, as given.
 type sizeFlags struct {
 	perSecond, perWindow, fpRate, mode, fetchBuffer, batchBytes *string
-	batchSize                                                   *int
 	window, interval                                            *time.Duration
 	partitions, instances                                       *int
 	measure                                                     *bool
@@ -124,7 +123,6 @@ func newSizeFlagSet() (*flag.FlagSet, sizeFlags) {
 		chainRatio:  fs.Float64("checkpoint-chain-ratio", configFloat("CHECKPOINT_CHAIN_RATIO"), "increments per base, as a multiple of its size; 0 = full snapshots (CHECKPOINT_CHAIN_RATIO)"),
 		fetchBuffer: fs.String("fetch-buffer-bytes", config.Default("FETCH_BUFFER_BYTES"), "FETCH_BUFFER_BYTES, for the memory per instance"),
 		batchBytes:  fs.String("produce-batch-bytes", config.Default("PRODUCE_BATCH_BYTES"), "PRODUCE_BATCH_BYTES, for the memory per instance"),
-		batchSize:   fs.Int("produce-batch-size", int(configCount("PRODUCE_BATCH_SIZE")), "PRODUCE_BATCH_SIZE, for hop 1's memory with --repartition"),
 		measure:     fs.Bool("measure", true, "also probe the sample pair with absent keys: the measured false-positive rate"),
 
 		repartition:      fs.Bool("repartition", false, "also size the repartition topic (REPARTITION_TOPIC): its throughput and storage, and hop 1's memory"),
@@ -202,14 +200,11 @@ func parseSize(args []string, stderr io.Writer) (sizing.Workload, int) {
 	if *f.repartition {
 		rp := &sizing.Repartition{RecordBytes: int64(flagCount("record-bytes", *f.recordSize)), KeyBytes: 16,
 			Retention: *f.retention, Replication: *f.replication, InputTopic: config.Default("INPUT_TOPIC"),
-			Topic: config.Default("INPUT_TOPIC") + "-repartition", FetchBytes: sizing.Hop1FetchBytes, BatchSize: *f.batchSize,
+			Topic: config.Default("INPUT_TOPIC") + "-repartition", FetchBytes: sizing.Hop1FetchBytes,
 			BatchBytes: in.ProduceBatchBytes}
 		rp.RecordsPerSecond = float64(in.KeysPerWindow) / f.window.Seconds()
 		if *f.recordsPerSecond != "" {
 			rp.RecordsPerSecond = float64(flagCount("records-per-second", *f.recordsPerSecond))
-		}
-		if *f.batchSize < 1 {
-			problems = append(problems, fmt.Errorf("--produce-batch-size: %d is not positive", *f.batchSize))
 		}
 		if *f.retention <= 0 || *f.replication < 1 {
 			problems = append(problems, fmt.Errorf("--repartition-retention and --replication must be positive, got %v and %d", *f.retention, *f.replication))

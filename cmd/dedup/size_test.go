@@ -124,10 +124,10 @@ func TestSizeRepartitionCountsHop1(t *testing.T) {
 		return in, out.String()
 	}
 	one, oneOut := report("--produce-batch-bytes", "200000")
-	two, twoOut := report("--repartition", "--record-bytes", "400", "--produce-batch-size", "500", "--produce-batch-bytes", "200000")
-	// Per input partition: a fetch, two batches queued, the batch in hand
-	// and its origin trailers.
-	hop1 := int64(1<<20 + 2*500*400 + 200000 + 200000/400*two.Repartition.OriginBytes())
+	two, twoOut := report("--repartition", "--record-bytes", "400", "--produce-batch-bytes", "200000")
+	// Per input partition: three fetches, the batch in hand and its origin
+	// trailers.
+	hop1 := int64(3<<20 + 200000 + 200000/400*two.Repartition.OriginBytes())
 	if got := two.Repartition.Hop1PartitionBytes(); got != hop1 {
 		t.Fatalf("hop 1 per input partition = %d, want %d", got, hop1)
 	}
