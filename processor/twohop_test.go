@@ -213,14 +213,7 @@ func twoHopsLostAcknowledgements(t *testing.T, batch hop1Settings) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const inParts, reParts = 3, 4
-			e := newTestEnv(t, inParts, reParts)
-			k, err := key.Parse("json:id")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if n, err := repartition.EnsureTopic(context.Background(), e.brokers, nil, reTopic, inTopic, reParts, testLogger()); err != nil || n != reParts {
-				t.Fatalf("create repartition topic: %d partitions, %v", n, err)
-			}
+			e, k := twoHopEnv(t, inParts, reParts)
 			at := []int{2, 6, 15}
 			var injected *atomic.Int32
 			if tc.refuse {
@@ -229,32 +222,9 @@ func twoHopsLostAcknowledgements(t *testing.T, batch hop1Settings) {
 				injected = afterAppendTo(t, e, reTopic, at, tc.answer)
 			}
 
-			o := e.options("twohop")
-			o.InputTopic, o.Repartitioned, o.Key = reTopic, true, k
-			o.Store = fileStore(t, "twohop")
-			out := e.collect()
-			b := start(t, o)
-			b.waitReady(t)
-			h := startHop1(t, e, "twohop", k, batch)
-
-			in := newTwoHopInput(inParts, 300, 3, 40, 26)
-			for i := 0; i < len(in.recs); i += 30 {
-				e.produce(in.recs[i:min(i+30, len(in.recs))]...)
-			}
-			ends := map[int32]int64{}
-			for _, r := range in.recs {
-				ends[r.Partition] = max(ends[r.Partition], r.Offset+1)
-			}
-			eventually(t, 60*time.Second, "every fault injected and hop 1 caught up", func() bool {
-				return injected.Load() == int32(len(at)) && h.caughtUp(inParts, ends)
-			})
-			repartitionSentinels(e, reParts)
-			got := out.untilSentinels(reParts)
-			in.check(t, got)
-			var restarts float64
-			for p := range inParts {
-				restarts += metricValue(h.metrics.Restarts.WithLabelValues(inTopic, fmt.Sprint(p)))
-			}
+			h, b, restarts := throughTwoHops(t, e, twoHopRun{group: "twohop", key: k, batch: batch, stored: true,
+				inParts: inParts, reParts: reParts, input: newTwoHopInput(inParts, 300, 3, 40, 26),
+				faults: len(at), injected: injected})
 			// Faults on requests of one batch (one per repartition
 			// partition, sent together) fail it once.
 			if restarts == 0 {
@@ -270,6 +240,68 @@ func twoHopsLostAcknowledgements(t *testing.T, batch hop1Settings) {
 			t.Logf("hop-1 restarts %v, hop-2 re-sends dropped %d", restarts, b.p.progress.Resent.Load())
 		})
 	}
+}
+
+// twoHopEnv is a broker with inParts input partitions and the repartition
+// topic of reParts, and the dedup key of twoHopInput (its JSON id).
+func twoHopEnv(t *testing.T, inParts, reParts int32) (*testEnv, key.Source) {
+	t.Helper()
+	e := newTestEnv(t, inParts, reParts)
+	k, err := key.Parse("json:id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := repartition.EnsureTopic(context.Background(), e.brokers, nil, reTopic, inTopic, int(reParts), testLogger()); err != nil || n != int(reParts) {
+		t.Fatalf("create repartition topic: %d partitions, %v", n, err)
+	}
+	return e, k
+}
+
+// twoHopRun is a run of both hops through faults.
+type twoHopRun struct {
+	group            string
+	key              key.Source
+	batch            hop1Settings
+	stored           bool // hop 2 with a file store
+	inParts, reParts int32
+	input            twoHopInput
+	faults           int           // how many the test injects
+	injected         *atomic.Int32 // how many it injected so far
+}
+
+// throughTwoHops starts hop 2 and hop 1, produces run.input, waits until
+// every fault was injected and hop 1 is caught up, and checks the output:
+// every id once, every unkeyed record once. It returns both hops, still
+// running, and hop 1's restarts over all input partitions.
+func throughTwoHops(t *testing.T, e *testEnv, run twoHopRun) (*hop1, *running, float64) {
+	t.Helper()
+	o := e.options(run.group)
+	o.InputTopic, o.Repartitioned, o.Key = reTopic, true, run.key
+	if run.stored {
+		o.Store = fileStore(t, run.group)
+	}
+	out := e.collect()
+	b := start(t, o)
+	b.waitReady(t)
+	h := startHop1(t, e, run.group, run.key, run.batch)
+	in := run.input
+	for i := 0; i < len(in.recs); i += 30 {
+		e.produce(in.recs[i:min(i+30, len(in.recs))]...)
+	}
+	ends := map[int32]int64{}
+	for _, r := range in.recs {
+		ends[r.Partition] = max(ends[r.Partition], r.Offset+1)
+	}
+	eventually(t, 60*time.Second, "every fault injected and hop 1 caught up", func() bool {
+		return run.injected.Load() == int32(run.faults) && h.caughtUp(run.inParts, ends)
+	})
+	repartitionSentinels(e, run.reParts)
+	in.check(t, out.untilSentinels(run.reParts))
+	var restarts float64
+	for p := range run.inParts {
+		restarts += metricValue(h.metrics.Restarts.WithLabelValues(inTopic, fmt.Sprint(p)))
+	}
+	return h, b, restarts
 }
 
 // refuseProduceTo answers the nth produce requests to topic (n in at,
@@ -414,14 +446,7 @@ func idNumber(v []byte) int {
 // zstd, and each record holds its input value and the origin trailer.
 func TestRekeyCompressed(t *testing.T) {
 	const inParts, reParts = 2, 2
-	e := newTestEnv(t, inParts, reParts)
-	k, err := key.Parse("json:id")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := repartition.EnsureTopic(context.Background(), e.brokers, nil, reTopic, inTopic, reParts, testLogger()); err != nil {
-		t.Fatal(err)
-	}
+	e, k := twoHopEnv(t, inParts, reParts)
 	startHop1(t, e, "zstd", k, hop1Settings{records: 50, codec: kafka.Zstd})
 	in := newTwoHopInput(inParts, 20, 1, 2, 7)
 	e.produce(in.recs...)
@@ -450,14 +475,7 @@ func TestRekeyCompressed(t *testing.T) {
 // forwarded exactly once, every unkeyed record once.
 func TestRekeyFetchFaults(t *testing.T) {
 	const inParts, reParts = 3, 4
-	e := newTestEnv(t, inParts, reParts)
-	k, err := key.Parse("json:id")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := repartition.EnsureTopic(context.Background(), e.brokers, nil, reTopic, inTopic, reParts, testLogger()); err != nil {
-		t.Fatal(err)
-	}
+	e, k := twoHopEnv(t, inParts, reParts)
 	at := []int32{2, 5, 9}
 	var seen, injected atomic.Int32
 	e.cluster.ControlKey(int16(kmsg.Fetch), func(kr kmsg.Request) (kmsg.Response, error, bool) {
@@ -469,29 +487,9 @@ func TestRekeyFetchFaults(t *testing.T) {
 		injected.Add(1)
 		return nil, errors.New("connection closed by the test"), true
 	})
-	o := e.options("fetchfault")
-	o.InputTopic, o.Repartitioned, o.Key = reTopic, true, k
-	out := e.collect()
-	b := start(t, o)
-	b.waitReady(t)
-	h := startHop1(t, e, "fetchfault", k, smallBatches)
-	in := newTwoHopInput(inParts, 200, 3, 30, 41)
-	for i := 0; i < len(in.recs); i += 30 {
-		e.produce(in.recs[i:min(i+30, len(in.recs))]...)
-	}
-	ends := map[int32]int64{}
-	for _, r := range in.recs {
-		ends[r.Partition] = max(ends[r.Partition], r.Offset+1)
-	}
-	eventually(t, 60*time.Second, "every fault injected and hop 1 caught up", func() bool {
-		return injected.Load() == int32(len(at)) && h.caughtUp(inParts, ends)
-	})
-	repartitionSentinels(e, reParts)
-	in.check(t, out.untilSentinels(reParts))
-	var restarts float64
-	for p := range inParts {
-		restarts += metricValue(h.metrics.Restarts.WithLabelValues(inTopic, fmt.Sprint(p)))
-	}
+	h, b, restarts := throughTwoHops(t, e, twoHopRun{group: "fetchfault", key: k, batch: smallBatches,
+		inParts: inParts, reParts: reParts, input: newTwoHopInput(inParts, 200, 3, 30, 41),
+		faults: len(at), injected: &injected})
 	if restarts < float64(len(at)) {
 		t.Errorf("%v session restarts, want one per closed fetch (%d)", restarts, len(at))
 	}
