@@ -120,8 +120,14 @@ func (f *fetcher) run(ctx context.Context, conn *kafka.Conn, o *Options) error {
 			got.msgs = append(got.msgs, m)
 		}
 		if err := b.Close(); err != nil {
-			if ctx.Err() != nil {
+			switch {
+			case ctx.Err() != nil:
 				return nil
+			case errors.Is(err, kafka.RequestTimedOut):
+				// The broker's answer to a fetch that waited MaxWait
+				// without records (kfake's; kafka.Reader retries it too):
+				// the connection stays usable.
+				continue
 			}
 			return err
 		}

@@ -130,6 +130,11 @@ func (w *worker) session(ctx context.Context) error {
 					}
 					pending, hwm = got.msgs, got.hwm
 				case <-wait.C:
+					if len(batch) == 0 {
+						// Caught up with nothing to send: whatever failed
+						// before this session is behind it.
+						w.o.Status.ok(w.part)
+					}
 					break fill
 				}
 			}

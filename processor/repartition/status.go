@@ -72,8 +72,9 @@ func (s *Status) failed(part int, err error) {
 	s.failing[part] = f
 }
 
-// ok ends input partition part's run of failures: a batch was acknowledged,
-// or the partition is no longer held.
+// ok ends input partition part's run of failures: a batch was
+// acknowledged, the partition is caught up with nothing to send, or it is
+// no longer held.
 func (s *Status) ok(part int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"dedup/internal/kfaketest"
 	"dedup/key"
@@ -145,6 +147,35 @@ func TestStatusFailingBatches(t *testing.T) {
 	eventually(t, 20*time.Second, "every record acknowledged", func() bool {
 		return sum(m.metrics.Rekeyed) >= n
 	})
+}
+
+// TestStatusIdleAfterFetchFaults: hop 1's fetches of an idle input lose
+// their connection three times; each session fails and starts again, and
+// once it is caught up with nothing to send, hop 1 stays healthy past the
+// recovery timeout: a failure it recovered from does not count against it
+// while no records come.
+func TestStatusIdleAfterFetchFaults(t *testing.T) {
+	c, _ := newCluster(t, 1)
+	var seen atomic.Int32
+	c.ControlKey(int16(kmsg.Fetch), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kr.(*kmsg.FetchRequest)
+		if len(req.Topics) == 0 || req.Topics[0].Topic != inTopic || seen.Load() >= 3 {
+			return nil, nil, false
+		}
+		seen.Add(1)
+		return nil, errors.New("connection closed by the test"), true
+	})
+	const recovery = 500 * time.Millisecond
+	m := startMember(t, c.ListenAddrs(), recovery)
+	eventually(t, 20*time.Second, "three fetches failed and hop 1 restarted after each", func() bool {
+		return seen.Load() == 3 && sum(m.metrics.Restarts) >= 3
+	})
+	for until := time.Now().Add(3 * recovery); time.Now().Before(until); time.Sleep(20 * time.Millisecond) {
+		if err := m.status.Healthy(); err != nil {
+			t.Fatalf("idle after recovered fetch faults, yet unhealthy: %v", err)
+		}
+	}
 }
 
 // TestStatusReadyWithoutPartitions: of two members of a group over one
