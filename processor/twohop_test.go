@@ -50,7 +50,7 @@ func startHop1(t *testing.T, e *testEnv, group string, k key.Source, batch hop1S
 		h.done <- repartition.Run(ctx, repartition.Options{
 			Brokers: e.brokers, GroupID: group + "-repartition", InputTopic: inTopic, Topic: reTopic, Key: k,
 			SessionTimeout: time.Second, RebalanceTimeout: 2 * time.Second, HeartbeatInterval: 100 * time.Millisecond,
-			BatchSize: batch.records, BatchBytes: batch.bytes, Compression: batch.codec, FetchMaxWait: 50 * time.Millisecond, CommitInterval: 50 * time.Millisecond,
+			BatchSize: batch.records, BatchBytes: batch.bytes, Compression: batch.codec, StartOffset: batch.start, FetchMaxWait: 50 * time.Millisecond, CommitInterval: 50 * time.Millisecond,
 			RetryBackoff: 20 * time.Millisecond, Metrics: h.metrics, Logger: testLogger(),
 		})
 	}()
@@ -58,10 +58,12 @@ func startHop1(t *testing.T, e *testEnv, group string, k key.Source, batch hop1S
 	return h
 }
 
-// hop1Settings are hop 1's BatchSize, BatchBytes and Compression.
+// hop1Settings are hop 1's BatchSize, BatchBytes, Compression and
+// StartOffset.
 type hop1Settings struct {
 	records, bytes int
 	codec          kafka.Compression
+	start          int64
 }
 
 // smallBatches: requests of 50 records at most.
@@ -534,4 +536,37 @@ func TestRekeySkipsDeleted(t *testing.T) {
 	if got := readTopic(t, e, reTopic, 70); len(got) != 70 {
 		t.Errorf("%d repartition records, want 70 (0-49 and 80-99)", len(got))
 	}
+}
+
+// TestRekeyLatestStartKept: hop 1 starts at the log's end of an empty
+// input (KAFKA_START_OFFSET=latest); its first fetch is held while records
+// arrive, then its connection closes. The session that follows goes on
+// from where the first one started, not from the log's end by then: every
+// record is re-keyed.
+func TestRekeyLatestStartKept(t *testing.T) {
+	e, k := twoHopEnv(t, 1, 1)
+	held, release := make(chan struct{}), make(chan struct{})
+	var once atomic.Bool
+	e.cluster.ControlKey(int16(kmsg.Fetch), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		e.cluster.KeepControl()
+		req := kr.(*kmsg.FetchRequest)
+		if len(req.Topics) == 0 || req.Topics[0].Topic != inTopic || !once.CompareAndSwap(false, true) {
+			return nil, nil, false
+		}
+		close(held)
+		e.cluster.SleepControl(func() { <-release })
+		return nil, errors.New("connection closed by the test"), true
+	})
+	h := startHop1(t, e, "latest", k, hop1Settings{records: 50, start: kafka.LastOffset})
+	select {
+	case <-held:
+	case <-time.After(20 * time.Second):
+		t.Fatal("hop 1 never fetched the input")
+	}
+	in := newTwoHopInput(1, 10, 1, 2, 3)
+	e.produce(in.recs...)
+	close(release)
+	eventually(t, 30*time.Second, "every record re-keyed after the failed fetch", func() bool {
+		return h.caughtUp(1, map[int32]int64{0: int64(len(in.recs))})
+	})
 }

@@ -31,15 +31,16 @@ type fetched struct {
 // fetchTimeout bounds reading one fetch's answer beyond its MaxWait.
 const fetchTimeout = 30 * time.Second
 
-// SkipFunc is told of input offsets from..to-1 that were deleted before
+// skipFunc is told of input offsets from..to-1 that were deleted before
 // hop 1 read them.
 type skipFunc func(from, to int64)
 
 // startFetcher dials the leader of o.InputTopic/part and fetches from
 // offset (absolute, or kafka.FirstOffset/LastOffset) until ctx ends or a
-// fetch fails. An offset below the log start moves to it and is reported
-// to skipped; one beyond the log end fails.
-func startFetcher(ctx context.Context, o *Options, part int, offset int64, log *slog.Logger, skipped skipFunc) (*fetcher, error) {
+// fetch fails; it returns the absolute offset it starts at. An offset
+// below the log start moves to it and is reported to skipped; one beyond
+// the log end fails.
+func startFetcher(ctx context.Context, o *Options, part int, offset int64, log *slog.Logger, skipped skipFunc) (*fetcher, int64, error) {
 	d := o.Dialer
 	if d == nil {
 		d = kafka.DefaultDialer
@@ -52,12 +53,12 @@ func startFetcher(ctx context.Context, o *Options, part int, offset int64, log *
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("dial leader of %s/%d: %w", o.InputTopic, part, err)
+		return nil, 0, fmt.Errorf("dial leader of %s/%d: %w", o.InputTopic, part, err)
 	}
 	start, err := seek(conn, offset, skipped)
 	if err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("seek %s/%d to %d: %w", o.InputTopic, part, offset, err)
+		return nil, 0, fmt.Errorf("seek %s/%d to %d: %w", o.InputTopic, part, offset, err)
 	}
 	log.Debug("fetching", "offset", start)
 	fctx, stop := context.WithCancel(ctx)
@@ -76,7 +77,7 @@ func startFetcher(ctx context.Context, o *Options, part int, offset int64, log *
 		case <-f.done:
 		}
 	}()
-	return f, nil
+	return f, start, nil
 }
 
 // seek places conn at offset, resolved against the log's bounds.

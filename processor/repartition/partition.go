@@ -97,11 +97,17 @@ func (w *worker) session(ctx context.Context) error {
 		return err
 	}
 	w.parts = n
-	f, err := startFetcher(ctx, w.o, w.part, w.resumeAt(), w.log, w.skipped)
+	f, start, err := startFetcher(ctx, w.o, w.part, w.resumeAt(), w.log, w.skipped)
 	if err != nil {
 		return err
 	}
 	defer f.close()
+	// Where this session starts is acknowledged as far as hop 1 goes: a
+	// logical start (KAFKA_START_OFFSET) is resolved once, so a session
+	// started again after a failure goes on from here, not from the log's
+	// end by then; and records deleted before hop 1 read them are
+	// reported once.
+	w.acked = start
 	// A batch fills every repartition partition's request about once:
 	// fewer, larger requests cost hop 1, the broker and hop 2 (which
 	// reads what hop 1 appends) less per record.
@@ -147,12 +153,6 @@ func (w *worker) session(ctx context.Context) error {
 			}
 		}
 		if len(batch) > 0 {
-			if w.acked < 0 {
-				// The first record read: a restart after a failed batch
-				// reads from here, not from a logical start offset (the
-				// log's end by then, with KAFKA_START_OFFSET=latest).
-				w.acked = batch[0].Offset
-			}
 			if err := w.send(&out, client, batch); err != nil {
 				return err
 			}
