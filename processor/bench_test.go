@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -18,6 +19,7 @@ import (
 
 	"dedup/bench/copyloop"
 	"dedup/bench/stagerun"
+	"dedup/internal/config"
 	"dedup/offsets"
 	"dedup/processor/cluster"
 	"dedup/processor/output"
@@ -314,9 +316,8 @@ func cpuTime(b *testing.B) time.Duration {
 // (the copy loops' and hop 1's requests too): STAGE_COMPRESSION, none by
 // default as the stage's own.
 func benchCompression(t testing.TB) kafka.Compression {
-	v := os.Getenv("STAGE_COMPRESSION")
-	codecs := map[string]kafka.Compression{"": 0, "none": 0, "gzip": kafka.Gzip, "snappy": kafka.Snappy, "lz4": kafka.Lz4, "zstd": kafka.Zstd}
-	c, ok := codecs[v]
+	v := cmp.Or(os.Getenv("STAGE_COMPRESSION"), "none")
+	c, ok := config.ParseCompression(v)
 	if !ok {
 		t.Fatalf("STAGE_COMPRESSION=%q: want none, gzip, snappy, lz4 or zstd", v)
 	}

@@ -690,8 +690,16 @@ var compressions = map[string]kafka.Compression{
 	"zstd":   kafka.Zstd,
 }
 
-// compression is the output writer's codec; validated with the configuration.
+// Compression is the codec of the output's and the repartition topic's
+// batches; validated with the configuration.
 func (c *Config) Compression() kafka.Compression { return compressions[c.ProduceCompression] }
+
+// ParseCompression is the codec a PRODUCE_COMPRESSION value names; ok is
+// false for a value it does not take.
+func ParseCompression(name string) (codec kafka.Compression, ok bool) {
+	codec, ok = compressions[name]
+	return codec, ok
+}
 
 // ChainRatio is CHECKPOINT_CHAIN_RATIO as the processor takes it: 0 (a full
 // snapshot every time) becomes negative, since the processor's zero is its
