@@ -17,7 +17,7 @@ import (
 
 // Origin names an input record as hop 1 (the re-key hop,
 // processor/repartition) sends it to the repartition topic: it appends
-// this trailer to the record's value (AppendTo), and hop 2 takes it off
+// this trailer to the record's value (AppendTrailer), and hop 2 takes it off
 // again (unwrap):
 //
 //	<value> <origin text> <flags, 1 byte> <origin text length, uint32 BE> "\xffdO1"
