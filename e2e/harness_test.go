@@ -361,9 +361,7 @@ func waitSettled(t *testing.T, timeout time.Duration, guard func() error, ps ...
 			if code := httpStatus(p.metrics, "/readyz"); code != http.StatusOK {
 				return fmt.Errorf("%w: %s /readyz %d", errNotYet, p.name, code)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			samples, err := scrape(ctx, p.metrics)
-			cancel()
+			samples, err := scrape(p, 2*time.Second)
 			if err != nil {
 				return fmt.Errorf("%w: %s: %v", errNotYet, p.name, err)
 			}
@@ -377,6 +375,16 @@ func waitSettled(t *testing.T, timeout time.Duration, guard func() error, ps ...
 	})
 }
 
+// mustScrape reads p's /metrics, failing the test if p does not answer.
+func mustScrape(t *testing.T, p *proc) []sample {
+	t.Helper()
+	samples, err := scrape(p, 5*time.Second)
+	if err != nil {
+		t.Fatalf("%s: %v", p.name, err)
+	}
+	return samples
+}
+
 // sample is one line of the Prometheus text format.
 type sample struct {
 	name   string
@@ -384,10 +392,13 @@ type sample struct {
 	value  float64
 }
 
-// scrape reads /metrics. The text format is simple enough to parse here;
-// label values with commas or escaped quotes are not expected.
-func scrape(ctx context.Context, addr string) ([]sample, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+// scrape reads p's /metrics, giving up after timeout. The text format is
+// simple enough to parse here; label values with commas or escaped quotes
+// are not expected.
+func scrape(p *proc, timeout time.Duration) ([]sample, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.metrics+"/metrics", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -486,9 +497,7 @@ func sumAcross(ps []*proc, family string, labels map[string]string) (float64, in
 	var total float64
 	var series int
 	for _, p := range ps {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		samples, err := scrape(ctx, p.metrics)
-		cancel()
+		samples, err := scrape(p, 2*time.Second)
 		if err != nil {
 			return 0, 0, fmt.Errorf("%w: %s: %v", errNotYet, p.name, err)
 		}

@@ -1,7 +1,6 @@
 package e2e_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -324,13 +323,7 @@ func TestPartitionSeriesFollowOwner(t *testing.T) {
 	waitLagZero(t, a, b)
 
 	// Every family with a partition label, on both members.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	samples, err := scrape(ctx, a.metrics)
-	cancel()
-	if err != nil {
-		t.Fatalf("%s: %v", a.name, err)
-	}
-	for _, s := range samples {
+	for _, s := range mustScrape(t, a) {
 		if s.labels["topic"] == inputTopic && slices.Contains(lost, s.labels["partition"]) {
 			t.Errorf("%s still exposes %s%v for partition %s, which moved to %s", a.name, s.name, s.labels, s.labels["partition"], b.name)
 		}
@@ -350,14 +343,8 @@ func TestPartitionSeriesFollowOwner(t *testing.T) {
 // on p.
 func seriesPartitions(t *testing.T, p *proc, family string) []string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	samples, err := scrape(ctx, p.metrics)
-	if err != nil {
-		t.Fatalf("%s: %v", p.name, err)
-	}
 	var out []string
-	for _, s := range samples {
+	for _, s := range mustScrape(t, p) {
 		if s.name == family && s.labels["topic"] == inputTopic && !slices.Contains(out, s.labels["partition"]) {
 			out = append(out, s.labels["partition"])
 		}

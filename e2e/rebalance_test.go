@@ -54,13 +54,7 @@ func produceRange(t *testing.T, brokers string, w *workload, lo, hi int) {
 // metric scrapes p and sums one family over the series matching match.
 func metric(t *testing.T, p *proc, name string, match map[string]string) float64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	samples, err := scrape(ctx, p.metrics)
-	if err != nil {
-		t.Fatalf("%s: %v", p.name, err)
-	}
-	v, _ := sum(samples, name, match)
+	v, _ := sum(mustScrape(t, p), name, match)
 	return v
 }
 

@@ -112,9 +112,7 @@ func TestClockSkewAndKeptTimestamps(t *testing.T) {
 		if err := alive(p); err != nil {
 			return err
 		}
-		sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
-		samples, err := scrape(sctx, p.metrics)
-		scancel()
+		samples, err := scrape(p, 2*time.Second)
 		if err != nil {
 			return fmt.Errorf("%w: %v", errNotYet, err)
 		}
