@@ -3,6 +3,7 @@ package processor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -150,34 +151,98 @@ func checkRefused(t *testing.T, e *testEnv, st interface {
 // offset and scans the output from the end offsets recorded in the commit's
 // metadata: no input is forwarded twice. Both stores.
 func TestAllSnapshotsRejected(t *testing.T) {
+	check := func(r restarted) {
+		// Each damaged snapshot counted once, on its partition's series.
+		for p := range 2 {
+			if n := metricValue(r.b.p.metrics.CheckpointDamaged.WithLabelValues(inTopic, strconv.Itoa(p))); n != float64(r.perPart[p]) {
+				r.t.Errorf("dedup_checkpoint_damaged_total{partition=%d} = %v, want %d", p, n, r.perPart[p])
+			}
+			if n := metricValue(r.b.p.metrics.CheckpointMissing.WithLabelValues(inTopic, strconv.Itoa(p))); n != 0 {
+				r.t.Errorf("dedup_checkpoint_missing_total{partition=%d} = %v, want 0: the snapshots were there", p, n)
+			}
+		}
+	}
 	t.Run("file", func(t *testing.T) {
 		e := newTestEnv(t, 2, 2)
 		st := fileStore(t, "rejected")
-		checkAllRejected(t, e, st, func(entries []checkpoint.Entry) {
+		restartWithout(t, e, "rejected", st, check, func(entries []checkpoint.Entry) listStore {
 			for _, en := range entries {
 				if err := os.WriteFile(en.Where, []byte("not a checkpoint"), 0o644); err != nil {
 					t.Fatal(err)
 				}
 			}
+			return st
 		})
 	})
 	t.Run("kafka", func(t *testing.T) {
 		e := newTestEnv(t, 2, 2)
 		st := kafkaStore(t, e, "rejected")
-		checkAllRejected(t, e, st, func(entries []checkpoint.Entry) {
+		restartWithout(t, e, "rejected", st, check, func(entries []checkpoint.Entry) listStore {
 			for _, en := range entries {
 				e.produce(&kgo.Record{Topic: "rejected-state", Partition: 0, Key: []byte(en.Where), Value: []byte("not a manifest")})
 			}
+			return st
 		})
 	})
 }
 
-func checkAllRejected(t *testing.T, e *testEnv, st interface {
+// TestCheckpointsMissing: a member forwards records and dies without a
+// final checkpoint or commit; then the checkpoint store loses everything
+// (another directory or topic: a lost volume, a deleted or renamed
+// topic). Its successor finds no snapshot although the group committed
+// offsets: it says so at error, counts dedup_checkpoint_missing_total,
+// and starts with empty filters at the committed offset with the replay
+// scan from the commit's output end offsets, so no input is forwarded
+// twice. Both stores.
+func TestCheckpointsMissing(t *testing.T) {
+	check := func(r restarted) {
+		for p := range 2 {
+			if n := metricValue(r.b.p.metrics.CheckpointMissing.WithLabelValues(inTopic, strconv.Itoa(p))); n != 1 {
+				r.t.Errorf("dedup_checkpoint_missing_total{partition=%d} = %v, want 1", p, n)
+			}
+			if l := r.logs.lines("level=ERROR", fmt.Sprintf("no checkpoint of %s/%d although the group committed an offset", inTopic, p)); len(l) != 1 {
+				r.t.Errorf("%d error lines name the missing checkpoint of partition %d, want 1; log:\n%s", len(l), p, r.logs.String())
+			}
+		}
+	}
+	t.Run("file", func(t *testing.T) {
+		e := newTestEnv(t, 2, 2)
+		restartWithout(t, e, "missing", fileStore(t, "missing"), check, func([]checkpoint.Entry) listStore {
+			return fileStore(t, "missing") // another, empty directory
+		})
+	})
+	t.Run("kafka", func(t *testing.T) {
+		e := newTestEnv(t, 2, 2)
+		restartWithout(t, e, "missing", kafkaStore(t, e, "missing"), check, func([]checkpoint.Entry) listStore {
+			return kafkaStoreOn(t, e, "missing", "missing-state-new") // another, empty topic
+		})
+	})
+}
+
+// restarted is restartWithout's successor (running), how many snapshots
+// each partition had, and the successor's log.
+type restarted struct {
+	t       *testing.T
+	b       *running
+	perPart map[int]int
+	logs    *lockedBuffer
+}
+
+type listStore interface {
 	Store
 	List(context.Context) ([]checkpoint.Entry, error)
-}, damage func([]checkpoint.Entry)) {
+}
+
+// restartWithout runs a member over a workload until it has checkpointed
+// and committed once (the anchor) and forwarded records, crashes it (no
+// final checkpoint, no final commit), lets lose do away with its
+// snapshots and starts a successor on the store lose returns. Whatever
+// happened to the snapshots, no first occurrence is lost, the successor's
+// replay scan suppresses exactly what the crashed member forwarded, and
+// every partition starts empty; check runs before the successor stops.
+func restartWithout(t *testing.T, e *testEnv, group string, st listStore, check func(restarted), lose func([]checkpoint.Entry) listStore) {
 	const parts = 2
-	o := e.options("rejected")
+	o := e.options(group)
 	o.Store = st
 	o.CheckpointInterval = time.Hour // only the anchor checkpoint and its commit
 	out := e.collect()
@@ -194,7 +259,7 @@ func checkAllRejected(t *testing.T, e *testEnv, st interface {
 	if err != nil || len(entries) < parts {
 		t.Fatalf("list: %d entries, %v", len(entries), err)
 	}
-	damage(entries)
+	o.Store = lose(entries)
 	perPart := map[int]int{}
 	for _, en := range entries {
 		perPart[en.Meta.Partition]++
@@ -202,19 +267,15 @@ func checkAllRejected(t *testing.T, e *testEnv, st interface {
 
 	second := newWorkload(parts, 300, 2, 6)
 	e.produce(second.recs...)
+	logger, log := capturedLogger()
+	o.Logger = logger
 	b := startFresh(t, o)
 	e.produce(sentinels(parts, t0.Add(time.Hour/2))...)
 	got := out.untilSentinels(parts)
 	// Empty filters forget the keys seen before the committed offset, so a
 	// key may be forwarded again; an input record never is.
-	all := union(parts, first, second)
-	checkNothingLost(t, all, got)
-	// Each damaged snapshot counted once, on its partition's series.
-	for p := range int(parts) {
-		if n := metricValue(b.p.metrics.CheckpointDamaged.WithLabelValues(inTopic, strconv.Itoa(p))); n != float64(perPart[p]) {
-			t.Errorf("dedup_checkpoint_damaged_total{partition=%d} = %v, want %d", p, n, perPart[p])
-		}
-	}
+	checkNothingLost(t, union(parts, first, second), got)
+	check(restarted{t: t, b: b, perPart: perPart, logs: log})
 	b.stopSuppressed(t, forwarded)
 	if n := restoresFrom(b, "empty"); n != parts {
 		t.Errorf("dedup_restores_total{source=empty} = %v, want %d", n, parts)

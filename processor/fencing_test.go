@@ -33,9 +33,15 @@ func (c *skewClock) advance(d time.Duration) { c.skew.Add(int64(d)) }
 // kafkaStore returns a Kafka checkpoint store on the test broker.
 func kafkaStore(t testing.TB, e *testEnv, group string) *checkpoint.KafkaStore {
 	t.Helper()
+	return kafkaStoreOn(t, e, group, group+"-state")
+}
+
+// kafkaStoreOn is group's Kafka store on topic.
+func kafkaStoreOn(t testing.TB, e *testEnv, group, topic string) *checkpoint.KafkaStore {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s, err := checkpoint.NewKafkaStore(ctx, checkpoint.KafkaOptions{Brokers: e.brokers, Topic: group + "-state", Group: group})
+	s, err := checkpoint.NewKafkaStore(ctx, checkpoint.KafkaOptions{Brokers: e.brokers, Topic: topic, Group: group})
 	if err != nil {
 		t.Fatalf("kafka store: %v", err)
 	}

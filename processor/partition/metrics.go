@@ -50,6 +50,9 @@ type Metrics struct {
 	// Damaged snapshots of the partition the store found (and logged):
 	// dedup_checkpoint_damaged_total.
 	CheckpointDamaged prometheus.Counter
+	// Starts that found no snapshot although the group had committed an
+	// offset: dedup_checkpoint_missing_total.
+	CheckpointMissing prometheus.Counter
 }
 
 // The pieces of a chain, as the label values of CheckpointWritten.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"strconv"
 	"time"
@@ -78,7 +79,7 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 			source = r.source
 			resumed = "checkpoint"
 			if r.rejected {
-				resumed = "committed offset (every checkpoint rejected)"
+				resumed = "committed offset (no checkpoint used)"
 			}
 			mark := outputMark{ends: r.meta.OutputEnds, inputs: r.meta.InputPartitions, outputs: r.meta.OutputPartitions}
 			if r.pair != nil {
@@ -205,7 +206,7 @@ type restored struct {
 	legacy     *legacy        // the pair from before the options changed, still holding keys
 	suppress   map[int64]struct{}
 	suppressTo int64
-	rejected   bool    // every snapshot was rejected: meta is the committed offset's
+	rejected   bool    // no snapshot used (all rejected or none left): meta is the committed offset's
 	marks      origins // a repartitioned partition's high-water marks (nil: none saved)
 }
 
@@ -287,26 +288,44 @@ func (w *Worker) restore(ctx context.Context) (restored, error) {
 	emptied := false // no snapshot used: meta is the committed offset's
 	switch {
 	case err == nil:
-	case errors.Is(err, checkpoint.ErrNotFound) && d.RefusedBefore:
-		// The operator removed the damaged snapshots of a refused
-		// partition: start empty as OnDamageEmpty would have, with the
-		// replay scan from the commit's output end offsets.
-		off, ends, cerr := d.Group.CommittedEnds(ctx)
-		if cerr != nil {
-			return restored{}, fmt.Errorf("damaged checkpoints of %s/%d removed, and %w", d.Topic, d.Partition, cerr)
-		}
-		what := fmt.Sprintf("damaged checkpoints of %s/%d removed: starting with empty filters at the committed offset, "+
-			"keys seen before may be forwarded again", d.Topic, d.Partition)
-		if off < 0 || ends == nil {
-			log.Warn(what+"; the commit records no output end offsets: no replay scan", "committed", off)
-			return restored{}, nil
-		}
-		log.Warn(what+"; replay scan from the output end offsets recorded with it", "committed", off)
-		meta, source, got, old, mismatch, marks = checkpoint.Meta{Offset: off, OutputEnds: ends}, checkpoint.SourceEmpty, nil, nil, false, nil
-		emptied = true
-	case errors.Is(err, checkpoint.ErrNotFound):
+	case errors.Is(err, checkpoint.ErrNotFound) && d.Committed < 0 && !d.RefusedBefore:
 		log.Info("no checkpoint: starting with empty filters")
 		return restored{}, nil
+	case errors.Is(err, checkpoint.ErrNotFound):
+		// The partition has been processed before, yet the store holds
+		// nothing of it: the operator removed the damaged snapshots of a
+		// refused partition, or (a commit never comes before the
+		// partition's first checkpoint) the store lost its state. Start
+		// empty as OnDamageEmpty would, with the replay scan from the
+		// commit's output end offsets, so no input is forwarded twice.
+		off, ends, cerr := d.Group.CommittedEnds(ctx)
+		var what string
+		level := slog.LevelWarn
+		if d.RefusedBefore {
+			if cerr != nil {
+				return restored{}, fmt.Errorf("damaged checkpoints of %s/%d removed, and %w", d.Topic, d.Partition, cerr)
+			}
+			what = fmt.Sprintf("damaged checkpoints of %s/%d removed: starting with empty filters at the committed offset, "+
+				"keys seen before may be forwarded again", d.Topic, d.Partition)
+		} else {
+			if cerr != nil {
+				return restored{}, fmt.Errorf("no checkpoint of %s/%d although the group committed offset %d, and %w", d.Topic, d.Partition, d.Committed, cerr)
+			}
+			what = fmt.Sprintf("no checkpoint of %s/%d although the group committed an offset of it: the checkpoint store "+
+				"lost its state (topic or directory deleted, emptied or changed, or the offsets committed by another consumer); "+
+				"starting with empty filters at the committed offset, keys seen before may be forwarded again", d.Topic, d.Partition)
+			level = slog.LevelError
+			if c := d.Metrics.CheckpointMissing; c != nil {
+				c.Inc()
+			}
+		}
+		if off < 0 || ends == nil {
+			log.Log(ctx, level, what+"; the commit records no output end offsets: no replay scan", "committed", off)
+			return restored{}, nil
+		}
+		log.Log(ctx, level, what+"; replay scan from the output end offsets recorded with it", "committed", off)
+		meta, source, got, old, mismatch, marks = checkpoint.Meta{Offset: off, OutputEnds: ends}, checkpoint.SourceEmpty, nil, nil, false, nil
+		emptied = true
 	case errors.As(err, &loadErr) && errors.As(err, new(*checkpoint.ReadError)):
 		// A snapshot could not be read for now (the checkpoint topic
 		// unreachable mid-restore): that is no damage, and starting empty
