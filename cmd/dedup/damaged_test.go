@@ -78,6 +78,34 @@ func damagedNewest(t *testing.T, ratio, ext string) {
 	second.stopOK(t, "second run")
 }
 
+// TestCheckpointsMissingBinary: between two runs of the real binary the
+// file store loses partition 0's directory while the group keeps its
+// committed offsets. The second run says so at error naming the
+// partition, counts dedup_checkpoint_missing_total for it alone, and
+// starts it empty; partition 1 restores from its snapshot.
+func TestCheckpointsMissingBinary(t *testing.T) {
+	cluster := testkit.Cluster(t, 2)
+	env := clusterEnv(t, cluster, testkit.Env{"CHECKPOINT_STORE": "file", "LOG_LEVEL": "info"})
+	metrics := env["METRICS_ADDR"]
+	recs := keyedWithDuplicates("events", 20, 1)
+	runOnce(t, cluster, env, recs, len(recs))
+	if err := os.RemoveAll(partitionDirs(env["DATA_DIR"])[0]); err != nil {
+		t.Fatal(err)
+	}
+
+	second := startBinary(t, env)
+	waitReady(t, second, metrics)
+	waitLog(t, second, "level=ERROR", "no checkpoint of events/0 although the group committed an offset")
+	waitMetric(t, metrics, "dedup_checkpoint_missing_total", 1, `partition="0"`)
+	waitMetric(t, metrics, "dedup_checkpoint_missing_total", 1)
+	waitMetric(t, metrics, "dedup_restores_total", 1, `source="empty"`)
+	waitMetric(t, metrics, "dedup_restores_total", 1, `source="latest"`)
+	if lines := logLines(second.stderr.String(), "no checkpoint of events/1"); len(lines) != 0 {
+		t.Errorf("partition 1 kept its snapshots, yet:\n%s", strings.Join(lines, "\n"))
+	}
+	second.stopOK(t, "second run")
+}
+
 // TestAllSnapshotsDamagedRefuseBinary: every snapshot of partition 0 is
 // damaged between two runs of the real binary, with
 // CHECKPOINT_ON_DAMAGE=refuse. The second run says so at error level
