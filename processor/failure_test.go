@@ -122,12 +122,16 @@ func TestHashRouting(t *testing.T) {
 	}
 	in = append(in, rec(2, "", "no-key", t0))
 	e.produce(in...)
-	e.produce(sentinels(3, t0)...)
-	got := withoutSentinels(out.untilSentinels(3))
+	ref := kgo.StickyKeyPartitioner(nil).ForTopic(outTopic)
+	barrier := routedSentinels(ref, 3, 2, t0)
+	e.produce(barrier...)
+	for _, s := range barrier {
+		out.untilValue(string(s.Value))
+	}
+	got := withoutSentinels(out.recs)
 	if len(got) != len(in) {
 		t.Fatalf("%d outputs, want %d", len(got), len(in))
 	}
-	ref := kgo.StickyKeyPartitioner(nil).ForTopic(outTopic)
 	for _, o := range got {
 		want := int32(2 % 2) // no key: input partition modulo output partitions
 		if o.Key != "" {
@@ -137,4 +141,26 @@ func TestHashRouting(t *testing.T) {
 			t.Errorf("key %q went to partition %d, want %d", o.Key, o.Partition, want)
 		}
 	}
+}
+
+// routedSentinels returns, for each input partition, one sentinel per
+// output partition, keyed so that ref routes it there. With fewer output
+// partitions than input ones, an input partition's records spread over
+// every output partition, and one sentinel per input partition says
+// nothing of the output partitions it did not go to: only a sentinel
+// behind them on each output partition says they are all out.
+func routedSentinels(ref kgo.TopicPartitioner, inParts, outParts int32, ts time.Time) []*kgo.Record {
+	var rs []*kgo.Record
+	for p := range inParts {
+		for q := range outParts {
+			for n := 0; ; n++ {
+				k := fmt.Sprintf("sentinel-key-%d-%d-%d", p, q, n)
+				if int32(ref.Partition(&kgo.Record{Key: []byte(k)}, int(outParts))) == q {
+					rs = append(rs, rec(p, k, fmt.Sprintf("sentinel-%d-%d", p, q), ts))
+					break
+				}
+			}
+		}
+	}
+	return rs
 }

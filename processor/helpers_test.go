@@ -315,7 +315,10 @@ func (c *collector) untilValue(v string) []outRec {
 	})
 }
 
-// untilSentinels waits for one sentinel per input partition.
+// untilSentinels waits for one sentinel per input partition: enough when
+// the output has the input's partition count (each input partition's
+// records go to the output partition of its number); otherwise they spread
+// over the output partitions and routedSentinels is the barrier.
 func (c *collector) untilSentinels(parts int32) []outRec {
 	c.t.Helper()
 	for p := range parts {

@@ -381,7 +381,7 @@ func TestCheckCommittedBelowLogStart(t *testing.T) {
 	testkit.Produce(t, append(client, kgo.RecordPartitioner(kgo.ManualPartitioner())), recs...)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	kc := &kafka.Client{Addr: kafka.TCP(addr)}
+	kc := testkit.KafkaClient(t, addr)
 	if _, err := kc.OffsetCommit(ctx, &kafka.OffsetCommitRequest{GroupID: "dedup", GenerationID: -1,
 		Topics: map[string][]kafka.OffsetCommit{"events": {{Partition: 0, Offset: 2}}}}); err != nil {
 		t.Fatal(err)
@@ -463,7 +463,7 @@ func TestCheckTopicSettings(t *testing.T) {
 	// Checking created nothing.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	md, err := (&kafka.Client{Addr: kafka.TCP(addrs[0])}).Metadata(ctx, &kafka.MetadataRequest{})
+	md, err := testkit.KafkaClient(t, addrs[0]).Metadata(ctx, &kafka.MetadataRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}

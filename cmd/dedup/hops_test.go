@@ -156,7 +156,7 @@ func topicExists(t *testing.T, addr, topic string) bool {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	md, err := (&kafka.Client{Addr: kafka.TCP(addr)}).Metadata(ctx, &kafka.MetadataRequest{})
+	md, err := testkit.KafkaClient(t, addr).Metadata(ctx, &kafka.MetadataRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -134,7 +134,7 @@ func TestInspectNothingFound(t *testing.T) {
 		})
 	}
 	// The Kafka store's topic is still absent: inspect never creates it.
-	client := &kafka.Client{Addr: kafka.TCP(addr), Timeout: 10 * time.Second}
+	client := testkit.KafkaClient(t, addr)
 	md, err := client.Metadata(context.Background(), &kafka.MetadataRequest{})
 	if err != nil {
 		t.Fatal(err)

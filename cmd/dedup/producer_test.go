@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"net"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -28,9 +31,26 @@ func newRequestSniffer() *requestSniffer {
 	return &requestSniffer{keys: map[string][]int16{}, codecs: map[string]map[string][]int8{}}
 }
 
-// listen is a kfake.ListenFn.
+// sniffHost is a loopback address of the sniffed broker's own. kfake
+// listens on a free port of 127.0.0.1, and the port of a broker that has
+// closed is free again: a kafka-go connection pool another test (in this
+// process or in another package's, run alongside) left open keeps dialing
+// it and asking for metadata, with its own client.id or none, and the
+// kernel may hand that port to this broker. On 127.0.0.2 only the stage
+// and the harness, given its address, reach it.
+const sniffHost = "127.0.0.2"
+
+// listen is a kfake.ListenFn; it binds sniffHost, or address where that
+// loopback address is not configured (Linux routes all of 127/8 to lo).
 func (s *requestSniffer) listen(network, address string) (net.Listener, error) {
-	ln, err := net.Listen(network, address)
+	_, port, err := net.SplitHostPort(address)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen(network, net.JoinHostPort(sniffHost, port))
+	if err != nil {
+		ln, err = net.Listen(network, address)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -123,6 +143,34 @@ func (s *requestSniffer) snapshot() (map[string][]int16, map[string]map[string][
 		}
 	}
 	return keys, codecs
+}
+
+// TestSnifferOwnAddress: a client still dialing the 127.0.0.1 port of a
+// broker that has closed (a connection pool another test left open) does
+// not reach a sniffed broker given the same port; its requests would count
+// as the stage's.
+func TestSnifferOwnAddress(t *testing.T) {
+	old := testkit.Cluster(t, 2)
+	addr := old.ListenAddrs()[0]
+	_, p, _ := net.SplitHostPort(addr)
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.Close()
+	sniffer := newRequestSniffer()
+	sniffed := testkit.Cluster(t, 2, kfake.Ports(port), kfake.ListenFn(sniffer.listen))
+	if host, _, _ := net.SplitHostPort(sniffed.ListenAddrs()[0]); host != sniffHost {
+		t.Skipf("loopback address %s not configured: the sniffed broker listens on %s", sniffHost, host)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := testkit.KafkaClient(t, addr).Metadata(ctx, &kafka.MetadataRequest{}); err == nil {
+		t.Errorf("a broker answered metadata on %s", addr)
+	}
+	if keys, _ := sniffer.snapshot(); len(keys) != 0 {
+		t.Errorf("the sniffed broker took requests %v of a client of %s", keys, addr)
+	}
 }
 
 // TestClientIDAndCompression: every request the stage sends (group,

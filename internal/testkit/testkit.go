@@ -170,8 +170,22 @@ func EndOffsets(t testing.TB, addr, topic string, partitions int) int64 {
 
 // SumEndOffsets is EndOffsets for a poll condition: it returns the error.
 func SumEndOffsets(addr, topic string, partitions int) (int64, error) {
-	client := &kafka.Client{Addr: kafka.TCP(addr), Timeout: 10 * time.Second}
+	tr := &kafka.Transport{}
+	defer tr.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(addr), Transport: tr, Timeout: 10 * time.Second}
 	return offsets.EndSum(context.Background(), client, topic, partitions)
+}
+
+// KafkaClient is a kafka-go client of addrs with a transport of its own,
+// closed when the test ends (before its clusters, which were started
+// first). A client on kafka.DefaultTransport would leave a connection pool
+// behind for the life of the test process that dials addrs again and asks
+// for metadata every few seconds with an empty client.id: once a later
+// test's broker is given the same port, those requests reach it.
+func KafkaClient(t testing.TB, addrs ...string) *kafka.Client {
+	tr := &kafka.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &kafka.Client{Addr: kafka.TCP(addrs...), Transport: tr, Timeout: 10 * time.Second}
 }
 
 var httpClient = &http.Client{Timeout: 5 * time.Second}
