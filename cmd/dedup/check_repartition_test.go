@@ -163,6 +163,13 @@ func TestCheckRepartitionOffsets(t *testing.T) {
 				t.Errorf("%s: %s %q, want a warning ending %q", tc.hops, c.name, l, c.want)
 			}
 		}
+		// The sizing is hop 2's, over the repartition topic's partitions,
+		// hop 1 counted where the role runs it.
+		if sizing := map[string]string{"both": "--partitions 2 --mode fingerprint --repartition --instances N",
+			"dedup": "--partitions 2 --mode fingerprint --repartition --hops dedup --instances N"}[tc.hops]; sizing != "" &&
+			(!strings.Contains(out, "one instance holding all 2 partitions of events-by-id") || !strings.Contains(out, sizing)) {
+			t.Errorf("%s: sizing does not name the repartition topic's partitions and %q:\n%s", tc.hops, sizing, out)
+		}
 		if strings.Contains(out, "of events will be skipped") && !strings.Contains(out, "group dedup-repartition: 3 record(s) of events") ||
 			strings.Contains(out, "group dedup: 4 record(s) of events ") {
 			t.Errorf("%s: GROUP_ID's offsets on the input were checked:\n%s", tc.hops, out)

@@ -108,7 +108,9 @@ func (c *checker) run(ctx context.Context) bool {
 		counts = c.checkTopics(ctx, conn)
 		c.checkGroups(ctx, conn, counts)
 	}
-	inputPartitions, checkpointTopic := counts.hop2, counts.checkpoint
+	// The filters, the checkpoint topic and the sizing are hop 2's: over
+	// the repartition topic's partitions with REPARTITION_TOPIC.
+	hop2Partitions, checkpointTopic := counts.hop2, counts.checkpoint
 	if !reached && !c.cfg.Embedded() {
 		fmt.Fprintln(c.out, "      (no broker answered: topics, committed offsets and a kafka checkpoint store not checked)")
 	}
@@ -116,9 +118,9 @@ func (c *checker) run(ctx context.Context) bool {
 		fmt.Fprintln(c.out, "      (REPARTITION_HOPS=rekey: no output, dead-letter or checkpoint topic, checkpoint store or filters to check)")
 		return c.finish()
 	}
-	c.checkStore(ctx, conn, reached, checkpointTopic, inputPartitions)
+	c.checkStore(ctx, conn, reached, checkpointTopic, hop2Partitions)
 
-	parts := inputPartitions
+	parts := hop2Partitions
 	if parts == 0 && c.cfg.Embedded() {
 		parts = c.cfg.EmbeddedPartitions
 	}
