@@ -68,6 +68,7 @@ type Metrics struct {
 	MemPredicted         prometheus.Gauge
 	ProduceErrors        *prometheus.CounterVec
 	OutputErrors         *prometheus.CounterVec
+	OutputTruncations    *prometheus.CounterVec
 	Stalled              prometheus.Gauge
 	Latency              prometheus.Histogram
 	CheckpointSeconds    *prometheus.HistogramVec
@@ -127,6 +128,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		MemPredicted:         r.gauge("dedup_memory_predicted_bytes", "Live memory this member predicts for itself from its assigned partitions: the model `dedup size` uses (filter pairs of the assigned partitions plus the spare, a fetch per partition, a batch per output partition, the runtime base). Compare with process_resident_memory_bytes."),
 		ProduceErrors:        r.counterVec("dedup_produce_errors_total", "Output records the writer failed to deliver after its retries.", []string{"topic"}),
 		OutputErrors:         r.counterVec("dedup_output_errors_total", "Failed produce requests by kind: retriable (not appended, retried), ambiguous (outcome unknown, resolved by reading the output back), refused (records the output cannot take: too large for the output topic's max.message.bytes or PRODUCE_BATCH_BYTES, found before writing or refused by the broker; other permanent refusals stop the partition).", []string{"kind"}),
+		OutputTruncations:    r.counterVec("dedup_output_truncations_total", "Times an output partition was found truncated: an acknowledged produce got a base offset at or below one acknowledged before, or a restore found the partition's end below the end its checkpoint recorded. Records the stage wrote are gone (unclean leader election, or the topic deleted and created again); each is logged at error with the offsets.", []string{"topic", "partition"}),
 		Stalled:              r.gauge("dedup_partitions_stalled", "Input partitions of this member stopped because the output topic refused one of their records for good."),
 		// 1ms .. ~4.4min
 		Latency: r.histogram("dedup_end_to_end_latency_seconds", "Output acknowledgement time minus input record timestamp.", prometheus.ExponentialBuckets(0.001, 4, 10)),
@@ -219,6 +221,7 @@ func (m *Metrics) Partition(topic string, part int, storeKind string) *partition
 		SkippedOffsets:      m.InputSkipped.WithLabelValues(topic, p),
 		CheckpointDamaged:   m.CheckpointDamaged.WithLabelValues(topic, p),
 		CheckpointMissing:   m.CheckpointMissing.WithLabelValues(topic, p),
+		OutputTruncations:   m.OutputTruncations,
 	}
 	if storeKind != "" { // without a store there are no checkpoints to time
 		pm.CheckpointSeconds = m.CheckpointSeconds.WithLabelValues(storeKind)

@@ -19,6 +19,9 @@
 //     connections before each write of one to the socket.
 //   - An output larger than the output limit is never handed to the writer;
 //     the dead-letter writer writes one record at a time, each waited for.
+//   - An output partition whose offsets go back (truncated, or the topic
+//     created again) is reported: the writer's acknowledged base offsets
+//     only grow otherwise.
 //
 // Failures is the state of the outputs not yet delivered, by input
 // partition: recovering (the generation ends, the writer is replaced, the
@@ -33,7 +36,8 @@
 // acknowledgements, routing), produce.go (produce outcomes classified),
 // failures.go (Failures), fencedconn.go (connections fenced per write),
 // outputlimit.go (the output limits), deadletter.go (the dead-letter
-// writer), probe.go (single outputs written alone).
+// writer), probe.go (single outputs written alone), truncation.go (output
+// partitions found truncated).
 //
 // Concurrency: Writer, Probe and Failures are safe for concurrent use;
 // Output's writers are replaced by the group runner's loop and each

@@ -84,16 +84,19 @@ type outcomes struct {
 	next   kafka.RoundTripper
 	abort  func()
 	counts map[string]prometheus.Counter // by kind
+	// truncated checks the base offsets of acknowledged requests (nil:
+	// not checked).
+	truncated *truncations
 	// blind passes produce outcomes to kafka.Writer unclassified: its own
 	// retries, which can append a batch twice. Only the produce-path
 	// benchmark sets it, as the reference.
 	blind bool
 }
 
-func newOutcomes(next kafka.RoundTripper, errs *prometheus.CounterVec, abort func()) *outcomes {
-	o := &outcomes{next: next, abort: abort, counts: map[string]prometheus.Counter{}}
+func newOutcomes(next kafka.RoundTripper, c *Config, abort func()) *outcomes {
+	o := &outcomes{next: next, abort: abort, counts: map[string]prometheus.Counter{}, truncated: c.truncated}
 	for _, k := range []string{OutputRetriable, OutputAmbiguous, OutputRefused} {
-		o.counts[k] = errs.WithLabelValues(k)
+		o.counts[k] = c.OutputErrors.WithLabelValues(k)
 	}
 	return o
 }
@@ -106,6 +109,9 @@ func (o *outcomes) RoundTrip(ctx context.Context, addr net.Addr, req kafka.Reque
 	res, err := o.next.RoundTrip(ctx, addr, req)
 	kind, cause := classifyProduce(res, err)
 	if kind == "" {
+		if r, ok := res.(*produceAPI.Response); ok && o.truncated != nil {
+			o.truncated.acked(r)
+		}
 		return res, nil
 	}
 	o.counts[kind].Inc()

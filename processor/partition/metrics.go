@@ -53,6 +53,9 @@ type Metrics struct {
 	// Starts that found no snapshot although the group had committed an
 	// offset: dedup_checkpoint_missing_total.
 	CheckpointMissing prometheus.Counter
+	// Output partitions a restore's replay scan found shorter than the
+	// checkpoint recorded them: dedup_output_truncations_total{topic,partition}.
+	OutputTruncations *prometheus.CounterVec
 }
 
 // The pieces of a chain, as the label values of CheckpointWritten.

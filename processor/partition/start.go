@@ -407,6 +407,15 @@ func (w *Worker) restore(ctx context.Context) (restored, error) {
 		return restored{}, fmt.Errorf("scan output after checkpoint of %s/%d: %w", d.Topic, d.Partition, err)
 	}
 	d.Metrics.RestoreScanned.Add(float64(scan.Records))
+	for _, tr := range scan.Truncated {
+		if c := d.Metrics.OutputTruncations; c != nil {
+			c.WithLabelValues(so.OutputTopic, strconv.Itoa(tr.Partition)).Inc()
+		}
+		log.Error("output partition truncated: records written before the checkpoint are gone "+
+			"(unclean leader election, or the topic deleted and created again)",
+			"topic", so.OutputTopic, "partition", tr.Partition, "checkpoint_end_offset", tr.Recorded, "end_offset", tr.End,
+			"offsets_lost_at_least", tr.Recorded-tr.End)
+	}
 	suppress := scan.Forwarded
 	for off := range suppress {
 		r.suppressTo = max(r.suppressTo, off+1)
