@@ -396,6 +396,31 @@ func TestInputTopicDeletedAtRuntime(t *testing.T) {
 	if n := len(logLines(bin.stderr.String(), "topic missing")); n != 1 {
 		t.Errorf("%d lines say the topic is missing, want 1", n)
 	}
+	// The new topic's log ends below the offsets the stage had reached:
+	// each partition says so, counts it, and reads the new records (the
+	// reader alone would wait until the new log passed the old offsets).
+	for p := range 2 {
+		match := fmt.Sprintf(`partition="%d"`, p)
+		waitMetric(t, metrics, "dedup_input_truncations_total", 1, `topic="events"`, match)
+		if lines := logLines(bin.stderr.String(), "level=ERROR", "input truncated", fmt.Sprintf("partition=%d ", p), "end_offset=0 "); len(lines) != 1 {
+			t.Errorf("%d error lines name partition %d's input truncated at end offset 0, want 1", len(lines), p)
+		}
+	}
+	var fresh []*kgo.Record
+	for i := range keys {
+		fresh = append(fresh, &kgo.Record{Topic: "events", Key: fmt.Appendf(nil, "new%03d", i), Value: []byte("v")})
+	}
+	testkit.Produce(t, client, fresh...)
+	waitCommitted(t, cluster, int64(len(fresh)))
+	seen := map[string]int{}
+	for _, r := range testkit.ConsumeN(t, client, "events-deduped", 2*keys) {
+		seen[string(r.Key)]++
+	}
+	for _, r := range fresh {
+		if seen[string(r.Key)] != 1 {
+			t.Errorf("new key %s forwarded %d times, want once", r.Key, seen[string(r.Key)])
+		}
+	}
 }
 
 // coordinatorFault makes the group coordinator refuse joins (and, to force

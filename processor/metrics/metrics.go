@@ -75,6 +75,7 @@ type Metrics struct {
 	CheckpointPause      prometheus.Histogram
 	CheckpointDamaged    *prometheus.CounterVec
 	CheckpointMissing    *prometheus.CounterVec
+	InputTruncations     *prometheus.CounterVec
 	CheckpointSize       *prometheus.GaugeVec
 	CheckpointLast       *prometheus.GaugeVec
 	Checkpoints          *prometheus.CounterVec
@@ -148,6 +149,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			[]string{"topic", "partition", "piece"}),
 		CheckpointDamaged: r.counterVec("dedup_checkpoint_damaged_total", "Damaged snapshots of the partition found in the checkpoint store (checksum, truncation, format, missing chunk, or refused by decode), each logged at warn naming it; kept aside, never deleted.", pt),
 		CheckpointMissing: r.counterVec("dedup_checkpoint_missing_total", "Starts of the partition that found no snapshot in the checkpoint store although the group had committed an offset for it: the store lost its state (checkpoint topic or directory deleted, emptied or changed). Each is logged at error; the partition starts with empty filters at the committed offset.", pt),
+		InputTruncations:  r.counterVec("dedup_input_truncations_total", "Times the input partition's log was found ending below the offset the stage was to read next: truncated (unclean leader election) or the topic deleted and created again. Logged at error; at a partition's start the stage reads on from the log's end, at runtime kafka-go's reader waits until the log passes the offset.", pt),
 		InputSkipped:      r.counterVec("dedup_input_skipped_offsets_total", "Input offsets the stage never read because they were below the partition's log start when it got there (deleted by retention or DeleteRecords while the stage was down or behind): their records were neither deduplicated nor forwarded.", pt),
 
 		Connected:   r.gauge("dedup_broker_connected", "1 while the brokers answer the stage's metadata requests, 0 while none does."),
@@ -174,7 +176,7 @@ func (m *Metrics) Forget(topic string, part int) {
 		m.Messages, m.ReplaySuppressed, m.RepartitionResent, m.RepartitionUnmarked, m.TimestampAnomalies, m.TimestampRewritten, m.Fill, m.EstimatedKeys, m.FPRate,
 		m.Saturated, m.WindowElapsed, m.FilterBytes, m.Rotations, m.Overflows, m.EarlyRotations,
 		m.ForgottenKeys, m.Stashed, m.Lag, m.CheckpointSize,
-		m.CheckpointLast, m.Checkpoints, m.CheckpointFails, m.InputSkipped, m.CheckpointDamaged, m.CheckpointMissing, m.CheckpointWritten,
+		m.CheckpointLast, m.Checkpoints, m.CheckpointFails, m.InputSkipped, m.InputTruncations, m.CheckpointDamaged, m.CheckpointMissing, m.CheckpointWritten,
 	} {
 		v.DeletePartialMatch(l)
 	}
@@ -219,6 +221,7 @@ func (m *Metrics) Partition(topic string, part int, storeKind string) *partition
 		RewrittenTimestamps: m.TimestampRewritten.WithLabelValues(topic, p),
 		RestoreScanned:      m.RestoreScanned,
 		SkippedOffsets:      m.InputSkipped.WithLabelValues(topic, p),
+		InputTruncations:    m.InputTruncations.WithLabelValues(topic, p),
 		CheckpointDamaged:   m.CheckpointDamaged.WithLabelValues(topic, p),
 		CheckpointMissing:   m.CheckpointMissing.WithLabelValues(topic, p),
 		OutputTruncations:   m.OutputTruncations,

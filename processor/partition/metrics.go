@@ -47,6 +47,9 @@ type Metrics struct {
 	// Input offsets below the log start when the partition got there
 	// (deleted before they were read).
 	SkippedOffsets prometheus.Counter
+	// Times the partition's log was found ending below the offset it was
+	// to read next: dedup_input_truncations_total.
+	InputTruncations prometheus.Counter
 	// Damaged snapshots of the partition the store found (and logged):
 	// dedup_checkpoint_damaged_total.
 	CheckpointDamaged prometheus.Counter

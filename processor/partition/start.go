@@ -126,20 +126,35 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 		w.legacy.age(w.pair.Stats().WindowStart)
 	}
 	w.setFilters()
-	if start < 0 {
-		var err error
-		if start, err = d.Offsets.Resolve(ctx, start); err != nil {
+	first, end, err := d.Offsets.Bounds(ctx)
+	switch {
+	case start < 0:
+		if err != nil {
 			return nil, err
 		}
-	} else if first, err := d.Offsets.Resolve(ctx, kafka.FirstOffset); err != nil {
+		if start == kafka.LastOffset {
+			start = end
+		} else {
+			start = first
+		}
+	case err != nil:
 		// The reader's loggers still name a jump to the log start.
-		log.Debug("read log start offset", "err", err)
-	} else if start < first {
+		log.Debug("read log bounds", "err", err)
+	case start < first:
 		// Deleted while the stage was down or behind: say so here, where
 		// the offset it should have resumed at is known, and seek to the
 		// log start itself (the reader would, silently).
 		w.skipped(start, first, "start from "+resumed)
 		start = first
+	case start > end:
+		// The log ends below where the partition resumes: it was truncated
+		// or created again. kafka-go's reader would wait, silently, until
+		// the log passed the offset, never reading what was written below
+		// it. Resume at the end instead, and say so.
+		w.truncated(start, end, "start from "+resumed)
+		start = end
+		// Offsets to suppress name records of the old log.
+		w.suppress, w.suppressTo, replay = nil, 0, replayMark{}
 	}
 	d.Metrics.Restores.WithLabelValues(string(source)).Inc()
 
