@@ -50,9 +50,9 @@ type Config struct {
 	// empty. Hop 2 watches Input, Output and DeadLetter; hop 1 run alone
 	// (REPARTITION_HOPS=rekey) Input and Repartition.
 	Input, Output, DeadLetter, Repartition string
-	Log                       *slog.Logger
-	Connected                 prometheus.Gauge     // dedup_broker_connected
-	Missing                   *prometheus.GaugeVec // dedup_topic_missing{topic}
+	Log                                    *slog.Logger
+	Connected                              prometheus.Gauge     // dedup_broker_connected
+	Missing                                *prometheus.GaugeVec // dedup_topic_missing{topic}
 	// Refresh drops the connections, and with them the cached metadata, of
 	// the stage's clients: called when the brokers are lost or come back
 	// and when a topic appears again.
