@@ -284,4 +284,3 @@ func TestStatusReadinessNamesClusterCause(t *testing.T) {
 		t.Errorf("Readiness after Run failed = %v, want Run's error first", err)
 	}
 }
-
