@@ -18,6 +18,7 @@ import (
 	"dedup/internal/embedded"
 	"dedup/key"
 	"dedup/processor"
+	watch "dedup/processor/cluster"
 	"dedup/processor/partition"
 	"dedup/processor/repartition"
 )
@@ -131,6 +132,7 @@ func newStage(ctx context.Context, cfg *config.Config, cl *cluster, reg *prometh
 		}
 	}
 	if !cfg.RunsDedup() {
+		rekeyAlone(st.hop1, cl.Conn, metrics, reg, log)
 		return st, nil
 	}
 	store, err := OpenStore(ctx, cfg, cl.Conn, log)
@@ -181,6 +183,26 @@ func newStage(ctx context.Context, cfg *config.Config, cl *cluster, reg *prometh
 	}
 	st.proc, st.store = proc, store
 	return st, nil
+}
+
+// rekeyAlone gives hop 1, run without hop 2 (REPARTITION_HOPS=rekey), what
+// hop 2 would otherwise provide for the process: the cluster watch (over
+// the input and the repartition topic) behind dedup_broker_connected,
+// dedup_topic_missing and /readyz, and the group's series, which then
+// count hop 1's group. The families that describe only hop 2's filters
+// and memory are unregistered: at their zero values they would read as a
+// configuration of 0 (target, keys, window) or a prediction of no memory.
+func rekeyAlone(o *repartition.Options, conn *config.Connection, m *processor.Metrics, reg prometheus.Registerer, log *slog.Logger) {
+	o.Cluster = watch.New(watch.Config{
+		Brokers: conn.Brokers, Transport: conn.Transport,
+		Input: o.InputTopic, Repartition: o.Topic,
+		Log: log, Connected: m.Connected, Missing: m.Missing,
+		Refresh: conn.Transport.CloseIdleConnections,
+	})
+	o.Metrics.Assigned, o.Metrics.Generations, o.Metrics.JoinFails = m.Assigned, m.Generations, m.JoinFails
+	for _, c := range []prometheus.Collector{m.FPTarget, m.ExpectedKeys, m.WindowSeconds, m.MemPredicted} {
+		reg.Unregister(c)
+	}
 }
 
 // runHops runs the hops the stage has until ctx ends or one of them ends

@@ -125,7 +125,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		ForgottenKeys:        r.counterVec("dedup_filter_forgotten_keys_total", "Keys dropped from the filters by early rotations before their window ended: a later duplicate of one is forwarded again (no new record is dropped).", pt),
 		Stashed:              r.gaugeVec("dedup_filter_stashed", "Fingerprints held in each generation's exact stash (fingerprint mode); the pair rotates early when a stash is full.", ptg),
 		Lag:                  r.gaugeVec("dedup_consumer_lag", "Records between the last record read and the partition's high-water mark.", pt),
-		Assigned:             r.gauge("dedup_assigned_partitions", "Input partitions currently assigned to this member."),
+		Assigned:             r.gauge("dedup_assigned_partitions", "Input partitions currently assigned to this member: of the topic its group consumes (with REPARTITION_TOPIC, hop 2's repartition topic; with REPARTITION_HOPS=rekey, hop 1's input topic)."),
 		MemPredicted:         r.gauge("dedup_memory_predicted_bytes", "Live memory this member predicts for itself from its assigned partitions: the model `dedup size` uses (filter pairs of the assigned partitions plus the spare, a fetch per partition, a batch per output partition, the runtime base). Compare with process_resident_memory_bytes."),
 		ProduceErrors:        r.counterVec("dedup_produce_errors_total", "Output records the writer failed to deliver after its retries.", []string{"topic"}),
 		OutputErrors:         r.counterVec("dedup_output_errors_total", "Failed produce requests by kind: retriable (not appended, retried), ambiguous (outcome unknown, resolved by reading the output back), refused (records the output cannot take: too large for the output topic's max.message.bytes or PRODUCE_BATCH_BYTES, found before writing or refused by the broker; other permanent refusals stop the partition).", []string{"kind"}),
@@ -153,7 +153,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		InputSkipped:      r.counterVec("dedup_input_skipped_offsets_total", "Input offsets the stage never read because they were below the partition's log start when it got there (deleted by retention or DeleteRecords while the stage was down or behind): their records were neither deduplicated nor forwarded.", pt),
 
 		Connected:   r.gauge("dedup_broker_connected", "1 while the brokers answer the stage's metadata requests, 0 while none does."),
-		Missing:     r.gaugeVec("dedup_topic_missing", "1 while the input, output or dead-letter topic named by the label does not exist; the stage waits for it, not ready.", []string{"topic"}),
+		Missing:     r.gaugeVec("dedup_topic_missing", "1 while a topic the stage needs (input, output or dead-letter; with REPARTITION_HOPS=rekey input or repartition topic) named by the label does not exist; the stage waits for it, not ready.", []string{"topic"}),
 		Generations: r.counter("dedup_group_generations_total", "Consumer-group generations this member joined; a steady rise without partition changes is a rebalance loop."),
 		JoinFails:   r.counter("dedup_group_join_failures_total", "Attempts to join the consumer group that failed (coordinator errors, rejected joins); a member that keeps failing holds no partition."),
 	}

@@ -89,6 +89,11 @@ type Options struct {
 	RecoveryTimeout time.Duration
 	// Status, when set, is kept up to date for the probes.
 	Status *Status
+	// Cluster, when set, is a cluster watch of the input and the
+	// repartition topic that Run runs (hop 1 alone, REPARTITION_HOPS=rekey;
+	// with both hops, hop 2's watch speaks for the process). The group is
+	// not joined while it names a cause, and Status's readiness names it.
+	Cluster *cluster.Watch
 
 	Metrics Metrics
 	Logger  *slog.Logger
@@ -106,6 +111,12 @@ type Metrics struct {
 	// Unhealthy is 1 while Status.Healthy fails (batches failing past
 	// RecoveryTimeout, or Run failed), else 0.
 	Unhealthy prometheus.Gauge
+	// The group's, as hop 2 has them; set only where hop 1 runs alone, so
+	// that they are this process's group's: input partitions held
+	// (dedup_assigned_partitions), generations joined and failed joins.
+	Assigned    prometheus.Gauge
+	Generations prometheus.Counter
+	JoinFails   prometheus.Counter
 }
 
 func (o *Options) defaults() error {
@@ -160,6 +171,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	o.Status.mu.Lock()
 	o.Status.timeout = o.RecoveryTimeout
+	o.Status.cluster = o.Cluster
 	o.Status.mu.Unlock()
 	if o.Metrics.Unhealthy != nil {
 		o.Metrics.Unhealthy.Set(0)
@@ -191,17 +203,39 @@ func Run(ctx context.Context, o Options) (err error) {
 		o.Status.watch(egCtx, o.Metrics.Unhealthy, log)
 		return nil
 	})
+	if o.Cluster != nil {
+		eg.Go(func() error {
+			o.Cluster.Run(egCtx)
+			return nil
+		})
+	}
 	eg.Go(func() error {
 		for {
+			// As hop 2: a member that cannot consume (a topic missing, the
+			// brokers lost) takes no new generation, so that kafka-go's
+			// partition watch does not drive the group through one after
+			// another.
+			if o.Cluster != nil && o.Cluster.Wait(egCtx) != nil {
+				return nil
+			}
 			gen, err := cg.Next(egCtx)
 			switch {
 			case egCtx.Err() != nil, errors.Is(err, kafka.ErrGroupClosed):
 				return nil
 			case err != nil:
+				if o.Cluster != nil {
+					if cause := o.Cluster.Err(); cause != nil {
+						// The watch has logged the cause, once.
+						log.Debug("join repartition consumer group", "group", o.GroupID, "err", err, "cause", cause)
+						continue
+					}
+				}
+				inc(o.Metrics.JoinFails)
 				log.Warn("join repartition consumer group", "group", o.GroupID, "err", err)
 				cluster.Sleep(egCtx, time.Second)
 				continue
 			}
+			inc(o.Metrics.Generations)
 			runGeneration(&o, log, gen)
 		}
 	})
@@ -211,14 +245,28 @@ func Run(ctx context.Context, o Options) (err error) {
 // runGeneration runs every assigned input partition until the generation
 // ends.
 func runGeneration(o *Options, log *slog.Logger, gen *kafka.Generation) {
-	o.Status.joined(gen.ID, len(gen.Assignments[o.InputTopic]))
+	held := len(gen.Assignments[o.InputTopic])
+	o.Status.joined(gen.ID, held)
+	if o.Metrics.Assigned != nil {
+		o.Metrics.Assigned.Add(float64(held))
+	}
 	gen.Start(func(ctx context.Context) {
 		<-ctx.Done()
 		o.Status.left(gen.ID)
+		if o.Metrics.Assigned != nil {
+			o.Metrics.Assigned.Sub(float64(held))
+		}
 	})
 	for _, a := range gen.Assignments[o.InputTopic] {
 		p := &worker{o: o, gen: gen, part: a.ID, start: a.Offset,
 			log: log.With("topic", o.InputTopic, "partition", a.ID, "generation", gen.ID)}
 		gen.Start(p.run)
+	}
+}
+
+// inc increments c unless it is nil (a metric not wired).
+func inc(c prometheus.Counter) {
+	if c != nil {
+		c.Inc()
 	}
 }
