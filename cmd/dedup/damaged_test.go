@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"dedup/internal/testkit"
@@ -81,17 +82,25 @@ func damagedNewest(t *testing.T, ratio, ext string) {
 	second.stopOK(t, "second run")
 }
 
+// ranOnceOnFiles runs the real binary with the file store over 20 keys and
+// stops it gracefully: every partition has its snapshots and its commit.
+func ranOnceOnFiles(t *testing.T) (*kfake.Cluster, testkit.Env) {
+	t.Helper()
+	cluster := testkit.Cluster(t, 2)
+	env := clusterEnv(t, cluster, testkit.Env{"CHECKPOINT_STORE": "file", "LOG_LEVEL": "info"})
+	recs := keyedWithDuplicates("events", 20, 1)
+	runOnce(t, cluster, env, recs, len(recs))
+	return cluster, env
+}
+
 // TestCheckpointsMissingBinary: between two runs of the real binary the
 // file store loses partition 0's directory while the group keeps its
 // committed offsets. The second run says so at error naming the
 // partition, counts dedup_checkpoint_missing_total for it alone, and
 // starts it empty; partition 1 restores from its snapshot.
 func TestCheckpointsMissingBinary(t *testing.T) {
-	cluster := testkit.Cluster(t, 2)
-	env := clusterEnv(t, cluster, testkit.Env{"CHECKPOINT_STORE": "file", "LOG_LEVEL": "info"})
+	_, env := ranOnceOnFiles(t)
 	metrics := env["METRICS_ADDR"]
-	recs := keyedWithDuplicates("events", 20, 1)
-	runOnce(t, cluster, env, recs, len(recs))
 	if err := os.RemoveAll(partitionDirs(env["DATA_DIR"])[0]); err != nil {
 		t.Fatal(err)
 	}
@@ -115,11 +124,8 @@ func TestCheckpointsMissingBinary(t *testing.T) {
 // each such partition at error and count it once (input partition p
 // writes to output partition p when the counts are equal).
 func TestOutputTruncatedWhileStopped(t *testing.T) {
-	cluster := testkit.Cluster(t, 2)
-	env := clusterEnv(t, cluster, testkit.Env{"CHECKPOINT_STORE": "file", "LOG_LEVEL": "info"})
+	cluster, env := ranOnceOnFiles(t)
 	metrics := env["METRICS_ADDR"]
-	recs := keyedWithDuplicates("events", 20, 1)
-	runOnce(t, cluster, env, recs, len(recs))
 	ends, err := offsets.List(context.Background(), testkit.KafkaClient(t, cluster.ListenAddrs()[0]), "events-deduped", []int{0, 1})
 	if err != nil {
 		t.Fatal(err)

@@ -99,6 +99,26 @@ func TestSizeCountsAsConfig(t *testing.T) {
 	}
 }
 
+// sizeReport parses the dedup size flags args and extra and returns the
+// workload, its report and the report as printed.
+func sizeReport(t *testing.T, args []string, extra ...string) (sizing.Workload, sizing.Report, string) {
+	t.Helper()
+	var stderr bytes.Buffer
+	in, code := parseSize(append(append([]string(nil), args...), extra...), &stderr)
+	if code != -1 {
+		t.Fatalf("parse %q: code %d: %s", extra, code, stderr.String())
+	}
+	rep, err := sizing.NewReport(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := rep.Write(&out); err != nil {
+		t.Fatal(err)
+	}
+	return in, rep, out.String()
+}
+
 // TestSizeRepartitionCountsHop1: with --repartition the memory request,
 // limit and GOMEMLIMIT grow by hop 1's reader per input partition held
 // (a 1 MiB fetch and 2 × PRODUCE_BATCH_SIZE records of --record-bytes),
@@ -108,20 +128,8 @@ func TestSizeRepartitionCountsHop1(t *testing.T) {
 		"--fp-rate", "0.01", "--measure=false", "--mode", "plain"}
 	report := func(extra ...string) (sizing.Workload, string) {
 		t.Helper()
-		var stderr bytes.Buffer
-		in, code := parseSize(append(append([]string(nil), args...), extra...), &stderr)
-		if code != -1 {
-			t.Fatalf("parse %q: code %d: %s", extra, code, stderr.String())
-		}
-		rep, err := sizing.NewReport(in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out bytes.Buffer
-		if err := rep.Write(&out); err != nil {
-			t.Fatal(err)
-		}
-		return in, out.String()
+		in, _, out := sizeReport(t, args, extra...)
+		return in, out
 	}
 	one, oneOut := report("--produce-batch-bytes", "200000")
 	two, twoOut := report("--repartition", "--record-bytes", "400", "--produce-batch-bytes", "200000")
@@ -168,24 +176,12 @@ func TestSizeHopsPerRole(t *testing.T) {
 		"--fp-rate", "0.01", "--measure=false", "--mode", "plain", "--produce-batch-bytes", "200000", "--record-bytes", "400"}
 	report := func(extra ...string) (sizing.Workload, sizing.Resources, string) {
 		t.Helper()
-		var stderr bytes.Buffer
-		in, code := parseSize(append(append([]string(nil), args...), extra...), &stderr)
-		if code != -1 {
-			t.Fatalf("parse %q: code %d: %s", extra, code, stderr.String())
-		}
-		rep, err := sizing.NewReport(in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out bytes.Buffer
-		if err := rep.Write(&out); err != nil {
-			t.Fatal(err)
-		}
+		in, rep, out := sizeReport(t, args, extra...)
 		pair := int64(0)
 		if len(rep.Filters) > 0 {
 			pair = rep.Filters[0].PartitionBytes
 		}
-		return in, in.Deployment(pair).Resources(), out.String()
+		return in, in.Deployment(pair).Resources(), out
 	}
 	_, one, _ := report()
 	both, rBoth, _ := report("--repartition")

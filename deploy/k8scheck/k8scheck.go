@@ -758,12 +758,12 @@ func (c *checker) hops(all []deployed, pdbs []Object) {
 		budgets = append(budgets, pdb.Spec.Selector.MatchLabels)
 	}
 	for _, d := range all {
-		if !selects(d.dep.Spec.Selector.MatchLabels, d.pods) {
+		if !Selects(d.dep.Spec.Selector.MatchLabels, d.pods) {
 			c.errorf("Deployment %s: selector %v does not match its pods %v", d.name, d.dep.Spec.Selector.MatchLabels, d.pods)
 		}
 		n := 0
 		for _, b := range budgets {
-			if selects(b, d.pods) {
+			if Selects(b, d.pods) {
 				n++
 			}
 		}
@@ -786,7 +786,7 @@ func (c *checker) hops(all []deployed, pdbs []Object) {
 				d.name, d.env["REPARTITION_HOPS"], d.env["REPARTITION_TOPIC"])
 		}
 		for _, o := range all[:i] {
-			if selects(d.dep.Spec.Selector.MatchLabels, o.pods) || selects(o.dep.Spec.Selector.MatchLabels, d.pods) {
+			if Selects(d.dep.Spec.Selector.MatchLabels, o.pods) || Selects(o.dep.Spec.Selector.MatchLabels, d.pods) {
 				c.errorf("Deployments %s and %s: a selector takes the other's pods", o.name, d.name)
 			}
 			// Hop 1's group is <GROUP_ID>-repartition and hop 2's GROUP_ID:
@@ -803,8 +803,8 @@ func (c *checker) hops(all []deployed, pdbs []Object) {
 	}
 }
 
-// selects reports whether a non-empty selector matches labels.
-func selects(sel, labels map[string]string) bool {
+// Selects reports whether a non-empty selector matches labels.
+func Selects(sel, labels map[string]string) bool {
 	if len(sel) == 0 {
 		return false
 	}
