@@ -815,15 +815,11 @@ func TestKubernetesFitsBinary(t *testing.T) {
 		}
 	}
 	for _, o := range byKind["PodDisruptionBudget"] {
-		var pdb struct {
-			Spec struct {
-				Selector struct {
-					MatchLabels map[string]string `yaml:"matchLabels"`
-				} `yaml:"selector"`
-			} `yaml:"spec"`
+		sel, err := k8scheck.BudgetSelector(o)
+		if err != nil {
+			t.Fatal(err)
 		}
-		decodeInto(t, o.Raw, &pdb)
-		if !k8scheck.Selects(pdb.Spec.Selector.MatchLabels, podLabels) {
+		if !k8scheck.Selects(sel, podLabels) {
 			t.Errorf("PodDisruptionBudget %s does not select the pods", o.Name)
 		}
 	}

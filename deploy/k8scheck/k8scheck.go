@@ -744,18 +744,12 @@ func (c *checker) role(d deployed) {
 func (c *checker) hops(all []deployed, pdbs []Object) {
 	var budgets []map[string]string
 	for _, o := range pdbs {
-		var pdb struct {
-			Spec struct {
-				Selector struct {
-					MatchLabels map[string]string `yaml:"matchLabels"`
-				} `yaml:"selector"`
-			} `yaml:"spec"`
-		}
-		if err := DecodeInto(o.Raw, &pdb); err != nil {
-			c.errorf("decode PodDisruptionBudget %s: %w", o.Name, err)
+		sel, err := BudgetSelector(o)
+		if err != nil {
+			c.errorf("%w", err)
 			return
 		}
-		budgets = append(budgets, pdb.Spec.Selector.MatchLabels)
+		budgets = append(budgets, sel)
 	}
 	for _, d := range all {
 		if !Selects(d.dep.Spec.Selector.MatchLabels, d.pods) {
@@ -801,6 +795,21 @@ func (c *checker) hops(all []deployed, pdbs []Object) {
 	if !rekey || !dedup {
 		c.errorf("the Deployments run rekey %v, dedup %v: want both hops", rekey, dedup)
 	}
+}
+
+// BudgetSelector is a PodDisruptionBudget's spec.selector.matchLabels.
+func BudgetSelector(o Object) (map[string]string, error) {
+	var pdb struct {
+		Spec struct {
+			Selector struct {
+				MatchLabels map[string]string `yaml:"matchLabels"`
+			} `yaml:"selector"`
+		} `yaml:"spec"`
+	}
+	if err := DecodeInto(o.Raw, &pdb); err != nil {
+		return nil, fmt.Errorf("decode PodDisruptionBudget %s: %w", o.Name, err)
+	}
+	return pdb.Spec.Selector.MatchLabels, nil
 }
 
 // Selects reports whether a non-empty selector matches labels.
