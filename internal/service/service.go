@@ -127,7 +127,8 @@ func newStage(ctx context.Context, cfg *config.Config, cl *cluster, reg *prometh
 			FetchMaxBytes: min(cfg.FetchMaxBytes, 1<<20), FetchMaxWait: cfg.FetchMaxWait,
 			RecoveryTimeout: cfg.RecoveryTimeout, Status: &repartition.Status{},
 			Metrics: repartition.Metrics{Rekeyed: metrics.RepartitionRekeyed, Restarts: metrics.RepartitionRestarts,
-				Lag: metrics.RepartitionInputLag, Unhealthy: metrics.RepartitionUnhealthy, Skipped: metrics.InputSkipped},
+				Lag: metrics.RepartitionInputLag, Unhealthy: metrics.RepartitionUnhealthy, Skipped: metrics.InputSkipped,
+				InputTruncations: metrics.InputTruncations, OutputTruncations: metrics.OutputTruncations},
 			Logger: log,
 		}
 	}
