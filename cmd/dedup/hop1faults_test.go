@@ -136,3 +136,34 @@ func TestInputRecreatedUnderHop1(t *testing.T) {
 	})
 	bin.stopOK(t, "")
 }
+
+// TestBothHopsInputMissing: a process running both hops has one cluster
+// watch, hop 2's, and it covers hop 1's input too. The input deleted under
+// it is named once (role input), sets dedup_topic_missing{topic=<input>}
+// (the repartition topic's series stays 0, role repartition), makes
+// /readyz 503 naming it and leaves /healthz 200; once the input is created
+// again the process is ready and says so.
+func TestBothHopsInputMissing(t *testing.T) {
+	cluster := testkit.Cluster(t, 2)
+	bin, env := stageAgainst(t, cluster, testkit.Env{"REPARTITION_TOPIC": reTopic})
+	metrics := env["METRICS_ADDR"]
+	for _, topic := range []string{"events", reTopic, "events-deduped"} {
+		waitMetric(t, metrics, "dedup_topic_missing", 0, fmt.Sprintf(`topic=%q`, topic))
+	}
+
+	if err := cluster.DeleteTopic("events"); err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, bin, "topic missing", "topic=events ", "role=input")
+	waitMetric(t, metrics, "dedup_topic_missing", 1, `topic="events"`)
+	waitNotReadyNaming(t, metrics, "topic missing: [events]")
+	waitMetric(t, metrics, "dedup_topic_missing", 0, fmt.Sprintf(`topic=%q`, reTopic))
+	checkHealthy(t, metrics)
+
+	recreateTopic(t, cluster, bin, metrics, "events")
+	waitMetric(t, metrics, "dedup_topic_missing", 0, `topic="events"`)
+	if n := len(logLines(bin.stderr.String(), "topic missing")); n != 1 {
+		t.Errorf("%d lines say a topic is missing, want 1: one watch", n)
+	}
+	bin.stopOK(t, "")
+}
