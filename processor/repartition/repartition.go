@@ -26,6 +26,12 @@
 //     by its high-water marks.
 //   - An input offset is committed (to Options.GroupID, a group of its own)
 //     only after everything below it is acknowledged.
+//   - Logs that go back are named at error and counted: a repartition
+//     partition whose acknowledged base offset is at or below one
+//     acknowledged before to the same input partition's worker
+//     (Metrics.OutputTruncations), and an input partition whose log ends
+//     below the offset a session resumes at (Metrics.InputTruncations),
+//     which is then read on from its end.
 //
 // Files: repartition.go (Options, Run, the group), partition.go (one
 // input partition's loop), fetch.go (its fetches), topic.go (creating and
