@@ -127,7 +127,8 @@ func newStage(ctx context.Context, cfg *config.Config, cl *cluster, reg *prometh
 			FetchMaxBytes: min(cfg.FetchMaxBytes, 1<<20), FetchMaxWait: cfg.FetchMaxWait,
 			RecoveryTimeout: cfg.RecoveryTimeout, Status: &repartition.Status{},
 			Metrics: repartition.Metrics{Rekeyed: metrics.RepartitionRekeyed, Restarts: metrics.RepartitionRestarts,
-				Lag: metrics.RepartitionInputLag, Unhealthy: metrics.RepartitionUnhealthy, Skipped: metrics.InputSkipped},
+				Lag: metrics.RepartitionInputLag, Unhealthy: metrics.RepartitionUnhealthy, Skipped: metrics.InputSkipped,
+				InputTruncations: metrics.InputTruncations, OutputTruncations: metrics.OutputTruncations},
 			Logger: log,
 		}
 	}
@@ -153,6 +154,7 @@ func newStage(ctx context.Context, cfg *config.Config, cl *cluster, reg *prometh
 		GroupID:            cfg.GroupID,
 		InputTopic:         input,
 		Repartitioned:      cfg.RepartitionTopic != "",
+		RekeyInput:         rekeyInput(cfg),
 		OutputTopic:        cfg.OutputTopic,
 		DeadLetterTopic:    cfg.DeadLetterTopic,
 		StartOffset:        hop2Start,
@@ -183,6 +185,16 @@ func newStage(ctx context.Context, cfg *config.Config, cl *cluster, reg *prometh
 	}
 	st.proc, st.store = proc, store
 	return st, nil
+}
+
+// rekeyInput is the input topic when this process runs both hops
+// (REPARTITION_HOPS=both): hop 2's cluster watch then speaks for hop 1's
+// input too.
+func rekeyInput(cfg *config.Config) string {
+	if cfg.RepartitionTopic != "" && cfg.RunsRekey() {
+		return cfg.InputTopic
+	}
+	return ""
 }
 
 // rekeyAlone gives hop 1, run without hop 2 (REPARTITION_HOPS=rekey), what

@@ -17,7 +17,8 @@ import (
 
 // The cluster watch: one metadata request for the topics the stage needs
 // (hop 2: input, output and dead-letter; hop 1 alone: input and
-// repartition topic), every clusterPollInterval while all is well, and with
+// repartition topic; both hops in one process: all of them, in hop 2's
+// watch), every clusterPollInterval while all is well, and with
 // a jittered, doubling back-off (clusterFirstBackoff to clusterMaxBackoff) while the
 // brokers cannot be reached or a topic is missing. It is the one place
 // that decides whether an outside reason blocks progress: it logs each
@@ -48,7 +49,8 @@ type Config struct {
 	Transport *kafka.Transport // settings (TLS, SASL) of each check's own transport; nil: defaults
 	// The topics the stage cannot progress without; all but Input may be
 	// empty. Hop 2 watches Input, Output and DeadLetter; hop 1 run alone
-	// (REPARTITION_HOPS=rekey) Input and Repartition.
+	// (REPARTITION_HOPS=rekey) Input and Repartition; both hops in one
+	// process (REPARTITION_HOPS=both) all four, hop 2's watch.
 	Input, Output, DeadLetter, Repartition string
 	Log                                    *slog.Logger
 	Connected                              prometheus.Gauge     // dedup_broker_connected

@@ -33,11 +33,11 @@
 //
 // Files: output.go (Config, Output: the writers' owner), writer.go (the
 // shared writer and its metadata cache), completion.go (the writer's
-// acknowledgements, routing), produce.go (produce outcomes classified),
+// acknowledgements, routing), produce.go (produce outcomes classified, and
+// acknowledged base offsets handed to offsets.Truncations),
 // failures.go (Failures), fencedconn.go (connections fenced per write),
 // outputlimit.go (the output limits), deadletter.go (the dead-letter
-// writer), probe.go (single outputs written alone), truncation.go (output
-// partitions found truncated).
+// writer), probe.go (single outputs written alone).
 //
 // Concurrency: Writer, Probe and Failures are safe for concurrent use;
 // Output's writers are replaced by the group runner's loop and each

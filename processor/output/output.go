@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
+	"dedup/offsets"
 	"dedup/processor/cluster"
 	"dedup/processor/partition"
 )
@@ -43,7 +44,7 @@ type Config struct {
 	Failures      *Failures // where the writer's failures are recorded
 
 	settle    partition.Completion
-	truncated *truncations // shared by every writer to the output topic
+	truncated *offsets.Truncations // shared by every writer to the output topic
 }
 
 // Output owns the stage's writers: the one asynchronous writer the
@@ -65,7 +66,7 @@ type Output struct {
 // New opens the output's writer.
 func New(c Config) *Output {
 	c.settle = newCompletion(c.Latency)
-	c.truncated = newTruncations(c.Topic, c.Truncations, c.Log)
+	c.truncated = offsets.NewTruncations(c.Topic, "output", c.Truncations, c.Log)
 	o := &Output{c: c}
 	o.setWriter()
 	return o
@@ -125,7 +126,7 @@ func (o *Output) Close() error {
 	if o.dlq != nil {
 		o.dlq.close()
 	}
-	o.c.truncated.forget()
+	o.c.truncated.Forget()
 	return err
 }
 

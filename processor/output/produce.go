@@ -9,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 	produceAPI "github.com/segmentio/kafka-go/protocol/produce"
+
+	"dedup/offsets"
 )
 
 // Kinds of failed produce requests, the values of
@@ -86,7 +88,7 @@ type outcomes struct {
 	counts map[string]prometheus.Counter // by kind
 	// truncated checks the base offsets of acknowledged requests (nil:
 	// not checked).
-	truncated *truncations
+	truncated *offsets.Truncations
 	// blind passes produce outcomes to kafka.Writer unclassified: its own
 	// retries, which can append a batch twice. Only the produce-path
 	// benchmark sets it, as the reference.
@@ -110,7 +112,7 @@ func (o *outcomes) RoundTrip(ctx context.Context, addr net.Addr, req kafka.Reque
 	kind, cause := classifyProduce(res, err)
 	if kind == "" {
 		if r, ok := res.(*produceAPI.Response); ok && o.truncated != nil {
-			o.truncated.acked(r)
+			acked(o.truncated, r)
 		}
 		return res, nil
 	}
@@ -217,4 +219,17 @@ func RecordRefused(err error) bool {
 		}
 	}
 	return false
+}
+
+// acked checks the base offsets of a successful produce response's
+// partitions of the tracker's topic (dedup_output_truncations_total).
+func acked(t *offsets.Truncations, r *produceAPI.Response) {
+	for _, rt := range r.Topics {
+		if rt.Topic != t.Topic() {
+			continue
+		}
+		for _, p := range rt.Partitions {
+			t.Acked(p.Partition, p.BaseOffset)
+		}
+	}
 }

@@ -26,6 +26,12 @@
 //     by its high-water marks.
 //   - An input offset is committed (to Options.GroupID, a group of its own)
 //     only after everything below it is acknowledged.
+//   - Logs that go back are named at error and counted: a repartition
+//     partition whose acknowledged base offset is at or below one
+//     acknowledged before to the same input partition's worker
+//     (Metrics.OutputTruncations), and an input partition whose log ends
+//     below the offset a session resumes at (Metrics.InputTruncations),
+//     which is then read on from its end.
 //
 // Files: repartition.go (Options, Run, the group), partition.go (one
 // input partition's loop), fetch.go (its fetches), topic.go (creating and
@@ -46,6 +52,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"dedup/key"
+	"dedup/offsets"
 	"dedup/processor/cluster"
 )
 
@@ -108,6 +115,15 @@ type Metrics struct {
 	// Skipped counts input offsets deleted before hop 1 read them
 	// (dedup_input_skipped_offsets_total, as hop 2 counts its own).
 	Skipped *prometheus.CounterVec
+	// InputTruncations counts input partitions found ending below the
+	// offset hop 1 was to read next (dedup_input_truncations_total, as
+	// hop 2 counts its own).
+	InputTruncations *prometheus.CounterVec
+	// OutputTruncations counts repartition partitions found truncated
+	// under hop 1's acknowledged produces, labelled by the repartition
+	// topic and its partition (dedup_output_truncations_total, as hop 2
+	// counts its output's).
+	OutputTruncations *prometheus.CounterVec
 	// Unhealthy is 1 while Status.Healthy fails (batches failing past
 	// RecoveryTimeout, or Run failed), else 0.
 	Unhealthy prometheus.Gauge
@@ -194,6 +210,13 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return fmt.Errorf("create repartition consumer group: %w", err)
 	}
+	// One tracker of repartition truncations per input partition, kept
+	// across generations: a partition's produces, in one generation and
+	// from one to the next (kafka-go ends a generation only once its
+	// workers returned), go one after the other per repartition partition.
+	// Other input partitions' workers write to the same repartition
+	// partitions at the same time; they only move its log forward.
+	truncations := map[int]*offsets.Truncations{}
 	eg, egCtx := errgroup.WithContext(ctx)
 	eg.Go(func() error {
 		<-egCtx.Done()
@@ -236,7 +259,7 @@ func Run(ctx context.Context, o Options) (err error) {
 				continue
 			}
 			inc(o.Metrics.Generations)
-			runGeneration(&o, log, gen)
+			runGeneration(&o, log, gen, truncations)
 		}
 	})
 	return eg.Wait()
@@ -244,7 +267,7 @@ func Run(ctx context.Context, o Options) (err error) {
 
 // runGeneration runs every assigned input partition until the generation
 // ends.
-func runGeneration(o *Options, log *slog.Logger, gen *kafka.Generation) {
+func runGeneration(o *Options, log *slog.Logger, gen *kafka.Generation, truncations map[int]*offsets.Truncations) {
 	held := len(gen.Assignments[o.InputTopic])
 	o.Status.joined(gen.ID, held)
 	if o.Metrics.Assigned != nil {
@@ -258,7 +281,15 @@ func runGeneration(o *Options, log *slog.Logger, gen *kafka.Generation) {
 		}
 	})
 	for _, a := range gen.Assignments[o.InputTopic] {
-		p := &worker{o: o, gen: gen, part: a.ID, start: a.Offset,
+		t, ok := truncations[a.ID]
+		if !ok {
+			// Its log line names the repartition partition as topic and
+			// partition, and the writer as input_partition.
+			t = offsets.NewTruncations(o.Topic, "repartition", o.Metrics.OutputTruncations,
+				log.With("input_topic", o.InputTopic, "input_partition", a.ID))
+			truncations[a.ID] = t
+		}
+		p := &worker{o: o, gen: gen, part: a.ID, start: a.Offset, truncated: t,
 			log: log.With("topic", o.InputTopic, "partition", a.ID, "generation", gen.ID)}
 		gen.Start(p.run)
 	}
