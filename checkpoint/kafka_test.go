@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"dedup/internal/kfaketest"
+	"dedup/internal/testkit"
 )
 
 func newCluster(t *testing.T, opts ...kfake.Opt) []string {
@@ -61,7 +62,7 @@ func newKafkaStore(t *testing.T, brokers []string, opts KafkaOptions) *KafkaStor
 func TestKafkaCreatesCompactedTopic(t *testing.T) {
 	brokers := newCluster(t)
 	newKafkaStore(t, brokers, KafkaOptions{Topic: "state", Partitions: 3})
-	c := &kafka.Client{Addr: kafka.TCP(brokers...)}
+	c := testkit.KafkaClient(t, brokers...)
 	res, err := c.DescribeConfigs(testContext(t), &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
 		ResourceType: kafka.ResourceTypeTopic, ResourceName: "state", ConfigNames: []string{"cleanup.policy"},
 	}}})
@@ -500,7 +501,7 @@ func TestKafkaPartitionsAdded(t *testing.T) {
 // growCheckpointTopic adds partitions to the checkpoint topic, up to n.
 func growCheckpointTopic(t *testing.T, brokers []string, n int) {
 	t.Helper()
-	res, err := (&kafka.Client{Addr: kafka.TCP(brokers...)}).CreatePartitions(testContext(t), &kafka.CreatePartitionsRequest{
+	res, err := testkit.KafkaClient(t, brokers...).CreatePartitions(testContext(t), &kafka.CreatePartitionsRequest{
 		Topics: []kafka.TopicPartitionsConfig{{Name: "g-dedup-state", Count: int32(n)}},
 	})
 	if err == nil {

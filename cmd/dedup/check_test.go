@@ -127,6 +127,7 @@ func TestCheckGoodSetup(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr := &kafka.Transport{SASL: conn.Transport.SASL}
+	t.Cleanup(tr.CloseIdleConnections) // the stores do not close a transport they are given
 	saved := saveSnapshot(t, []string{addr}, "dedup-dedup-state", "dedup", tr)
 
 	stdout, stderr, code := runCheckBinary(t, env)

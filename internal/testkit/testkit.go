@@ -183,9 +183,17 @@ func SumEndOffsets(addr, topic string, partitions int) (int64, error) {
 // for metadata every few seconds with an empty client.id: once a later
 // test's broker is given the same port, those requests reach it.
 func KafkaClient(t testing.TB, addrs ...string) *kafka.Client {
+	return &kafka.Client{Addr: kafka.TCP(addrs...), Transport: KafkaTransport(t), Timeout: 10 * time.Second}
+}
+
+// KafkaTransport is a kafka-go transport of the test's own, closed when
+// the test ends, for the test's kafka.Writers and the options of code
+// under test that takes one: see KafkaClient. A kafka.Writer closes only
+// a transport it built itself, never its Transport.
+func KafkaTransport(t testing.TB) *kafka.Transport {
 	tr := &kafka.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
-	return &kafka.Client{Addr: kafka.TCP(addrs...), Transport: tr, Timeout: 10 * time.Second}
+	return tr
 }
 
 var httpClient = &http.Client{Timeout: 5 * time.Second}

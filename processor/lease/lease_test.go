@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"dedup/internal/testkit"
 	"errors"
 	"log/slog"
 	"testing"
@@ -37,7 +38,7 @@ func TestLeaseRefusedHeartbeat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := &kafka.Client{Addr: kafka.TCP(brokers...)}
+	client := testkit.KafkaClient(t, brokers...)
 	for _, tc := range []struct {
 		name    string
 		member  string
