@@ -2,7 +2,10 @@ package testkit
 
 import (
 	"context"
+	"errors"
 	"net"
+	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -99,5 +102,33 @@ func TestKafkaHelpersLeaveNoConnections(t *testing.T) {
 				return open == 0, nil
 			})
 		})
+	}
+}
+
+func TestMain(m *testing.M) { os.Exit(Run(m)) }
+
+// TestDefaultTransportRefused: tests run by Run have kafka.DefaultTransport
+// replaced by the guard, which refuses a request before it dials (the
+// broker accepts no connection) and reports where it came from.
+func TestDefaultTransportRefused(t *testing.T) {
+	if _, ok := kafka.DefaultTransport.(*DefaultTransportGuard); !ok {
+		t.Fatalf("kafka.DefaultTransport is %T, want the guard", kafka.DefaultTransport)
+	}
+	counter := &connCounter{}
+	addr := Cluster(t, 2, kfake.ListenFn(counter.listen)).ListenAddrs()[0]
+	// A guard of its own: a request to the installed one fails the package.
+	g := &DefaultTransportGuard{}
+	client := &kafka.Client{Addr: kafka.TCP(addr), Transport: g, Timeout: 5 * time.Second}
+	if _, err := client.Metadata(context.Background(), &kafka.MetadataRequest{}); !errors.Is(err, ErrDefaultTransport) {
+		t.Fatalf("metadata through the guard: %v, want ErrDefaultTransport", err)
+	}
+	if n := g.Uses(); n != 1 {
+		t.Errorf("%d uses counted, want 1", n)
+	}
+	if r := g.Report(); !strings.Contains(r, "TestDefaultTransportRefused") || !strings.Contains(r, addr) {
+		t.Errorf("report names neither the test nor the address:\n%s", r)
+	}
+	if accepted, _ := counter.counts(); accepted != 0 {
+		t.Errorf("the broker accepted %d connections, want none", accepted)
 	}
 }
