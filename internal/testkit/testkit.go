@@ -95,14 +95,20 @@ func ClusterOpts(partitions int, extra ...kfake.Opt) []kfake.Opt {
 }
 
 // Cluster starts a kfake cluster with ClusterOpts for the test; Cleanup
-// closes it.
+// closes it, after failing the test when a connection to it is still open
+// 5 s after the test's other cleanups (connCounter.checkClosed). A
+// kfake.ListenFn in extra replaces the counting listener, and with it the
+// check.
 func Cluster(t testing.TB, partitions int, extra ...kfake.Opt) *kfake.Cluster {
 	t.Helper()
-	c, err := kfake.NewCluster(ClusterOpts(partitions, extra...)...)
+	conns := &connCounter{}
+	c, err := kfake.NewCluster(ClusterOpts(partitions, append([]kfake.Opt{kfake.ListenFn(conns.listen)}, extra...)...)...)
 	if err != nil {
 		t.Fatalf("start kfake: %v", err)
 	}
 	t.Cleanup(c.Close)
+	addr := c.ListenAddrs()[0]
+	t.Cleanup(func() { conns.checkClosed(t, addr) })
 	return c
 }
 
