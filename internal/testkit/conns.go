@@ -157,7 +157,7 @@ func (l *requestLog) String() string {
 // franz-go client or a killed process closes its connections at once.
 const connsCloseWithin = 5 * time.Second
 
-// checkClosed fails t unless every connection the broker at addr accepted
+// checkClosed fails t unless every connection the cluster at addr accepted
 // is closed within connsCloseWithin. It runs in the cleanup of the
 // cluster's test, after the cleanups registered later (the test's clients
 // and processes) and before the cluster closes; a failed test is not
@@ -173,7 +173,7 @@ func (c *connCounter) checkClosed(t testing.TB, addr string) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Errorf("%d of the %d connections to the broker at %s still open %s after the test ended (%s): a client left behind (a kafka-go transport not closed, a franz-go client not closed, a process not stopped) keeps dialing that port, which a later test's broker may be given",
+			t.Errorf("%d of the %d connections to the cluster at %s still open %s after the test ended (%s): a client left behind (a kafka-go transport not closed, a franz-go client not closed, a process not stopped) keeps dialing that port, which a later test's broker may be given",
 				open, accepted, addr, connsCloseWithin, c.describeOpen())
 			return
 		}

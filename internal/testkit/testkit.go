@@ -94,15 +94,22 @@ func ClusterOpts(partitions int, extra ...kfake.Opt) []kfake.Opt {
 	}, extra...)
 }
 
-// Cluster starts a kfake cluster with ClusterOpts for the test; Cleanup
-// closes it, after failing the test when a connection to it is still open
-// 5 s after the test's other cleanups (connCounter.checkClosed). A
-// kfake.ListenFn in extra replaces the counting listener, and with it the
-// check.
+// Cluster starts a kfake cluster with ClusterOpts for the test, as
+// NewCluster does.
 func Cluster(t testing.TB, partitions int, extra ...kfake.Opt) *kfake.Cluster {
 	t.Helper()
+	return NewCluster(t, ClusterOpts(partitions, extra...)...)
+}
+
+// NewCluster starts a kfake cluster with opts for the test; Cleanup closes
+// it, after failing the test when a connection to any of its brokers is
+// still open 5 s after the test's other cleanups (connCounter.checkClosed).
+// A kfake.ListenFn in opts replaces the counting listener, and with it the
+// check.
+func NewCluster(t testing.TB, opts ...kfake.Opt) *kfake.Cluster {
+	t.Helper()
 	conns := &connCounter{}
-	c, err := kfake.NewCluster(ClusterOpts(partitions, append([]kfake.Opt{kfake.ListenFn(conns.listen)}, extra...)...)...)
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.ListenFn(conns.listen)}, opts...)...)
 	if err != nil {
 		t.Fatalf("start kfake: %v", err)
 	}
