@@ -24,11 +24,7 @@ import (
 
 func newCluster(t *testing.T, opts ...kfake.Opt) []string {
 	t.Helper()
-	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
-	if err != nil {
-		t.Fatalf("start kfake: %v", err)
-	}
-	t.Cleanup(c.Close)
+	c := testkit.NewCluster(t, append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
 	return c.ListenAddrs()
 }
 
@@ -534,11 +530,7 @@ func (s *KafkaStore) held(t *testing.T, cp int, id snapID) (manifests, chunks in
 // however many copies were left behind, and the failed tombstones are
 // written by the next Save.
 func TestKafkaMovedTwice(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := testkit.NewCluster(t, kfake.NumBrokers(1))
 	brokers := c.ListenAddrs()
 	id := snapID{"in", 6}
 

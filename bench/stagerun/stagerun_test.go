@@ -27,11 +27,7 @@ const (
 // partitions' end offsets.
 func broker(t *testing.T, n int) (brokers []string, ends []int64) {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, in, out))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := testkit.NewCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(parts, in, out))
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)

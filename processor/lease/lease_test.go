@@ -18,11 +18,7 @@ import (
 // confirmation would let a member that woke after its eviction produce
 // behind the new owner.
 func TestLeaseRefusedHeartbeat(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "events"))
-	if err != nil {
-		t.Fatalf("start kfake: %v", err)
-	}
-	t.Cleanup(c.Close)
+	c := testkit.NewCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "events"))
 	brokers := c.ListenAddrs()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -28,11 +28,7 @@ type testEnv struct {
 
 func newTestEnv(t testing.TB, inParts, outParts int32) *testEnv {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(inParts, inTopic), kfake.SeedTopics(outParts, outTopic))
-	if err != nil {
-		t.Fatalf("start kfake: %v", err)
-	}
-	t.Cleanup(c.Close)
+	c := testkit.NewCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(inParts, inTopic), kfake.SeedTopics(outParts, outTopic))
 	return &testEnv{t: t, cluster: c, brokers: c.ListenAddrs()}
 }
 
