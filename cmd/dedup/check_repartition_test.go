@@ -16,11 +16,7 @@ import (
 // it with REPARTITION_TOPIC events-by-id.
 func repartitionCheckEnv(t *testing.T, topics ...string) (*kfake.Cluster, testkit.Env) {
 	t.Helper()
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, topics...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cluster.Close)
+	cluster := testkit.NewCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(2, topics...))
 	return cluster, clusterEnv(t, cluster, testkit.Env{"REPARTITION_TOPIC": "events-by-id"})
 }
 
