@@ -62,6 +62,8 @@ type KafkaStore struct {
 	nparts int
 	wait   time.Duration // KafkaOptions.Patience
 	log    *slog.Logger
+	// baseMaxAge bounds a chain base's age (0: none): see BaseMaxAge.
+	baseMaxAge time.Duration
 
 	mu      sync.Mutex
 	indexes map[int]*partIndex // by checkpoint partition
@@ -115,7 +117,7 @@ func NewKafkaStore(ctx context.Context, opts KafkaOptions) (*KafkaStore, error) 
 		return nil, fmt.Errorf("create kafka store: %w", err)
 	}
 	s.nparts = len(parts)
-	if err := s.fitChunks(ctx); err != nil {
+	if err := s.readTopicConfig(ctx); err != nil {
 		s.closeTransport()
 		return nil, fmt.Errorf("create kafka store: %w", err)
 	}

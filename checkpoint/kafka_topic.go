@@ -50,9 +50,10 @@ func (s *KafkaStore) ensureTopic(ctx context.Context, partitions int) ([]int, er
 	}
 }
 
-// fitChunks reads the topic's configuration: warns when it is not compacted
-// and lowers the chunk size below max.message.bytes.
-func (s *KafkaStore) fitChunks(ctx context.Context) error {
+// readTopicConfig reads the topic's configuration: lowers the chunk size
+// below max.message.bytes, and bounds the age of a chain's base when the
+// topic is not compacted.
+func (s *KafkaStore) readTopicConfig(ctx context.Context) error {
 	res, err := s.client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
 		ResourceType: kafka.ResourceTypeTopic,
 		ResourceName: s.topic,
@@ -62,6 +63,7 @@ func (s *KafkaStore) fitChunks(ctx context.Context) error {
 		s.log.Warn("cannot read checkpoint topic configuration", "topic", s.topic, "err", err)
 		return nil
 	}
+	policy, retentionMs, retentionBytes := "", int64(-1), int64(-1)
 	for _, r := range res.Resources {
 		if r.Error != nil {
 			s.log.Warn("cannot read checkpoint topic configuration", "topic", s.topic, "err", r.Error)
@@ -70,10 +72,11 @@ func (s *KafkaStore) fitChunks(ctx context.Context) error {
 		for _, e := range r.ConfigEntries {
 			switch e.ConfigName {
 			case "cleanup.policy":
-				if !strings.Contains(e.ConfigValue, "compact") {
-					s.log.Warn("checkpoint topic is not compacted: old snapshots are kept until retention deletes them",
-						"topic", s.topic, "cleanup.policy", e.ConfigValue)
-				}
+				policy = e.ConfigValue
+			case "retention.ms":
+				retentionMs, _ = strconv.ParseInt(e.ConfigValue, 10, 64)
+			case "retention.bytes":
+				retentionBytes, _ = strconv.ParseInt(e.ConfigValue, 10, 64)
 			case "max.message.bytes", "message.max.bytes":
 				max, err := strconv.Atoi(e.ConfigValue)
 				if err != nil || max <= 0 || s.chunk+recordOverhead <= max {
@@ -88,7 +91,29 @@ func (s *KafkaStore) fitChunks(ctx context.Context) error {
 			}
 		}
 	}
+	if policy == "" || strings.Contains(policy, "compact") {
+		return nil
+	}
+	// Retention deletes what is older than retention.ms whether a chain
+	// still needs it or not: a base rewritten at half that age keeps every
+	// chain in use younger than it. retention.bytes cannot be bounded so.
+	if retentionMs > 0 {
+		s.baseMaxAge = time.Duration(retentionMs) * time.Millisecond / 2
+	}
+	s.log.Warn("checkpoint topic is not compacted: retention deletes snapshots, and pruned ones stay until it does; "+
+		"set cleanup.policy=compact", "topic", s.topic, "cleanup.policy", policy, "retention.ms", retentionMs,
+		"base_rewritten_within", s.baseMaxAge)
+	if retentionBytes > 0 {
+		s.log.Error("checkpoint topic is not compacted and has retention.bytes: retention can delete snapshots still in use, "+
+			"and a restore then finds them damaged or missing; set cleanup.policy=compact", "topic", s.topic,
+			"retention.bytes", retentionBytes)
+	}
 	return nil
 }
+
+// BaseMaxAge is how old a chain's base may grow before the next checkpoint
+// writes a new one (0: no bound): half the retention.ms of a checkpoint
+// topic that is not compacted, so retention never deletes a chain in use.
+func (s *KafkaStore) BaseMaxAge() time.Duration { return s.baseMaxAge }
 
 // Keys.

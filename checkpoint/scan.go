@@ -47,6 +47,17 @@ type Scan struct {
 	// whose source headers name (SourceTopic, SourcePartition).
 	Forwarded map[int64]struct{}
 	Records   int64 // output records read
+	// Truncated lists the output partitions whose end is below the end
+	// From recorded: records written before the snapshot are gone
+	// (unclean leader election, or the topic deleted and created again).
+	Truncated []Truncation
+}
+
+// Truncation is an output partition found shorter than a snapshot
+// recorded it.
+type Truncation struct {
+	Partition     int
+	Recorded, End int64
 }
 
 // ScanOutput reads each output partition of Partitions from From[p] to
@@ -83,6 +94,9 @@ func ScanOutput(ctx context.Context, o ScanOptions) (Scan, error) {
 	for _, p := range parts {
 		r := ends[p]
 		from, ok := o.From[p]
+		if ok && from > r.End {
+			s.Truncated = append(s.Truncated, Truncation{Partition: p, Recorded: from, End: r.End})
+		}
 		if !ok || from < r.First {
 			from = r.First
 		}

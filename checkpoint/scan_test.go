@@ -159,6 +159,28 @@ func TestScanOutput(t *testing.T) {
 	if n := int64(len(before)/2 + len(after)); got.Records != n {
 		t.Errorf("scan read %d records, want %d", got.Records, n)
 	}
+	if len(got.Truncated) != 0 {
+		t.Errorf("truncated %v, want none: every end is at or above the recorded one", got.Truncated)
+	}
+
+	// A partition whose end is below the recorded one lost records: named,
+	// with both offsets; the scan of the others goes on.
+	now, err := offsets.List(testContext(t), c, "out", []int{0, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err = ScanOutput(testContext(t), ScanOptions{
+		Brokers: brokers, OutputTopic: "out", From: map[int]int64{0: now[0].End + 7, 1: now[1].End},
+		SourceTopic: "in", SourcePartition: 1, MinOffset: 0,
+		HeaderTopic: hTopic, HeaderPartition: hPartition, HeaderOffset: hOffset,
+	})
+	if err != nil {
+		t.Fatalf("scan: %v", err)
+	}
+	wantTrunc := []Truncation{{Partition: 0, Recorded: now[0].End + 7, End: now[0].End}}
+	if !slices.Equal(got.Truncated, wantTrunc) || got.Records != 0 {
+		t.Errorf("truncated %v after %d records, want %v after 0", got.Truncated, got.Records, wantTrunc)
+	}
 }
 
 // TestScanSourceHeader: a record's source is read from the three headers,

@@ -542,18 +542,6 @@ func decodeInto(t *testing.T, v any, out any) {
 	}
 }
 
-func subset(sel, labels map[string]string) bool {
-	if len(sel) == 0 {
-		return false
-	}
-	for k, v := range sel {
-		if labels[k] != v {
-			return false
-		}
-	}
-	return true
-}
-
 // parseQuantity reads the Kubernetes memory quantities the manifests use.
 func parseQuantity(t *testing.T, q string) int64 {
 	t.Helper()
@@ -602,7 +590,7 @@ func TestKubernetesFitsBinary(t *testing.T) {
 	var dep k8scheck.Deployment
 	decodeInto(t, byKind["Deployment"][0].Raw, &dep)
 	podLabels := dep.Spec.Template.Metadata.Labels
-	if !subset(dep.Spec.Selector.MatchLabels, podLabels) {
+	if !k8scheck.Selects(dep.Spec.Selector.MatchLabels, podLabels) {
 		t.Errorf("Deployment selector %v does not match its pod labels %v", dep.Spec.Selector.MatchLabels, podLabels)
 	}
 	if len(dep.Spec.Template.Spec.Containers) != 1 {
@@ -817,7 +805,7 @@ func TestKubernetesFitsBinary(t *testing.T) {
 			} `yaml:"spec"`
 		}
 		decodeInto(t, o.Raw, &svc)
-		if !subset(svc.Spec.Selector, podLabels) {
+		if !k8scheck.Selects(svc.Spec.Selector, podLabels) {
 			t.Errorf("Service %s selector %v does not match the pods %v", o.Name, svc.Spec.Selector, podLabels)
 		}
 		for _, p := range svc.Spec.Ports {
@@ -827,15 +815,11 @@ func TestKubernetesFitsBinary(t *testing.T) {
 		}
 	}
 	for _, o := range byKind["PodDisruptionBudget"] {
-		var pdb struct {
-			Spec struct {
-				Selector struct {
-					MatchLabels map[string]string `yaml:"matchLabels"`
-				} `yaml:"selector"`
-			} `yaml:"spec"`
+		sel, err := k8scheck.BudgetSelector(o)
+		if err != nil {
+			t.Fatal(err)
 		}
-		decodeInto(t, o.Raw, &pdb)
-		if !subset(pdb.Spec.Selector.MatchLabels, podLabels) {
+		if !k8scheck.Selects(sel, podLabels) {
 			t.Errorf("PodDisruptionBudget %s does not select the pods", o.Name)
 		}
 	}
@@ -853,7 +837,7 @@ func TestKubernetesFitsBinary(t *testing.T) {
 			} `yaml:"spec"`
 		}
 		decodeInto(t, o.Raw, &pm)
-		if !subset(pm.Spec.Selector.MatchLabels, podLabels) {
+		if !k8scheck.Selects(pm.Spec.Selector.MatchLabels, podLabels) {
 			t.Errorf("PodMonitor %s does not select the pods", o.Name)
 		}
 		if podLabels[pm.Spec.JobLabel] != "dedup" {

@@ -135,6 +135,20 @@ func TestPrometheusAgainstBinary(t *testing.T) {
 	exposed := prom.labelValues(t, "__name__")
 	t.Logf("the binary exposes %d series names", len(exposed))
 
+	// The exposition itself passes promtool's lint (names, units, help,
+	// counters ending in _total), every family with series by now.
+	t.Run("promtool check metrics", func(t *testing.T) {
+		_, text, err := testkit.Get("http://" + metricsAddr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lint := exec.CommandContext(ctx, promtool(t), "check", "metrics")
+		lint.Stdin = strings.NewReader(text)
+		if out, err := lint.CombinedOutput(); err != nil || len(out) > 0 {
+			t.Errorf("promtool check metrics: %v\n%s", err, out)
+		}
+	})
+
 	// Every alert expression: parses, evaluates, names only exposed series.
 	for _, g := range rules.Groups {
 		for _, r := range g.Rules {

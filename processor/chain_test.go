@@ -3,6 +3,7 @@ package processor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"strconv"
@@ -369,5 +370,63 @@ func TestStopChainRefused(t *testing.T) {
 	}
 	if s := b.p.Progress().Suppressed; s != 0 {
 		t.Errorf("successor suppressed %d records, want 0: the base is at the stop's position", s)
+	}
+}
+
+// baseCounter counts the pieces a KafkaStore saves, by kind; embedding the
+// store itself keeps its BaseMaxAge visible to the partitions.
+type baseCounter struct {
+	*checkpoint.KafkaStore
+	bases, increments atomic.Int64
+}
+
+func (s *baseCounter) Save(ctx context.Context, m checkpoint.Meta, state io.WriterTo) (checkpoint.Meta, error) {
+	saved, err := s.KafkaStore.Save(ctx, m, state)
+	if err == nil && m.Increment() {
+		s.increments.Add(1)
+	} else if err == nil {
+		s.bases.Add(1)
+	}
+	return saved, err
+}
+
+// TestBaseRewrittenWithinRetention: on a checkpoint topic that is not
+// compacted (cleanup.policy=delete, retention.ms 2 s), retention would
+// delete a chain's base while its increments still need it. The store
+// bounds a base's age to half the retention, and the partition writes a
+// new base once its base is that old, however small the increments stay:
+// a trickle of records that never brings the increments near the chain
+// ratio still gets new bases, one after another.
+func TestBaseRewrittenWithinRetention(t *testing.T) {
+	e := newTestEnv(t, 1, 1)
+	if err := e.cluster.CreateTopic("aged-state", 1, map[string]string{"cleanup.policy": "delete", "retention.ms": "2000"}); err != nil {
+		t.Fatal(err)
+	}
+	st := &baseCounter{KafkaStore: kafkaStoreOn(t, e, "aged", "aged-state")}
+	if got := st.BaseMaxAge(); got != time.Second {
+		t.Fatalf("BaseMaxAge %v, want half the retention: 1s", got)
+	}
+	o := e.options("aged")
+	o.Store = st
+	o.CheckpointInterval = 100 * time.Millisecond
+	r := start(t, o)
+	r.waitReady(t)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			case <-time.After(20 * time.Millisecond): // a trickle, not a synchronisation
+			}
+			e.prod.Produce(context.Background(), rec(0, fmt.Sprintf("k%d", i), "v", t0), nil)
+		}
+	}()
+	eventually(t, 30*time.Second, "three bases after the anchor, with increments between", func() bool {
+		return st.bases.Load() >= 4 && st.increments.Load() >= 3
+	})
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
 	}
 }

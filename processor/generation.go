@@ -260,8 +260,8 @@ func (po partitionOffsets) OutputEnds(ctx context.Context) (map[int]int64, error
 	return po.p.kadmin.OutputEnds(ctx, po.g.route.AllOutputs())
 }
 
-func (po partitionOffsets) Resolve(ctx context.Context, logical int64) (int64, error) {
-	return po.p.kadmin.LogicalOffset(ctx, po.topic, po.part, logical)
+func (po partitionOffsets) Bounds(ctx context.Context) (first, end int64, err error) {
+	return po.p.kadmin.Bounds(ctx, po.topic, po.part)
 }
 
 // partitionOwner is the partition.Owner of one partition in generation gen:

@@ -165,6 +165,7 @@ func (p *Processor) outputConfig() output.Config {
 		Plain:       p.plainProduce,
 
 		OutputErrors:  p.metrics.OutputErrors,
+		Truncations:   p.metrics.OutputTruncations,
 		ProduceErrors: p.metrics.ProduceErrors.WithLabelValues(p.o.OutputTopic),
 		Latency:       p.metrics.Latency,
 		Log:           p.log,

@@ -34,6 +34,12 @@ type Options struct {
 	// repartition record in the repartition headers
 	// (partition.HeaderRepartition*).
 	Repartitioned bool
+	// RekeyInput, with Repartitioned, is the topic the re-key hop of the
+	// same process reads (REPARTITION_HOPS=both): this Processor's cluster
+	// watch, the process's only one, covers it too, so that its absence
+	// shows in dedup_topic_missing and Readiness. Empty: hop 1 runs
+	// elsewhere, or with a watch of its own.
+	RekeyInput string
 	// DeadLetterTopic receives the records the output refuses for good
 	// (too large), with a dedup-error header naming why; empty: such a
 	// record is logged, counted and skipped.

@@ -224,12 +224,18 @@ func New(o Options) (*Processor, error) {
 	p.failures = output.NewFailures(p.log, o.InputTopic, o.OutputTopic, p.metrics.Stalled)
 	p.series = map[int]struct{}{}
 	p.kept = map[int]keptPair{}
-	p.cluster = cluster.New(cluster.Config{
+	watched := cluster.Config{
 		Brokers: o.Brokers, Transport: o.Transport,
 		Input: o.InputTopic, Output: o.OutputTopic, DeadLetter: o.DeadLetterTopic,
 		Log: p.log, Connected: p.metrics.Connected, Missing: p.metrics.Missing,
 		Refresh: p.refreshClients,
-	})
+	}
+	if o.Repartitioned && o.RekeyInput != "" {
+		// Both hops in one process: the input is hop 1's, and this
+		// Processor reads the repartition topic.
+		watched.Input, watched.Repartition = o.RekeyInput, o.InputTopic
+	}
+	p.cluster = cluster.New(watched)
 	p.metrics.FPTarget.Set(o.Filter.FPRate)
 	p.metrics.ExpectedKeys.Set(float64(o.Filter.ExpectedKeys))
 	p.metrics.WindowSeconds.Set(o.Filter.Window.Seconds())

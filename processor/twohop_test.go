@@ -39,10 +39,12 @@ func startHop1(t *testing.T, e *testEnv, group string, k key.Source, batch hop1S
 	t.Helper()
 	labels := []string{"topic", "partition"}
 	h := &hop1{done: make(chan error, 1), metrics: repartition.Metrics{
-		Rekeyed:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rekeyed"}, labels),
-		Restarts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "restarts"}, labels),
-		Lag:      prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lag"}, labels),
-		Skipped:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "skipped"}, labels),
+		Rekeyed:           prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rekeyed"}, labels),
+		Restarts:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "restarts"}, labels),
+		Lag:               prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lag"}, labels),
+		Skipped:           prometheus.NewCounterVec(prometheus.CounterOpts{Name: "skipped"}, labels),
+		InputTruncations:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "input_truncations"}, labels),
+		OutputTruncations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "output_truncations"}, labels),
 	}}
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel

@@ -70,16 +70,22 @@ func (r Repartition) Storage() float64 {
 	return r.Throughput() * r.Retention.Seconds() * float64(max(r.Replication, 1))
 }
 
-// Write prints the repartition topic's figures.
+// Write prints the repartition topic's figures and hop 1's memory, as
+// counted in an instance that runs hop 1.
 func (r Repartition) Write(w io.Writer) {
+	r.writeTopic(w)
+	fmt.Fprintf(w, "  hop 1 holds %s per input partition (3 fetches of %s, a batch of %s in hand), counted in the memory above\n",
+		BytesIEC(float64(r.Hop1PartitionBytes())), BytesIEC(float64(cmp.Or(r.FetchBytes, Hop1FetchBytes))), BytesIEC(float64(cmp.Or(r.BatchBytes, 1<<20))))
+}
+
+// writeTopic prints the repartition topic's figures.
+func (r Repartition) writeTopic(w io.Writer) {
 	fmt.Fprintf(w, "\nRepartition topic (REPARTITION_TOPIC), %.0f records/s of %d bytes:\n", r.RecordsPerSecond, r.RecordBytes)
 	fmt.Fprintf(w, "  throughput: %s/s produced by hop 1 and %s/s fetched by hop 2 (each record + %d bytes of origin trailer and dedup key)\n",
 		BytesIEC(r.Throughput()), BytesIEC(r.Throughput()), r.OriginBytes())
 	fmt.Fprintf(w, "  storage at retention %v, replication %d: %s (before compression)\n",
 		r.Retention, max(r.Replication, 1), BytesIEC(r.Storage()))
 	fmt.Fprintf(w, "  outputs carry %d bytes more each (repartition headers)\n", r.OutputBytes(r.Topic))
-	fmt.Fprintf(w, "  hop 1 holds %s per input partition (3 fetches of %s, a batch of %s in hand), counted in the memory above\n",
-		BytesIEC(float64(r.Hop1PartitionBytes())), BytesIEC(float64(cmp.Or(r.FetchBytes, Hop1FetchBytes))), BytesIEC(float64(cmp.Or(r.BatchBytes, 1<<20))))
 }
 
 // varintLen is the length of i as a zig-zag varint.

@@ -53,3 +53,34 @@ func TestHop1PartitionBytes(t *testing.T) {
 		t.Errorf("4 partitions: live bytes grew by %d, want %d", d, 4*r.Hop1PartitionBytes())
 	}
 }
+
+// TestHopsRoles: an instance of one REPARTITION_HOPS role holds its own
+// hops' memory only: rekey hop 1's reader and overhead per partition and
+// the runtime, no pairs, fetch buffer or output batches; dedup everything
+// but hop 1's reader; both (or no role) the sum.
+func TestHopsRoles(t *testing.T) {
+	const mib = 1 << 20
+	hop1 := Repartition{RecordBytes: 500}.Hop1PartitionBytes()
+	i := Instance{PairBytes: 20 * mib, Partitions: 4, OutputPartitions: 6, FetchBufferBytes: 64 * mib,
+		ProduceBatchBytes: mib, Hop1PartitionBytes: hop1}
+	both := i.LiveBytes()
+	i.Hops = HopsBoth
+	if got := i.LiveBytes(); got != both {
+		t.Errorf("both: %d, want the default's %d", got, both)
+	}
+	i.Hops = HopsDedup
+	if got, want := i.LiveBytes(), both-4*hop1; got != want {
+		t.Errorf("dedup: %d, want %d (both without hop 1's reader)", got, want)
+	}
+	i.Hops = HopsRekey
+	if got, want := i.LiveBytes(), 4*(hop1+PartitionOverhead)+RuntimeBase; got != want {
+		t.Errorf("rekey: %d, want %d", got, want)
+	}
+	d := Deployment{PairBytes: 20 * mib, Partitions: 6, Replicas: 3, Hop1PartitionBytes: hop1, Hops: HopsRekey}.Resources()
+	if want := (3*(hop1+PartitionOverhead) + RuntimeBase) * 5 / 4; d.Limit != want {
+		t.Errorf("rekey deployment limit %d, want 3 partitions' %d", d.Limit, want)
+	}
+	if err := (Workload{KeysPerWindow: 1, Partitions: 1, Instances: 1, FPRate: 0.01, Window: time.Hour, Hops: HopsDedup}).Validate(); err == nil {
+		t.Error("role dedup without a repartition topic validated")
+	}
+}

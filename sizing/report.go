@@ -42,7 +42,17 @@ type Workload struct {
 	// Repartition, when set, adds the repartition topic's throughput and
 	// storage to the report (REPARTITION_TOPIC).
 	Repartition *Repartition
+	// Hops is the REPARTITION_HOPS role the instances are sized for
+	// (HopsBoth, HopsRekey, HopsDedup; "" both): HopsRekey sizes hop 1
+	// alone, no filters, over Partitions input partitions; HopsDedup the
+	// filters and hop 2 alone, over Partitions of the repartition topic.
+	// Either needs Repartition.
+	Hops string
 }
+
+// rekeyOnly reports whether w sizes REPARTITION_HOPS=rekey instances: no
+// filters at all.
+func (w Workload) rekeyOnly() bool { return w.Hops == HopsRekey }
 
 // KeysPerPartition is n: the distinct keys one partition sees in a window.
 func (w Workload) KeysPerPartition() uint64 {
@@ -58,6 +68,12 @@ func (w Workload) Options(m rotation.Mode) rotation.Options {
 // problem at once, without allocating them.
 func (w Workload) Validate() error {
 	var problems []error
+	if w.Hops != "" && w.Hops != HopsBoth && w.Repartition == nil {
+		problems = append(problems, fmt.Errorf("role %s: the hops exist only with a repartition topic", w.Hops))
+	}
+	if w.rekeyOnly() {
+		return errors.Join(problems...) // no filters to size
+	}
 	if n := w.KeysPerPartition(); n > rotation.MaxExpectedKeys {
 		problems = append(problems, fmt.Errorf("%d keys per partition: want at most %d (DEDUP_EXPECTED_KEYS); add partitions", n, uint64(rotation.MaxExpectedKeys)))
 	}
@@ -80,7 +96,7 @@ func (w Workload) newKeysPerDay() float64 {
 // Deployment is the memory model of w for one pair size.
 func (w Workload) Deployment(pairBytes int64) Deployment {
 	d := Deployment{PairBytes: pairBytes, Partitions: w.Partitions, Replicas: w.Instances,
-		FetchBufferBytes: w.FetchBufferBytes, ProduceBatchBytes: w.ProduceBatchBytes}
+		FetchBufferBytes: w.FetchBufferBytes, ProduceBatchBytes: w.ProduceBatchBytes, Hops: w.Hops}
 	if w.Repartition != nil {
 		d.Hop1PartitionBytes = w.Repartition.Hop1PartitionBytes()
 	}
@@ -320,6 +336,12 @@ type Report struct {
 // NewReport sizes every mode of w.
 func NewReport(w Workload) (Report, error) {
 	r := Report{Workload: w}
+	if w.rekeyOnly() {
+		if w.Repartition == nil {
+			return Report{}, errors.New("size workload: role rekey without a repartition topic")
+		}
+		return r, nil // hop 1 alone holds no filters
+	}
 	for _, mode := range w.Modes {
 		f, err := Size(w, mode)
 		if err != nil {
@@ -337,6 +359,13 @@ func NewReport(w Workload) (Report, error) {
 // mode, then the filters' figures side by side.
 func (r Report) Write(w io.Writer) error {
 	in, rows := r.Workload, r.Filters
+	if in.rekeyOnly() {
+		return r.writeRekey(w)
+	}
+	role, every := "", "every instance"
+	if in.Hops == HopsDedup {
+		role, every = "  REPARTITION_HOPS=dedup\n", "every REPARTITION_HOPS=dedup instance"
+	}
 	n := in.KeysPerPartition()
 	res := in.Deployment(rows[0].PartitionBytes).Resources()
 	fmt.Fprintf(w, "workload: %d distinct keys per %v window over %d partitions: n = %d keys per partition per window\n",
@@ -346,7 +375,7 @@ func (r Report) Write(w io.Writer) error {
 
 	for _, r := range rows {
 		res := in.Deployment(r.PartitionBytes).Resources()
-		fmt.Fprintf(w, "\nDeploy, mode %s (every instance):\n", r.Mode)
+		fmt.Fprintf(w, "\nDeploy, mode %s (%s):\n%s", r.Mode, every, role)
 		fmt.Fprintf(w, "  DEDUP_MODE=%s\n  DEDUP_EXPECTED_KEYS=%d\n  DEDUP_FP_RATE=%g\n  DEDUP_WINDOW=%v\n",
 			r.Mode, n, in.FPRate, in.Window)
 		fmt.Fprintf(w, "  GOMEMLIMIT=%s\n", GoMemLimit(res.GoMemLimit))
@@ -422,7 +451,7 @@ func (r Report) Write(w io.Writer) error {
 	fmt.Fprintln(w, "A record is tested against both generations, sized so that with both full (n keys each) the pair's modelled rate is at most ε (each generation at about ε/2; fingerprint widths are even, so that mode lands at or below ε):")
 	fmt.Fprintln(w, "in steady state the previous generation holds a full window while the current one fills, so a record meets about half the end-of-window rate at a window's start and all of it at its end; false drops are rotation's model over the window.")
 	hop1 := ""
-	if in.Repartition != nil {
+	if in.Repartition != nil && in.Hops != HopsDedup {
 		hop1 = fmt.Sprintf(" + hop 1's reader (%s) per input partition", BytesIEC(float64(in.Repartition.Hop1PartitionBytes())))
 	}
 	fmt.Fprintf(w, "Memory: request = filters of %d partitions + 1 spare + their share of FETCH_BUFFER_BYTES (%d to %d MiB each) + %d KiB each%s + a PRODUCE_BATCH_BYTES batch per output partition + %d MiB runtime;\n",
@@ -430,12 +459,39 @@ func (r Report) Write(w io.Writer) error {
 	fmt.Fprintf(w, "limit = the same with one instance down (%d partitions) ×5/4 for the collector; GOMEMLIMIT = 90%% of the limit.\n", res.PartitionsPerInstanceOneDown)
 	fmt.Fprintln(w, "Under load the resident memory settles near GOMEMLIMIT (the collector holds it there); without GOMEMLIMIT it grows to about twice the live heap.")
 	fmt.Fprintln(w, "The bound n·log2(1/ε) is the least memory any structure answering membership at rate ε can use for n keys.")
-	if in.Repartition != nil {
+	switch {
+	case in.Repartition != nil && in.Hops == HopsDedup:
+		in.Repartition.writeTopic(w)
+		fmt.Fprintf(w, "  hop 1 holds %s per input partition in the REPARTITION_HOPS=rekey instances, not counted here: size them with --hops rekey\n\n",
+			BytesIEC(float64(in.Repartition.Hop1PartitionBytes())))
+	case in.Repartition != nil:
 		in.Repartition.Write(w)
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintln(w, "Changing DEDUP_MODE, DEDUP_EXPECTED_KEYS, DEDUP_FP_RATE or DEDUP_WINDOW: each partition keeps its old pair beside the new one until")
 	fmt.Fprintln(w, "the old window has passed twice; until the log says the old filters were released, memory must also cover the old settings' filters.")
+	return nil
+}
+
+// writeRekey is the report for REPARTITION_HOPS=rekey instances: hop 1
+// alone, its reader per input partition and the runtime, no filters.
+func (r Report) writeRekey(w io.Writer) error {
+	in := r.Workload
+	res := in.Deployment(0).Resources()
+	hop1 := in.Repartition.Hop1PartitionBytes()
+	fmt.Fprintf(w, "workload: %.0f input records/s over %d input partitions, hop 1 alone (REPARTITION_HOPS=rekey: no filters, checkpoints or output writer)\n",
+		in.Repartition.RecordsPerSecond, in.Partitions)
+	fmt.Fprintf(w, "%d instance(s): %d input partition(s) each, %d while one is down\n",
+		in.Instances, res.PartitionsPerInstance, res.PartitionsPerInstanceOneDown)
+	fmt.Fprintf(w, "\nDeploy, hop 1 (every REPARTITION_HOPS=rekey instance):\n  REPARTITION_HOPS=rekey\n")
+	fmt.Fprintf(w, "  GOMEMLIMIT=%s\n", GoMemLimit(res.GoMemLimit))
+	fmt.Fprintf(w, "  resources: requests memory %s, limits memory %s (replicas: %d)\n",
+		Quantity(res.Request), Quantity(res.Limit), in.Instances)
+	fmt.Fprintln(w, "  DEDUP_EXPECTED_KEYS, DEDUP_FP_RATE, DEDUP_MODE, FETCH_BUFFER_BYTES and the checkpoint settings are not used by this role")
+	fmt.Fprintf(w, "\nMemory: request = hop 1's reader (%s) + %d KiB per input partition, %d partitions, + %d MiB runtime;\n",
+		BytesIEC(float64(hop1)), PartitionOverhead>>10, res.PartitionsPerInstance, RuntimeBase>>20)
+	fmt.Fprintf(w, "limit = the same with one instance down (%d partitions) ×5/4 for the collector; GOMEMLIMIT = 90%% of the limit.\n", res.PartitionsPerInstanceOneDown)
+	in.Repartition.Write(w)
 	return nil
 }
 

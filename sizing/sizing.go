@@ -94,6 +94,15 @@ func PartitionBuffers(budget int64, partitions, fetchMin, fetchMax, maxInFlight 
 
 func floorPow2(n int64) int { return 1 << (bits.Len64(uint64(max(n, 1))) - 1) }
 
+// The roles of REPARTITION_HOPS an instance is sized for: which hops it
+// runs. The zero value is HopsBoth (and the only role without
+// REPARTITION_TOPIC).
+const (
+	HopsBoth  = "both"
+	HopsRekey = "rekey" // hop 1 alone: no filters, checkpoints or output writer
+	HopsDedup = "dedup" // hop 2 alone: filters and output, no hop 1 reader
+)
+
 // Instance is one running dedup process.
 type Instance struct {
 	PairBytes         int64 // one partition's filter pair, both generations (rotation.Pair.SizeBytes)
@@ -106,14 +115,28 @@ type Instance struct {
 	// instance is taken to hold as many input partitions as it holds
 	// partitions of hop 2.
 	Hop1PartitionBytes int64
+	// Hops is the role (HopsBoth, HopsRekey, HopsDedup; "" both). With
+	// HopsRekey, Partitions are input partitions and the instance holds
+	// hop 1's reader and overhead for each and RuntimeBase, nothing else;
+	// with HopsDedup, Partitions are the repartition topic's and
+	// Hop1PartitionBytes is not counted.
+	Hops string
 }
 
 // LiveBytes is the instance's live memory: a pair per assigned partition,
 // plus the spare pair that checkpoints copy into (the binary always has a
 // checkpoint store), the fetch buffer and a fixed overhead per partition,
 // one open batch per output partition, hop 1's readers with
-// REPARTITION_TOPIC, and RuntimeBase.
+// REPARTITION_TOPIC, and RuntimeBase. Hops narrows it to the role's own.
 func (i Instance) LiveBytes() int64 {
+	switch i.Hops {
+	case HopsRekey:
+		// Hop 1's fetches are bounded apart from FETCH_BUFFER_BYTES and
+		// its batch in hand is in Hop1PartitionBytes.
+		return int64(i.Partitions)*(PartitionOverhead+i.Hop1PartitionBytes) + RuntimeBase
+	case HopsDedup:
+		i.Hop1PartitionBytes = 0
+	}
 	return int64(i.Partitions+1)*i.PairBytes +
 		FetchBuffer(i.FetchBufferBytes, i.Partitions) +
 		int64(i.Partitions)*(PartitionOverhead+i.Hop1PartitionBytes) +
@@ -130,6 +153,9 @@ type Deployment struct {
 	ProduceBatchBytes int64
 	// Hop1PartitionBytes: see Instance (0 without REPARTITION_TOPIC).
 	Hop1PartitionBytes int64
+	// Hops: see Instance. Partitions are those of the role's topic: the
+	// input's for HopsRekey, the repartition topic's for HopsDedup.
+	Hops string
 }
 
 // Resources is what each instance's container asks for.
@@ -161,7 +187,7 @@ func (d Deployment) Resources() Resources {
 	inst := func(parts int) Instance {
 		return Instance{PairBytes: d.PairBytes, Partitions: parts, OutputPartitions: d.Partitions,
 			FetchBufferBytes: d.FetchBufferBytes, ProduceBatchBytes: d.ProduceBatchBytes,
-			Hop1PartitionBytes: d.Hop1PartitionBytes}
+			Hop1PartitionBytes: d.Hop1PartitionBytes, Hops: d.Hops}
 	}
 	r := Resources{PartitionsPerInstance: per, PartitionsPerInstanceOneDown: oneDown}
 	r.Request = inst(per).LiveBytes()

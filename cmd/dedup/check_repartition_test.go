@@ -5,8 +5,11 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"dedup/internal/testkit"
 )
@@ -49,6 +52,17 @@ func TestCheckRepartitionTopic(t *testing.T) {
 	if want := "repartition cleanup.policy"; !strings.Contains(lastLine(out), want) {
 		t.Errorf("verdict %q, want it to name %q", lastLine(out), want)
 	}
+
+	// The checkpoint topic mirrors what hop 2 reads, the repartition
+	// topic's 3 partitions, not the input's 2.
+	if err := cluster.CreateTopic("dedup-dedup-state", 2, map[string]string{"cleanup.policy": "compact"}); err != nil {
+		t.Fatal(err)
+	}
+	stdout.Reset()
+	run(context.Background(), []string{"check"}, env.Lookup, &stdout, &stderr)
+	if l := checkLine(stdout.String(), "checkpoint topic"); !strings.HasPrefix(l, "warn ") || !strings.Contains(l, "2 partition(s), the repartition topic 3") {
+		t.Errorf("checkpoint topic of the input's count: %q, want a warning naming the repartition topic's 3", l)
+	}
 }
 
 // TestCheckHopRoles: dedup check checks what REPARTITION_HOPS's role uses.
@@ -81,4 +95,80 @@ func TestCheckHopRoles(t *testing.T) {
 		t.Fatalf("dedup: exit %d, want 1:\n%s%s", code, &stdout, &stderr)
 	}
 	wantCheck(t, stdout.String(), "FAIL", "output topic")
+}
+
+// TestCheckRepartitionOffsets: with REPARTITION_TOPIC each group's offsets
+// are checked on the topic it commits to: hop 1's group
+// (dedup-repartition) on the input, as "committed offsets", with roles
+// both and rekey; GROUP_ID on the repartition topic, as "repartition
+// offsets", with roles both and dedup. GROUP_ID's offsets on the input,
+// which no hop commits, are not looked at: a stale commit there below the
+// log start warns of nothing.
+func TestCheckRepartitionOffsets(t *testing.T) {
+	cluster, env := repartitionCheckEnv(t, "events", "events-deduped", "events-by-id")
+	addr := cluster.ListenAddrs()[0]
+	client := []kgo.Opt{kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner())}
+	var recs []*kgo.Record
+	for i := range 10 {
+		recs = append(recs, &kgo.Record{Topic: "events", Partition: 0, Key: []byte{byte(i)}},
+			&kgo.Record{Topic: "events-by-id", Partition: 1, Key: []byte{byte(i)}})
+	}
+	testkit.Produce(t, client, recs...)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	kc := &kafka.Client{Addr: kafka.TCP(addr)}
+	for group, commits := range map[string]map[string][]kafka.OffsetCommit{
+		"dedup-repartition": {"events": {{Partition: 0, Offset: 2}}},
+		"dedup":             {"events-by-id": {{Partition: 1, Offset: 1}}, "events": {{Partition: 0, Offset: 1}}},
+	} {
+		if _, err := kc.OffsetCommit(ctx, &kafka.OffsetCommitRequest{GroupID: group, GenerationID: -1, Topics: commits}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cluster.DeleteRecords("events", 0, 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.DeleteRecords("events-by-id", 1, 4); err != nil {
+		t.Fatal(err)
+	}
+	const (
+		hop1 = "group dedup-repartition: 3 record(s) of events will be skipped, deleted before they were read: partition 0 (committed 2, log start 5)"
+		hop2 = "group dedup: 3 record(s) of events-by-id will be skipped, deleted before they were read: partition 1 (committed 1, log start 4)"
+	)
+	for _, tc := range []struct {
+		hops        string
+		committed   string // the "committed offsets" line's end; "" none
+		repartition string // the "repartition offsets" line's end; "" none
+	}{
+		{"both", hop1, hop2},
+		{"rekey", hop1, ""},
+		{"dedup", "", hop2},
+	} {
+		env["REPARTITION_HOPS"] = tc.hops
+		var stdout, stderr bytes.Buffer
+		if code := run(ctx, []string{"check"}, env.Lookup, &stdout, &stderr); code != exitOK {
+			t.Fatalf("%s: exit %d, want 0 (warnings):\n%s%s", tc.hops, code, &stdout, &stderr)
+		}
+		out := stdout.String()
+		for _, c := range []struct{ name, want string }{{"committed offsets", tc.committed}, {"repartition offsets", tc.repartition}} {
+			l := checkLine(out, c.name)
+			switch {
+			case c.want == "" && l != "":
+				t.Errorf("%s: checked %s: %q", tc.hops, c.name, l)
+			case c.want != "" && (!strings.HasPrefix(l, "warn ") || !strings.HasSuffix(l, c.want)):
+				t.Errorf("%s: %s %q, want a warning ending %q", tc.hops, c.name, l, c.want)
+			}
+		}
+		// The sizing is hop 2's, over the repartition topic's partitions,
+		// hop 1 counted where the role runs it.
+		if sizing := map[string]string{"both": "--partitions 2 --mode fingerprint --repartition --instances N",
+			"dedup": "--partitions 2 --mode fingerprint --repartition --hops dedup --instances N"}[tc.hops]; sizing != "" &&
+			(!strings.Contains(out, "one instance holding all 2 partitions of events-by-id") || !strings.Contains(out, sizing)) {
+			t.Errorf("%s: sizing does not name the repartition topic's partitions and %q:\n%s", tc.hops, sizing, out)
+		}
+		if strings.Contains(out, "of events will be skipped") && !strings.Contains(out, "group dedup-repartition: 3 record(s) of events") ||
+			strings.Contains(out, "group dedup: 4 record(s) of events ") {
+			t.Errorf("%s: GROUP_ID's offsets on the input were checked:\n%s", tc.hops, out)
+		}
+	}
 }

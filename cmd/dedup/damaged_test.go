@@ -1,15 +1,19 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"dedup/internal/testkit"
+	"dedup/offsets"
 )
 
 // TestDamagedNewestSnapshotBinary: the real binary with the file store
@@ -78,17 +82,25 @@ func damagedNewest(t *testing.T, ratio, ext string) {
 	second.stopOK(t, "second run")
 }
 
+// ranOnceOnFiles runs the real binary with the file store over 20 keys and
+// stops it gracefully: every partition has its snapshots and its commit.
+func ranOnceOnFiles(t *testing.T) (*kfake.Cluster, testkit.Env) {
+	t.Helper()
+	cluster := testkit.Cluster(t, 2)
+	env := clusterEnv(t, cluster, testkit.Env{"CHECKPOINT_STORE": "file", "LOG_LEVEL": "info"})
+	recs := keyedWithDuplicates("events", 20, 1)
+	runOnce(t, cluster, env, recs, len(recs))
+	return cluster, env
+}
+
 // TestCheckpointsMissingBinary: between two runs of the real binary the
 // file store loses partition 0's directory while the group keeps its
 // committed offsets. The second run says so at error naming the
 // partition, counts dedup_checkpoint_missing_total for it alone, and
 // starts it empty; partition 1 restores from its snapshot.
 func TestCheckpointsMissingBinary(t *testing.T) {
-	cluster := testkit.Cluster(t, 2)
-	env := clusterEnv(t, cluster, testkit.Env{"CHECKPOINT_STORE": "file", "LOG_LEVEL": "info"})
+	_, env := ranOnceOnFiles(t)
 	metrics := env["METRICS_ADDR"]
-	recs := keyedWithDuplicates("events", 20, 1)
-	runOnce(t, cluster, env, recs, len(recs))
 	if err := os.RemoveAll(partitionDirs(env["DATA_DIR"])[0]); err != nil {
 		t.Fatal(err)
 	}
@@ -102,6 +114,39 @@ func TestCheckpointsMissingBinary(t *testing.T) {
 	waitMetric(t, metrics, "dedup_restores_total", 1, `source="latest"`)
 	if lines := logLines(second.stderr.String(), "no checkpoint of events/1"); len(lines) != 0 {
 		t.Errorf("partition 1 kept its snapshots, yet:\n%s", strings.Join(lines, "\n"))
+	}
+	second.stopOK(t, "second run")
+}
+
+// TestOutputTruncatedWhileStopped: the output topic is deleted and created
+// again between two runs of the real binary, so each output partition ends
+// below the end the checkpoints recorded. The second run's restores name
+// each such partition at error and count it once (input partition p
+// writes to output partition p when the counts are equal).
+func TestOutputTruncatedWhileStopped(t *testing.T) {
+	cluster, env := ranOnceOnFiles(t)
+	metrics := env["METRICS_ADDR"]
+	ends, err := offsets.List(context.Background(), testkit.KafkaClient(t, cluster.ListenAddrs()[0]), "events-deduped", []int{0, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.DeleteTopic("events-deduped"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.CreateTopic("events-deduped", 2, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	second := startBinary(t, env)
+	waitReady(t, second, metrics)
+	for p, r := range ends {
+		end := r.End
+		if end == 0 {
+			t.Fatalf("output partition %d was never written: the test would prove nothing", p)
+		}
+		waitLog(t, second, "level=ERROR", "output partition truncated", fmt.Sprintf("partition=%d ", p),
+			fmt.Sprintf("checkpoint_end_offset=%d ", end), "end_offset=0 ")
+		waitMetric(t, metrics, "dedup_output_truncations_total", 1, `topic="events-deduped"`, fmt.Sprintf(`partition="%d"`, p))
 	}
 	second.stopOK(t, "second run")
 }

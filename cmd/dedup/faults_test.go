@@ -177,7 +177,10 @@ func TestOutputTopicDeletedAtRuntime(t *testing.T) {
 	client := []kgo.Opt{kgo.SeedBrokers(addr)}
 	const keys = 10
 	testkit.Produce(t, client, keyedWithDuplicates("events", keys, 2)...)
-	testkit.ConsumeN(t, client, "events-deduped", keys)
+	before := map[int32]bool{} // output partitions written before the deletion
+	for _, r := range testkit.ConsumeN(t, client, "events-deduped", keys) {
+		before[r.Partition] = true
+	}
 	generations, err := testkit.MetricSum(metrics, "dedup_group_generations_total")
 	if err != nil {
 		t.Fatal(err)
@@ -223,6 +226,31 @@ func TestOutputTopicDeletedAtRuntime(t *testing.T) {
 	}
 	if n := len(logLines(bin.stderr.String(), "topic missing")); n != 1 {
 		t.Errorf("%d lines say the topic is missing, want 1", n)
+	}
+	// The new topic's offsets start again at 0: each output partition
+	// written before and after is found truncated, once, and named.
+	after := map[int32]bool{}
+	for _, r := range out {
+		after[r.Partition] = true
+	}
+	both := 0
+	for p := range int32(2) {
+		want := 0.0
+		if before[p] && after[p] {
+			want = 1
+			both++
+		}
+		match := fmt.Sprintf(`partition="%d"`, p)
+		if got, err := testkit.MetricSum(metrics, "dedup_output_truncations_total", `topic="events-deduped"`, match); err != nil || got != want {
+			t.Errorf("dedup_output_truncations_total{%s} = %v (%v), want %v", match, got, err, want)
+		}
+		lines := logLines(bin.stderr.String(), "level=ERROR", "output partition truncated", fmt.Sprintf("partition=%d ", p))
+		if float64(len(lines)) != want {
+			t.Errorf("%d error lines name output partition %d truncated, want %v", len(lines), p, want)
+		}
+	}
+	if both == 0 {
+		t.Fatal("no output partition written both before and after: the test would prove nothing")
 	}
 }
 
@@ -367,6 +395,31 @@ func TestInputTopicDeletedAtRuntime(t *testing.T) {
 	}
 	if n := len(logLines(bin.stderr.String(), "topic missing")); n != 1 {
 		t.Errorf("%d lines say the topic is missing, want 1", n)
+	}
+	// The new topic's log ends below the offsets the stage had reached:
+	// each partition says so, counts it, and reads the new records (the
+	// reader alone would wait until the new log passed the old offsets).
+	for p := range 2 {
+		match := fmt.Sprintf(`partition="%d"`, p)
+		waitMetric(t, metrics, "dedup_input_truncations_total", 1, `topic="events"`, match)
+		if lines := logLines(bin.stderr.String(), "level=ERROR", "input truncated", fmt.Sprintf("partition=%d ", p), "end_offset=0 "); len(lines) != 1 {
+			t.Errorf("%d error lines name partition %d's input truncated at end offset 0, want 1", len(lines), p)
+		}
+	}
+	var fresh []*kgo.Record
+	for i := range keys {
+		fresh = append(fresh, &kgo.Record{Topic: "events", Key: fmt.Appendf(nil, "new%03d", i), Value: []byte("v")})
+	}
+	testkit.Produce(t, client, fresh...)
+	waitCommitted(t, cluster, int64(len(fresh)))
+	seen := map[string]int{}
+	for _, r := range testkit.ConsumeN(t, client, "events-deduped", 2*keys) {
+		seen[string(r.Key)]++
+	}
+	for _, r := range fresh {
+		if seen[string(r.Key)] != 1 {
+			t.Errorf("new key %s forwarded %d times, want once", r.Key, seen[string(r.Key)])
+		}
 	}
 }
 

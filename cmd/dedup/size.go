@@ -102,6 +102,7 @@ type sizeFlags struct {
 	recordsPerSecond, recordSize *string
 	retention                    *time.Duration
 	replication                  *int
+	hops                         *string // REPARTITION_HOPS: the role sized
 }
 
 // newSizeFlagSet defines `dedup size`'s flags, for parsing and for its usage.
@@ -130,6 +131,8 @@ func newSizeFlagSet() (*flag.FlagSet, sizeFlags) {
 		recordSize:       fs.String("record-bytes", "500", "mean input record size (key, value, headers), for --repartition"),
 		retention:        fs.Duration("repartition-retention", 7*24*time.Hour, "the repartition topic's retention, for --repartition"),
 		replication:      fs.Int("replication", 3, "the repartition topic's replication factor, for --repartition"),
+		hops: fs.String("hops", config.HopsBoth, "with --repartition, the role sized (REPARTITION_HOPS): both; rekey (hop 1 alone: no filters, --partitions the input's); "+
+			"dedup (filters and hop 2 alone, --partitions the repartition topic's)"),
 	}
 }
 
@@ -210,6 +213,16 @@ func parseSize(args []string, stderr io.Writer) (sizing.Workload, int) {
 			problems = append(problems, fmt.Errorf("--repartition-retention and --replication must be positive, got %v and %d", *f.retention, *f.replication))
 		}
 		in.Repartition = rp
+	}
+	switch *f.hops {
+	case config.HopsBoth:
+	case config.HopsRekey, config.HopsDedup:
+		if !*f.repartition {
+			problems = append(problems, fmt.Errorf("--hops %s needs --repartition: the hops exist only with a repartition topic", *f.hops))
+		}
+		in.Hops = *f.hops
+	default:
+		problems = append(problems, fmt.Errorf("--hops: must be both, rekey or dedup, got %q", *f.hops))
 	}
 	if len(problems) == 0 {
 		problems = append(problems, in.Validate())

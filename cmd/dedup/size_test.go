@@ -99,6 +99,26 @@ func TestSizeCountsAsConfig(t *testing.T) {
 	}
 }
 
+// sizeReport parses the dedup size flags args and extra and returns the
+// workload, its report and the report as printed.
+func sizeReport(t *testing.T, args []string, extra ...string) (sizing.Workload, sizing.Report, string) {
+	t.Helper()
+	var stderr bytes.Buffer
+	in, code := parseSize(append(append([]string(nil), args...), extra...), &stderr)
+	if code != -1 {
+		t.Fatalf("parse %q: code %d: %s", extra, code, stderr.String())
+	}
+	rep, err := sizing.NewReport(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := rep.Write(&out); err != nil {
+		t.Fatal(err)
+	}
+	return in, rep, out.String()
+}
+
 // TestSizeRepartitionCountsHop1: with --repartition the memory request,
 // limit and GOMEMLIMIT grow by hop 1's reader per input partition held
 // (a 1 MiB fetch and 2 × PRODUCE_BATCH_SIZE records of --record-bytes),
@@ -108,20 +128,8 @@ func TestSizeRepartitionCountsHop1(t *testing.T) {
 		"--fp-rate", "0.01", "--measure=false", "--mode", "plain"}
 	report := func(extra ...string) (sizing.Workload, string) {
 		t.Helper()
-		var stderr bytes.Buffer
-		in, code := parseSize(append(append([]string(nil), args...), extra...), &stderr)
-		if code != -1 {
-			t.Fatalf("parse %q: code %d: %s", extra, code, stderr.String())
-		}
-		rep, err := sizing.NewReport(in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out bytes.Buffer
-		if err := rep.Write(&out); err != nil {
-			t.Fatal(err)
-		}
-		return in, out.String()
+		in, _, out := sizeReport(t, args, extra...)
+		return in, out
 	}
 	one, oneOut := report("--produce-batch-bytes", "200000")
 	two, twoOut := report("--repartition", "--record-bytes", "400", "--produce-batch-bytes", "200000")
@@ -154,5 +162,81 @@ func TestSizeRepartitionCountsHop1(t *testing.T) {
 	}
 	if !strings.Contains(oneOut, "GOMEMLIMIT="+sizing.GoMemLimit(r1.GoMemLimit)) || strings.Contains(oneOut, "hop 1") {
 		t.Errorf("report without --repartition: want its own GOMEMLIMIT and no hop 1:\n%s", oneOut)
+	}
+}
+
+// TestSizeHopsPerRole: --hops sizes one REPARTITION_HOPS role. A rekey
+// instance holds hop 1's reader and overhead per input partition and the
+// runtime, no filters (the report names none); a dedup instance holds the
+// filters and hop 2 as without --repartition, hop 1 not counted; both is
+// the default and sums the two. The roles exist only with --repartition,
+// and another value is refused.
+func TestSizeHopsPerRole(t *testing.T) {
+	args := []string{"--keys-per-second", "1000", "--window", "1m", "--partitions", "6", "--instances", "3",
+		"--fp-rate", "0.01", "--measure=false", "--mode", "plain", "--produce-batch-bytes", "200000", "--record-bytes", "400"}
+	report := func(extra ...string) (sizing.Workload, sizing.Resources, string) {
+		t.Helper()
+		in, rep, out := sizeReport(t, args, extra...)
+		pair := int64(0)
+		if len(rep.Filters) > 0 {
+			pair = rep.Filters[0].PartitionBytes
+		}
+		return in, in.Deployment(pair).Resources(), out
+	}
+	_, one, _ := report()
+	both, rBoth, _ := report("--repartition")
+	_, rDefault, _ := report("--repartition", "--hops", "both")
+	_, rDedup, dedupOut := report("--repartition", "--hops", "dedup")
+	_, rRekey, rekeyOut := report("--repartition", "--hops", "rekey")
+	hop1 := both.Repartition.Hop1PartitionBytes()
+
+	if rDefault != rBoth {
+		t.Errorf("--hops both %+v, want the default's %+v", rDefault, rBoth)
+	}
+	// dedup: the one-hop instance exactly.
+	if rDedup != one {
+		t.Errorf("--hops dedup %+v, want one hop's %+v", rDedup, one)
+	}
+	// rekey: 2 input partitions (3 with one of 3 down) of hop 1's reader
+	// and overhead, and the runtime; ×5/4 headroom on the limit.
+	per := hop1 + sizing.PartitionOverhead
+	if want := 2*per + sizing.RuntimeBase; rRekey.Request != want {
+		t.Errorf("rekey request %d, want 2 × %d + runtime = %d", rRekey.Request, per, want)
+	}
+	if want := (3*per + sizing.RuntimeBase) * 5 / 4; rRekey.Limit != want {
+		t.Errorf("rekey limit %d, want %d", rRekey.Limit, want)
+	}
+	// The two roles together hold what both holds, but for the second
+	// runtime and the partitions' overhead counted in each.
+	if got, want := rDedup.Request+rRekey.Request, rBoth.Request+sizing.RuntimeBase+2*sizing.PartitionOverhead; got != want {
+		t.Errorf("dedup + rekey request %d, want both's + runtime + overhead = %d", got, want)
+	}
+	for _, want := range []string{"REPARTITION_HOPS=rekey", "GOMEMLIMIT=" + sizing.GoMemLimit(rRekey.GoMemLimit),
+		"requests memory " + sizing.Quantity(rRekey.Request) + ", limits memory " + sizing.Quantity(rRekey.Limit),
+		"hop 1 holds " + sizing.BytesIEC(float64(hop1)) + " per input partition", "counted in the memory above"} {
+		if !strings.Contains(rekeyOut, want) {
+			t.Errorf("--hops rekey report lacks %q:\n%s", want, rekeyOut)
+		}
+	}
+	for _, not := range []string{"DEDUP_MODE=", "DEDUP_EXPECTED_KEYS=", "Filters:", "checkpoint bandwidth"} {
+		if strings.Contains(rekeyOut, not) {
+			t.Errorf("--hops rekey report sizes filters (%q):\n%s", not, rekeyOut)
+		}
+	}
+	for _, want := range []string{"REPARTITION_HOPS=dedup", "DEDUP_MODE=plain", "GOMEMLIMIT=" + sizing.GoMemLimit(rDedup.GoMemLimit),
+		"not counted here: size them with --hops rekey", "Repartition topic"} {
+		if !strings.Contains(dedupOut, want) {
+			t.Errorf("--hops dedup report lacks %q:\n%s", want, dedupOut)
+		}
+	}
+	if strings.Contains(dedupOut, "hop 1's reader") || strings.Contains(dedupOut, "counted in the memory above") {
+		t.Errorf("--hops dedup report counts hop 1:\n%s", dedupOut)
+	}
+
+	for _, bad := range [][]string{{"--hops", "rekey"}, {"--hops", "dedup"}, {"--repartition", "--hops", "split"}} {
+		var stderr bytes.Buffer
+		if _, code := parseSize(append(append([]string(nil), args...), bad...), &stderr); code != exitConfig || !strings.Contains(stderr.String(), "--hops") {
+			t.Errorf("%q: code %d, stderr %q: want exit %d naming --hops", bad, code, stderr.String(), exitConfig)
+		}
 	}
 }

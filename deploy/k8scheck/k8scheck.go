@@ -8,7 +8,17 @@
 // seccomp profile (init containers included); a NetworkPolicy lets in only
 // the metrics port and lets out only DNS and the Kafka brokers; the liveness
 // probe tolerates PRODUCE_RECOVERY_TIMEOUT and readiness reacts faster; the
-// memory resources and GOMEMLIMIT follow the model `dedup size` prints.
+// memory resources and GOMEMLIMIT follow the model `dedup size` prints;
+// the probes ask /healthz (liveness, startup) and /readyz (readiness) on
+// the metrics port.
+//
+// Every Deployment is checked so (errors name it when there are several).
+// With REPARTITION_TOPIC the hops may run as Deployments of their own
+// (REPARTITION_HOPS): then each sets a valid role, together they run both
+// hops with the same group, topics and key, their selectors and
+// PodDisruptionBudgets keep to their own pods, a rekey pod is given none of
+// hop 2's settings (Hop2Only), and each is sized for its role (`dedup size
+// --hops`).
 package k8scheck
 
 import (
@@ -173,10 +183,16 @@ func Check(objs []Object, opts Options) []error {
 type checker struct {
 	opts Options
 	errs []error
+	// prefix names the Deployment being checked when there are several.
+	prefix string
 }
 
 func (c *checker) errorf(format string, args ...any) {
-	c.errs = append(c.errs, fmt.Errorf(format, args...))
+	err := fmt.Errorf(format, args...)
+	if c.prefix != "" {
+		err = fmt.Errorf("%s: %w", c.prefix, err)
+	}
+	c.errs = append(c.errs, err)
 }
 
 // DecodeInto re-decodes a generic YAML value (an Object's Raw) into a
@@ -293,6 +309,7 @@ type PodSpec struct {
 // Deployment is a Deployment object.
 type Deployment struct {
 	Metadata struct {
+		Name        string            `yaml:"name"`
 		Annotations map[string]string `yaml:"annotations"`
 	} `yaml:"metadata"`
 	Spec struct {
@@ -329,24 +346,51 @@ type policyPort struct {
 	Port     any    `yaml:"port"`
 }
 
+// deployed is one Deployment with its container's effective environment.
+type deployed struct {
+	name string
+	dep  Deployment
+	env  map[string]string // defaults, ConfigMaps and env applied
+	set  map[string]bool   // the variables the ConfigMaps and env set
+	pods map[string]string // the pod template's labels
+}
+
 func (c *checker) run(objs []Object) {
 	byKind := map[string][]Object{}
 	for _, o := range objs {
 		byKind[o.Kind] = append(byKind[o.Kind], o)
 	}
-	if len(byKind["Deployment"]) != 1 {
-		c.errorf("want one Deployment, got %d", len(byKind["Deployment"]))
+	if len(byKind["Deployment"]) == 0 {
+		c.errorf("want a Deployment, got none")
 		return
 	}
+	var all []deployed
+	for _, o := range byKind["Deployment"] {
+		if len(byKind["Deployment"]) > 1 {
+			c.prefix = "Deployment " + o.Name
+		}
+		if d, ok := c.deployment(o, byKind); ok {
+			all = append(all, d)
+		}
+	}
+	c.prefix = ""
+	if len(all) == len(byKind["Deployment"]) {
+		c.hops(all, byKind["PodDisruptionBudget"])
+	}
+}
+
+// deployment runs the checks of one Deployment; ok when its environment
+// could be read.
+func (c *checker) deployment(o Object, byKind map[string][]Object) (deployed, bool) {
 	var dep Deployment
-	if err := DecodeInto(byKind["Deployment"][0].Raw, &dep); err != nil {
+	if err := DecodeInto(o.Raw, &dep); err != nil {
 		c.errorf("decode Deployment: %w", err)
-		return
+		return deployed{}, false
 	}
 	pod := dep.Spec.Template.Spec
 	if len(pod.Containers) != 1 {
 		c.errorf("want one container in the pod, got %d", len(pod.Containers))
-		return
+		return deployed{}, false
 	}
 	ctr := pod.Containers[0]
 
@@ -410,15 +454,16 @@ func (c *checker) run(objs []Object) {
 		}
 	}
 
-	env, err := c.environment(ctr, byKind["ConfigMap"])
+	env, set, err := c.environment(ctr, byKind["ConfigMap"])
 	if err != nil {
 		c.errorf("%w", err)
-		return
+		return deployed{}, false
 	}
+	d := deployed{name: o.Name, dep: dep, env: env, set: set, pods: dep.Spec.Template.Metadata.Labels}
 	metricsPort, err := portOf(env["METRICS_ADDR"])
 	if err != nil {
 		c.errorf("METRICS_ADDR %q: %w", env["METRICS_ADDR"], err)
-		return
+		return d, true
 	}
 	portNames := map[string]int{}
 	for _, p := range ctr.Ports {
@@ -426,7 +471,10 @@ func (c *checker) run(objs []Object) {
 	}
 	c.networkPolicy(byKind["NetworkPolicy"], dep.Spec.Template.Metadata.Labels, metricsPort, portNames, env["KAFKA_BROKERS"])
 	c.probes(ctr, env)
+	c.probePaths(ctr, metricsPort, portNames)
+	c.role(d)
 	c.resources(dep, ctr, env)
+	return d, true
 }
 
 func isTrue(b *bool) bool { return b != nil && *b }
@@ -441,19 +489,20 @@ func firstInt(vs ...*int) *int {
 }
 
 // environment is the container's effective configuration: the binary's
-// defaults, overlaid with the ConfigMaps it loads and its env.
-func (c *checker) environment(ctr Container, cms []Object) (map[string]string, error) {
+// defaults, overlaid with the ConfigMaps it loads and its env; and the
+// variables those set.
+func (c *checker) environment(ctr Container, cms []Object) (map[string]string, map[string]bool, error) {
 	data := map[string]map[string]string{}
 	for _, o := range cms {
 		var cm struct {
 			Data map[string]string `yaml:"data"`
 		}
 		if err := DecodeInto(o.Raw, &cm); err != nil {
-			return nil, fmt.Errorf("decode ConfigMap %s: %w", o.Name, err)
+			return nil, nil, fmt.Errorf("decode ConfigMap %s: %w", o.Name, err)
 		}
 		data[o.Name] = cm.Data
 	}
-	env := map[string]string{}
+	env, set := map[string]string{}, map[string]bool{}
 	for k, v := range c.opts.ConfigDefaults {
 		env[k] = v
 	}
@@ -463,18 +512,25 @@ func (c *checker) environment(ctr Container, cms []Object) (map[string]string, e
 				if _, ok := c.opts.ConfigDefaults[k]; !ok && c.opts.ConfigDefaults != nil {
 					c.errorf("ConfigMap %s sets %s, which the binary does not read", ef.ConfigMapRef.Name, k)
 				}
-				env[k] = v
+				env[k], set[k] = v, true
 			}
 		}
 	}
 	for _, e := range ctr.Env {
-		env[e.Name] = e.Value
+		if _, ok := c.opts.ConfigDefaults[e.Name]; !ok && c.opts.ConfigDefaults != nil && !runtimeEnv[e.Name] {
+			c.errorf("env sets %s, which the binary does not read", e.Name)
+		}
+		env[e.Name], set[e.Name] = e.Value, true
 		if e.ValueFrom != nil && e.ValueFrom.ConfigMapKeyRef != nil {
 			env[e.Name] = data[e.ValueFrom.ConfigMapKeyRef.Name][e.ValueFrom.ConfigMapKeyRef.Key]
 		}
 	}
-	return env, nil
+	return env, set, nil
 }
+
+// runtimeEnv are variables the Go runtime reads, not the binary's
+// configuration.
+var runtimeEnv = map[string]bool{"GOMEMLIMIT": true, "GOGC": true, "GOMAXPROCS": true, "GODEBUG": true}
 
 func portOf(addr string) (int, error) {
 	_, p, err := net.SplitHostPort(addr)
@@ -596,49 +652,268 @@ func (c *checker) probes(ctr Container, env map[string]string) {
 	}
 }
 
+// probePaths: liveness and startup ask /healthz, readiness /readyz, on
+// the metrics port (by name or number).
+func (c *checker) probePaths(ctr Container, metricsPort int, portNames map[string]int) {
+	for _, p := range []struct {
+		what, path string
+		probe      *Probe
+		optional   bool
+	}{
+		{"livenessProbe", "/healthz", ctr.LivenessProbe, false},
+		{"readinessProbe", "/readyz", ctr.ReadinessProbe, false},
+		{"startupProbe", "/healthz", ctr.StartupProbe, true},
+	} {
+		switch {
+		case p.probe == nil && p.optional:
+			continue
+		case p.probe == nil || p.probe.HTTPGet == nil:
+			c.errorf("container %s: want an httpGet %s on %s", ctr.Name, p.what, p.path)
+			continue
+		case p.probe.HTTPGet.Path != p.path:
+			c.errorf("container %s: %s path %q, want %q", ctr.Name, p.what, p.probe.HTTPGet.Path, p.path)
+		}
+		port := 0
+		switch v := p.probe.HTTPGet.Port.(type) {
+		case int:
+			port = v
+		case string:
+			port = portNames[v]
+			if n, err := strconv.Atoi(v); err == nil {
+				port = n
+			}
+		}
+		if port != metricsPort {
+			c.errorf("container %s: %s port %v is not the metrics port %d", ctr.Name, p.what, p.probe.HTTPGet.Port, metricsPort)
+		}
+	}
+}
+
+// The roles of REPARTITION_HOPS (internal/config).
+const (
+	hopsBoth  = "both"
+	hopsRekey = "rekey"
+	hopsDedup = "dedup"
+)
+
+// hopsOf is a Deployment's REPARTITION_HOPS role with its default; ""
+// without REPARTITION_TOPIC (one hop).
+func hopsOf(env map[string]string) string {
+	if env["REPARTITION_TOPIC"] == "" {
+		return ""
+	}
+	if h := env["REPARTITION_HOPS"]; h != "" {
+		return h
+	}
+	return hopsBoth
+}
+
+// Hop2Only are the variables only hop 2 reads (the filters, the
+// checkpoints, the output and its reader budget): a REPARTITION_HOPS=rekey
+// pod is given none of them, so that its settings show it holds none of
+// that.
+var Hop2Only = []string{"OUTPUT_TOPIC", "DEAD_LETTER_TOPIC", "DEDUP_MODE", "DEDUP_WINDOW", "DEDUP_EXPECTED_KEYS",
+	"DEDUP_FP_RATE", "DEDUP_RETRACT_HEADER", "DEDUP_MAX_CLOCK_SKEW", "FETCH_BUFFER_BYTES", "CHECKPOINT_STORE",
+	"CHECKPOINT_TOPIC", "CHECKPOINT_DIR", "CHECKPOINT_INTERVAL", "CHECKPOINT_CHAIN_RATIO", "CHECKPOINT_KEEP", "CHECKPOINT_ON_DAMAGE"}
+
+// role: REPARTITION_HOPS is valid as the binary reads it (one of the
+// roles, only with REPARTITION_TOPIC), and a rekey pod sets none of
+// Hop2Only.
+func (c *checker) role(d deployed) {
+	h := d.env["REPARTITION_HOPS"]
+	switch {
+	case h == "":
+		return
+	case h != hopsBoth && h != hopsRekey && h != hopsDedup:
+		c.errorf("REPARTITION_HOPS %q: want both, rekey or dedup (the binary exits 2)", h)
+	case d.env["REPARTITION_TOPIC"] == "":
+		c.errorf("REPARTITION_HOPS %s without REPARTITION_TOPIC: the binary exits 2", h)
+	case h == hopsRekey:
+		for _, k := range Hop2Only {
+			if d.set[k] {
+				c.errorf("REPARTITION_HOPS=rekey pod is given %s, which only hop 2 reads", k)
+			}
+		}
+	}
+}
+
+// hops: several Deployments are the hops deployed apart. Each runs one
+// role, together they run both hops, reading and writing the same topics
+// with the same group and key; no Deployment's selector takes another's
+// pods, and each pod has exactly one PodDisruptionBudget.
+func (c *checker) hops(all []deployed, pdbs []Object) {
+	var budgets []map[string]string
+	for _, o := range pdbs {
+		sel, err := BudgetSelector(o)
+		if err != nil {
+			c.errorf("%w", err)
+			return
+		}
+		budgets = append(budgets, sel)
+	}
+	for _, d := range all {
+		if !Selects(d.dep.Spec.Selector.MatchLabels, d.pods) {
+			c.errorf("Deployment %s: selector %v does not match its pods %v", d.name, d.dep.Spec.Selector.MatchLabels, d.pods)
+		}
+		n := 0
+		for _, b := range budgets {
+			if Selects(b, d.pods) {
+				n++
+			}
+		}
+		if len(budgets) > 0 && n != 1 {
+			c.errorf("Deployment %s: %d PodDisruptionBudgets select its pods, want one (an eviction with several fails)", d.name, n)
+		}
+	}
+	if len(all) < 2 {
+		return
+	}
+	rekey, dedup := false, false
+	for i, d := range all {
+		switch hopsOf(d.env) {
+		case hopsRekey:
+			rekey = true
+		case hopsDedup:
+			dedup = true
+		default:
+			c.errorf("Deployment %s: REPARTITION_HOPS %q with REPARTITION_TOPIC %q: with several Deployments each runs one hop (rekey or dedup)",
+				d.name, d.env["REPARTITION_HOPS"], d.env["REPARTITION_TOPIC"])
+		}
+		for _, o := range all[:i] {
+			if Selects(d.dep.Spec.Selector.MatchLabels, o.pods) || Selects(o.dep.Spec.Selector.MatchLabels, d.pods) {
+				c.errorf("Deployments %s and %s: a selector takes the other's pods", o.name, d.name)
+			}
+			// Hop 1's group is <GROUP_ID>-repartition and hop 2's GROUP_ID:
+			// the same settings line the groups and topics up.
+			for _, k := range []string{"KAFKA_BROKERS", "GROUP_ID", "INPUT_TOPIC", "REPARTITION_TOPIC", "REPARTITION_PARTITIONS", "DEDUP_KEY"} {
+				if d.env[k] != o.env[k] {
+					c.errorf("Deployments %s and %s: %s %q and %q: the hops must share it", o.name, d.name, k, o.env[k], d.env[k])
+				}
+			}
+		}
+	}
+	if !rekey || !dedup {
+		c.errorf("the Deployments run rekey %v, dedup %v: want both hops", rekey, dedup)
+	}
+}
+
+// BudgetSelector is a PodDisruptionBudget's spec.selector.matchLabels.
+func BudgetSelector(o Object) (map[string]string, error) {
+	var pdb struct {
+		Spec struct {
+			Selector struct {
+				MatchLabels map[string]string `yaml:"matchLabels"`
+			} `yaml:"selector"`
+		} `yaml:"spec"`
+	}
+	if err := DecodeInto(o.Raw, &pdb); err != nil {
+		return nil, fmt.Errorf("decode PodDisruptionBudget %s: %w", o.Name, err)
+	}
+	return pdb.Spec.Selector.MatchLabels, nil
+}
+
+// Selects reports whether a non-empty selector matches labels.
+func Selects(sel, labels map[string]string) bool {
+	if len(sel) == 0 {
+		return false
+	}
+	for k, v := range sel {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// RecordBytes is the mean input record the hop 1 reader's memory is
+// checked for when a Deployment does not say (annotation
+// dedup/record-bytes): `dedup size --record-bytes`'s default.
+const RecordBytes = 500
+
 // resources: the memory request, limit and GOMEMLIMIT follow the model
-// `dedup size` prints (sizing with rotation's pair size), for the
-// partition count in the Deployment's dedup/input-partitions annotation.
+// `dedup size` prints (sizing with rotation's pair size) for the
+// Deployment's role (`dedup size --repartition --hops`), for the partition
+// count the role scales with: the dedup/input-partitions annotation, or
+// for REPARTITION_HOPS=dedup dedup/repartition-partitions.
 func (c *checker) resources(dep Deployment, ctr Container, env map[string]string) {
-	partitions, err := strconv.Atoi(dep.Metadata.Annotations["dedup/input-partitions"])
+	hops := hopsOf(env)
+	annotation := "dedup/input-partitions"
+	if hops == hopsDedup {
+		annotation = "dedup/repartition-partitions"
+	}
+	partitions, err := strconv.Atoi(dep.Metadata.Annotations[annotation])
 	if err != nil {
-		c.errorf("Deployment annotation dedup/input-partitions (the partition count the resources are sized for): %w", err)
+		c.errorf("Deployment annotation %s (the partition count the resources are sized for): %w", annotation, err)
 		return
 	}
 	replicas := 1
 	if dep.Spec.Replicas != nil {
 		replicas = *dep.Spec.Replicas
 	}
-	keys, err := strconv.ParseUint(env["DEDUP_EXPECTED_KEYS"], 10, 64)
-	if err != nil {
-		c.errorf("DEDUP_EXPECTED_KEYS: %w", err)
-		return
-	}
-	fp, err := strconv.ParseFloat(env["DEDUP_FP_RATE"], 64)
-	if err != nil {
-		c.errorf("DEDUP_FP_RATE: %w", err)
-		return
-	}
-	mode, err := rotation.ParseMode(env["DEDUP_MODE"])
-	if err != nil {
-		c.errorf("DEDUP_MODE: %w", err)
-		return
-	}
-	pair, err := rotation.New(rotation.Options{ExpectedKeys: keys, FPRate: fp, Window: time.Hour, Mode: mode})
-	if err != nil {
-		c.errorf("size the filters: %w", err)
-		return
-	}
-	fetch, err1 := ParseQuantity(env["FETCH_BUFFER_BYTES"])
-	batch, err2 := ParseQuantity(env["PRODUCE_BATCH_BYTES"])
-	request, err3 := ParseQuantity(ctr.Resources.Requests["memory"])
-	limit, err4 := ParseQuantity(ctr.Resources.Limits["memory"])
+	request, err1 := ParseQuantity(ctr.Resources.Requests["memory"])
+	limit, err2 := ParseQuantity(ctr.Resources.Limits["memory"])
+	batch, err3 := ParseQuantity(env["PRODUCE_BATCH_BYTES"])
+	fetchMax, err4 := ParseQuantity(env["FETCH_MAX_BYTES"])
 	if err := errors.Join(err1, err2, err3, err4); err != nil {
 		c.errorf("resources: %w", err)
 		return
 	}
-	res := sizing.Deployment{PairBytes: int64(pair.SizeBytes()), Partitions: partitions, Replicas: replicas,
-		FetchBufferBytes: fetch, ProduceBatchBytes: batch}.Resources()
+	d := sizing.Deployment{Partitions: partitions, Replicas: replicas, ProduceBatchBytes: batch, Hops: hops}
+	if hops == hopsBoth || hops == hopsRekey {
+		recordBytes := int64(RecordBytes)
+		if v, ok := dep.Metadata.Annotations["dedup/record-bytes"]; ok {
+			if recordBytes, err = strconv.ParseInt(v, 10, 64); err != nil || recordBytes < 1 {
+				c.errorf("Deployment annotation dedup/record-bytes %q: want the mean input record's bytes", v)
+				return
+			}
+		}
+		// As the stage bounds hop 1's fetches (internal/service).
+		d.Hop1PartitionBytes = sizing.Repartition{RecordBytes: recordBytes, KeyBytes: 16, InputTopic: env["INPUT_TOPIC"],
+			FetchBytes: min(fetchMax, sizing.Hop1FetchBytes), BatchBytes: batch}.Hop1PartitionBytes()
+	}
+	if hops != hopsRekey {
+		pair, fetch, ok := c.filters(env)
+		if !ok {
+			return
+		}
+		d.PairBytes, d.FetchBufferBytes = pair, fetch
+	}
+	c.memory(d.Resources(), ctr, env, request, limit)
+}
+
+// filters is one partition's pair and FETCH_BUFFER_BYTES, from the
+// environment.
+func (c *checker) filters(env map[string]string) (pairBytes, fetchBuffer int64, ok bool) {
+	keys, err := strconv.ParseUint(env["DEDUP_EXPECTED_KEYS"], 10, 64)
+	if err != nil {
+		c.errorf("DEDUP_EXPECTED_KEYS: %w", err)
+		return 0, 0, false
+	}
+	fp, err := strconv.ParseFloat(env["DEDUP_FP_RATE"], 64)
+	if err != nil {
+		c.errorf("DEDUP_FP_RATE: %w", err)
+		return 0, 0, false
+	}
+	mode, err := rotation.ParseMode(env["DEDUP_MODE"])
+	if err != nil {
+		c.errorf("DEDUP_MODE: %w", err)
+		return 0, 0, false
+	}
+	pair, err := rotation.New(rotation.Options{ExpectedKeys: keys, FPRate: fp, Window: time.Hour, Mode: mode})
+	if err != nil {
+		c.errorf("size the filters: %w", err)
+		return 0, 0, false
+	}
+	fetch, err := ParseQuantity(env["FETCH_BUFFER_BYTES"])
+	if err != nil {
+		c.errorf("resources: %w", err)
+		return 0, 0, false
+	}
+	return int64(pair.SizeBytes()), fetch, true
+}
+
+// memory holds the container's request, limit and GOMEMLIMIT to res.
+func (c *checker) memory(res sizing.Resources, ctr Container, env map[string]string, request, limit int64) {
 	if request < res.Request {
 		c.errorf("memory request %s is below `dedup size`'s %s", ctr.Resources.Requests["memory"], sizing.Quantity(res.Request))
 	}

@@ -92,6 +92,33 @@ func TestCheckCatches(t *testing.T) {
 		{"readiness slower than liveness", "readinessProbe", set("Deployment", "failureThreshold", []string{"spec", "template", "spec", "containers", "0", "readinessProbe"}, 100)},
 		{"a variable the binary does not read", "DEDUP_EXPECTED_KEY,", set("ConfigMap", "DEDUP_EXPECTED_KEY", []string{"data"}, "5")},
 		{"more keys than the memory fits", "memory request", set("ConfigMap", "DEDUP_EXPECTED_KEYS", []string{"data"}, "50000000")},
+		{"readiness on /healthz", "readinessProbe path \"/healthz\"", set("Deployment", "path", []string{"spec", "template", "spec", "containers", "0", "readinessProbe", "httpGet"}, "/healthz")},
+		{"liveness on another port", "livenessProbe port 8080", set("Deployment", "port", []string{"spec", "template", "spec", "containers", "0", "livenessProbe", "httpGet"}, 8080)},
+		{"a role without a repartition topic", "REPARTITION_HOPS rekey without REPARTITION_TOPIC", set("ConfigMap", "REPARTITION_HOPS", []string{"data"}, "rekey")},
+		{"an unknown role", "REPARTITION_HOPS \"split\"", func(t *testing.T, objs []Object) []Object {
+			data := dig(t, find(objs, "ConfigMap"), "data")
+			data["REPARTITION_TOPIC"], data["REPARTITION_HOPS"] = "events-by-id", "split"
+			return objs
+		}},
+		{"a misspelt variable in env", "env sets GOMEMLIMT", func(t *testing.T, objs []Object) []Object {
+			ctr := dig(t, find(objs, "Deployment"), "spec", "template", "spec", "containers", "0")
+			ctr["env"] = append(ctr["env"].([]any), map[string]any{"name": "GOMEMLIMT", "value": "1GiB"})
+			return objs
+		}},
+		{"repartitioned without hop 1's memory", "memory limit", func(t *testing.T, objs []Object) []Object {
+			// 6 input partitions' hop 1 readers (about 4 MiB each) on top
+			// of the one-hop sizing: the shipped limit falls short.
+			dig(t, find(objs, "ConfigMap"), "data")["REPARTITION_TOPIC"] = "events-by-id"
+			return objs
+		}},
+		{"two budgets for one pod", "2 PodDisruptionBudgets", func(t *testing.T, objs []Object) []Object {
+			for _, o := range objs {
+				if o.Kind == "PodDisruptionBudget" {
+					return append(objs, o)
+				}
+			}
+			return objs
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			objs, opts := manifests(t)

@@ -102,21 +102,15 @@ func (c *checker) run(ctx context.Context) bool {
 	c.report(checkOK, "configuration", "%d variables, every one valid", len(config.Docs()))
 
 	conn, reached := c.checkBrokers(ctx)
-	inputPartitions := 0
-	var checkpointTopic *topicState
+	var counts topicCounts
 	if reached {
 		defer conn.Transport.CloseIdleConnections()
-		inputPartitions, checkpointTopic = c.checkTopics(ctx, conn)
-		if inputPartitions > 0 {
-			// The group that commits input offsets: hop 1's alone runs
-			// on the input with REPARTITION_HOPS=rekey.
-			group := c.cfg.GroupID
-			if !c.cfg.RunsDedup() {
-				group = c.cfg.RepartitionGroup()
-			}
-			c.checkCommitted(ctx, conn, group, inputPartitions)
-		}
+		counts = c.checkTopics(ctx, conn)
+		c.checkGroups(ctx, conn, counts)
 	}
+	// The filters, the checkpoint topic and the sizing are hop 2's: over
+	// the repartition topic's partitions with REPARTITION_TOPIC.
+	hop2Partitions, checkpointTopic := counts.hop2, counts.checkpoint
 	if !reached && !c.cfg.Embedded() {
 		fmt.Fprintln(c.out, "      (no broker answered: topics, committed offsets and a kafka checkpoint store not checked)")
 	}
@@ -124,9 +118,9 @@ func (c *checker) run(ctx context.Context) bool {
 		fmt.Fprintln(c.out, "      (REPARTITION_HOPS=rekey: no output, dead-letter or checkpoint topic, checkpoint store or filters to check)")
 		return c.finish()
 	}
-	c.checkStore(ctx, conn, reached, checkpointTopic, inputPartitions)
+	c.checkStore(ctx, conn, reached, checkpointTopic, hop2Partitions)
 
-	parts := inputPartitions
+	parts := hop2Partitions
 	if parts == 0 && c.cfg.Embedded() {
 		parts = c.cfg.EmbeddedPartitions
 	}
@@ -352,10 +346,24 @@ func (c *checker) describeTopics(ctx context.Context, conn *config.Connection, n
 	return out
 }
 
-// checkTopics checks the input, output, dead-letter and (Kafka store)
-// checkpoint topics. It returns the input's partition count (0 when it
-// cannot be described) and the checkpoint topic's state.
-func (c *checker) checkTopics(ctx context.Context, conn *config.Connection) (int, *topicState) {
+// topicCounts is what checkTopics found: partition counts (0 when a topic
+// could not be described or does not exist yet) and the checkpoint
+// topic's state.
+type topicCounts struct {
+	input int // INPUT_TOPIC
+	// hop2 is what GROUP_ID deduplicates, the partitions of the filters
+	// and the checkpoint topic: the input's without REPARTITION_TOPIC; with
+	// it the repartition topic's, or when that does not exist yet the
+	// count the stage creates it with.
+	hop2 int
+	// repartition is REPARTITION_TOPIC's count, 0 when it does not exist.
+	repartition int
+	checkpoint  *topicState
+}
+
+// checkTopics checks the input, output, dead-letter, repartition and
+// (Kafka store) checkpoint topics.
+func (c *checker) checkTopics(ctx context.Context, conn *config.Connection) topicCounts {
 	cfg := c.cfg
 	if !cfg.RunsDedup() {
 		return c.checkRekeyTopics(ctx, conn)
@@ -413,39 +421,59 @@ func (c *checker) checkTopics(ctx context.Context, conn *config.Connection) (int
 		}
 	}
 
+	var counts topicCounts
+	if in.err == nil {
+		counts.input = in.partitions
+	}
+	// What hop 2 reads, which the checkpoint topic mirrors.
+	hop2, hop2Name := in, "the input"
 	if cfg.RepartitionTopic != "" {
-		c.checkRepartitionTopic(topics[cfg.RepartitionTopic], out)
+		rp := topics[cfg.RepartitionTopic]
+		c.checkRepartitionTopic(rp, out)
+		hop2, hop2Name = rp, "the repartition topic"
+		switch {
+		case rp.err == nil:
+			counts.repartition = rp.partitions
+		case errors.Is(rp.err, service.ErrTopicNotFound) && cfg.RepartitionPartitions() > 0:
+			hop2, hop2Name = &topicState{name: rp.name, partitions: cfg.RepartitionPartitions()}, "REPARTITION_PARTITIONS"
+		case errors.Is(rp.err, service.ErrTopicNotFound):
+			hop2 = in // created with the input's count
+		}
+	}
+	if hop2.err == nil {
+		counts.hop2 = hop2.partitions
 	}
 
-	var cp *topicState
 	if kafkaStore {
-		cp = topics[cfg.CheckpointTopic]
-		c.checkCheckpointTopic(cp, in)
+		counts.checkpoint = topics[cfg.CheckpointTopic]
+		c.checkCheckpointTopic(counts.checkpoint, hop2, hop2Name)
 	}
-	if in.err != nil {
-		return 0, cp
-	}
-	return in.partitions, cp
+	return counts
 }
 
 // checkRekeyTopics checks what REPARTITION_HOPS=rekey uses: the input and
-// the repartition topic. It returns the input's partition count.
-func (c *checker) checkRekeyTopics(ctx context.Context, conn *config.Connection) (int, *topicState) {
+// the repartition topic.
+func (c *checker) checkRekeyTopics(ctx context.Context, conn *config.Connection) topicCounts {
 	cfg := c.cfg
 	topics := c.describeTopics(ctx, conn, []string{cfg.InputTopic, cfg.RepartitionTopic})
 	in := topics[cfg.InputTopic]
 	switch {
 	case errors.Is(in.err, service.ErrTopicNotFound):
 		c.report(checkFail, "input topic", "%s does not exist: create it, or correct INPUT_TOPIC", in.name)
-		return 0, nil
+		return topicCounts{}
 	case in.err != nil:
 		c.report(checkFail, "input topic", "%s: %v", in.name, in.err)
-		return 0, nil
+		return topicCounts{}
 	}
 	c.report(checkOK, "input topic", "%s: %d partition(s)", in.name, in.partitions)
 	// The output is hop 2's: no partition count to compare with.
-	c.checkRepartitionTopic(topics[cfg.RepartitionTopic], &topicState{err: errNotUsed})
-	return in.partitions, nil
+	rp := topics[cfg.RepartitionTopic]
+	c.checkRepartitionTopic(rp, &topicState{err: errNotUsed})
+	counts := topicCounts{input: in.partitions}
+	if rp.err == nil {
+		counts.repartition = rp.partitions
+	}
+	return counts
 }
 
 // errNotUsed stands for a topic the process's role does not use.
@@ -525,19 +553,21 @@ func (c *checker) refusedGo() string {
 }
 
 // checkCheckpointTopic: the Kafka store's topic must be compacted (else
-// retention deletes the snapshots) and should have the input's partitions.
-// A missing topic is created by the stage.
-func (c *checker) checkCheckpointTopic(cp, in *topicState) {
+// retention deletes the snapshots) and should have the partitions of what
+// hop 2 reads (hop2, named by hop2Name: the input, or with
+// REPARTITION_TOPIC the repartition topic). A missing topic is created by
+// the stage.
+func (c *checker) checkCheckpointTopic(cp, hop2 *topicState, hop2Name string) {
 	switch {
 	case errors.Is(cp.err, service.ErrTopicNotFound):
-		c.report(checkWarn, "checkpoint topic", "%s does not exist: the stage creates it (cleanup.policy=compact, the input's partitions) if its user may create topics", cp.name)
+		c.report(checkWarn, "checkpoint topic", "%s does not exist: the stage creates it (cleanup.policy=compact, %s's partitions) if its user may create topics", cp.name, hop2Name)
 		return
 	case cp.err != nil:
 		c.report(checkFail, "checkpoint topic", "%s: %v", cp.name, cp.err)
 		return
 	default:
-		c.checkPartitions("checkpoint topic", cp, in, "the input",
-			"a restore reads snapshots of other partitions too; give it the input's count")
+		c.checkPartitions("checkpoint topic", cp, hop2, hop2Name,
+			"a restore reads snapshots of other partitions too; give it "+hop2Name+"'s count")
 	}
 	c.checkCleanupPolicy("checkpoint cleanup.policy", cp, "compact", "retention would delete the snapshots")
 }
@@ -568,11 +598,36 @@ func (c *checker) checkCleanupPolicy(label string, t *topicState, want, why stri
 	}
 }
 
-// checkCommitted warns about committed offsets below the log start: the
-// records between them were deleted before the group read them, and the
-// stage skips them (reported as skipped input when it starts).
-func (c *checker) checkCommitted(ctx context.Context, conn *config.Connection, group string, partitions int) {
+// checkGroups checks the committed offsets of each group the role runs,
+// on the topic that group reads and commits: without REPARTITION_TOPIC,
+// GROUP_ID on the input; with it, hop 1's group (<GROUP_ID>-repartition)
+// on the input (roles both and rekey) and GROUP_ID on the repartition
+// topic (roles both and dedup). GROUP_ID never commits input offsets then.
+func (c *checker) checkGroups(ctx context.Context, conn *config.Connection, counts topicCounts) {
 	cfg := c.cfg
+	if cfg.RepartitionTopic == "" {
+		if counts.input > 0 {
+			c.checkCommitted(ctx, conn, "committed offsets", cfg.GroupID, cfg.InputTopic, counts.input,
+				"it starts from its checkpoints, else at KAFKA_START_OFFSET="+cfg.StartOffset)
+		}
+		return
+	}
+	if cfg.RunsRekey() && counts.input > 0 {
+		c.checkCommitted(ctx, conn, "committed offsets", cfg.RepartitionGroup(), cfg.InputTopic, counts.input,
+			"it starts at KAFKA_START_OFFSET="+cfg.StartOffset)
+	}
+	if cfg.RunsDedup() && counts.repartition > 0 {
+		// Not there yet: nothing committed on it either.
+		c.checkCommitted(ctx, conn, "repartition offsets", cfg.GroupID, cfg.RepartitionTopic, counts.repartition,
+			"it starts from its checkpoints, else at the topic's start (hop 2 reads all hop 1 sent, whatever KAFKA_START_OFFSET says)")
+	}
+}
+
+// checkCommitted warns about group's committed offsets on topic below its
+// log start: the records between them were deleted before the group read
+// them, and the stage skips them (reported as skipped input when it
+// starts). none says where the group starts without commits.
+func (c *checker) checkCommitted(ctx context.Context, conn *config.Connection, label, group, topic string, partitions int, none string) {
 	client := &kafka.Client{Addr: kafka.TCP(conn.Brokers...), Transport: conn.Transport, Timeout: c.timeout}
 	ids := make([]int, partitions)
 	for i := range ids {
@@ -580,7 +635,7 @@ func (c *checker) checkCommitted(ctx context.Context, conn *config.Connection, g
 	}
 	cctx, cancel := c.step(ctx)
 	defer cancel()
-	res, err := client.OffsetFetch(cctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{cfg.InputTopic: ids}})
+	res, err := client.OffsetFetch(cctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: ids}})
 	if err == nil {
 		err = res.Error
 	}
@@ -588,18 +643,18 @@ func (c *checker) checkCommitted(ctx context.Context, conn *config.Connection, g
 		err, res = nil, &kafka.OffsetFetchResponse{} // a group never formed has nothing committed
 	}
 	if err != nil {
-		c.report(checkFail, "committed offsets", "group %s on %s: %v", group, cfg.InputTopic, err)
+		c.report(checkFail, label, "group %s on %s: %v", group, topic, err)
 		return
 	}
-	ranges, err := offsets.List(cctx, client, cfg.InputTopic, ids)
+	ranges, err := offsets.List(cctx, client, topic, ids)
 	if err != nil {
-		c.report(checkFail, "committed offsets", "log start of %s: %v", cfg.InputTopic, err)
+		c.report(checkFail, label, "log start of %s: %v", topic, err)
 		return
 	}
 	committed := 0
 	var below []string
 	var lost int64
-	for _, p := range res.Topics[cfg.InputTopic] {
+	for _, p := range res.Topics[topic] {
 		if p.Error != nil || p.CommittedOffset < 0 {
 			continue
 		}
@@ -612,15 +667,11 @@ func (c *checker) checkCommitted(ctx context.Context, conn *config.Connection, g
 	switch {
 	case len(below) > 0:
 		slices.Sort(below)
-		c.report(checkWarn, "committed offsets", "group %s: %d record(s) of %s will be skipped, deleted before they were read: partition %s",
-			group, lost, cfg.InputTopic, strings.Join(below, ", partition "))
-	case committed == 0 && group != cfg.GroupID:
-		c.report(checkOK, "committed offsets", "group %s has none on %s: it starts at KAFKA_START_OFFSET=%s",
-			group, cfg.InputTopic, cfg.StartOffset)
+		c.report(checkWarn, label, "group %s: %d record(s) of %s will be skipped, deleted before they were read: partition %s",
+			group, lost, topic, strings.Join(below, ", partition "))
 	case committed == 0:
-		c.report(checkOK, "committed offsets", "group %s has none on %s: it starts from its checkpoints, else at KAFKA_START_OFFSET=%s",
-			group, cfg.InputTopic, cfg.StartOffset)
+		c.report(checkOK, label, "group %s has none on %s: %s", group, topic, none)
 	default:
-		c.report(checkOK, "committed offsets", "group %s: %d of %d partition(s) committed, none below the log start", group, committed, partitions)
+		c.report(checkOK, label, "group %s: %d of %d partition(s) committed, none below the log start", group, committed, partitions)
 	}
 }

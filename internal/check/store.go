@@ -194,19 +194,35 @@ func (c *checker) printSizing(partitions int) error {
 		o.Mode, o.ExpectedKeys, o.Window)
 	fmt.Fprintf(c.out, "  filters: %s per partition (2 generations); false-positive rate with both full %.3g (DEDUP_FP_RATE=%g)\n",
 		sizing.BytesIEC(float64(pairBytes)), endFP, c.cfg.FPRate)
+	// What the filters are sized over: the input's partitions, with
+	// REPARTITION_TOPIC the repartition topic's (hop 2's).
+	what, flags := "input partitions", ""
+	if c.cfg.RepartitionTopic != "" {
+		what, flags = "partitions of "+c.cfg.RepartitionTopic, " --repartition"
+		if c.cfg.Hops() == config.HopsDedup {
+			flags += " --hops dedup"
+		}
+	}
 	if partitions == 0 {
-		fmt.Fprintln(c.out, "  input partitions unknown: memory per instance not computed")
+		fmt.Fprintf(c.out, "  %s unknown: memory per instance not computed\n", what)
 		return nil
 	}
 	in := sizing.Workload{KeysPerWindow: o.ExpectedKeys * uint64(partitions), Window: o.Window, FPRate: c.cfg.FPRate,
 		Partitions: partitions, Instances: 1, CheckpointInterval: c.cfg.CheckpointInterval,
 		FetchBufferBytes: c.cfg.FetchBufferBytes, ProduceBatchBytes: c.cfg.ProduceBatchBytes}
+	if c.cfg.RepartitionTopic != "" {
+		// As `dedup size --repartition` with its defaults; hop 1's reader
+		// counted only where this role runs it.
+		in.Repartition = &sizing.Repartition{RecordBytes: 500, KeyBytes: 16, InputTopic: c.cfg.InputTopic, Topic: c.cfg.RepartitionTopic,
+			FetchBytes: int64(min(c.cfg.FetchMaxBytes, sizing.Hop1FetchBytes)), BatchBytes: c.cfg.ProduceBatchBytes}
+		in.Hops = c.cfg.Hops()
+	}
 	res := in.Deployment(pairBytes).Resources()
-	fmt.Fprintf(c.out, "  one instance holding all %d input partitions: requests memory %s, limits memory %s, GOMEMLIMIT=%s\n",
-		partitions, sizing.Quantity(res.Request), sizing.Quantity(res.Limit), sizing.GoMemLimit(res.GoMemLimit))
+	fmt.Fprintf(c.out, "  one instance holding all %d %s: requests memory %s, limits memory %s, GOMEMLIMIT=%s\n",
+		partitions, what, sizing.Quantity(res.Request), sizing.Quantity(res.Limit), sizing.GoMemLimit(res.GoMemLimit))
 	fmt.Fprintf(c.out, "  checkpoints: %s/s raw, all partitions every %v (compressed: 'dedup size')\n",
 		sizing.BytesIEC(float64(pairBytes)*float64(partitions)/c.cfg.CheckpointInterval.Seconds()), c.cfg.CheckpointInterval)
-	fmt.Fprintf(c.out, "  spread over replicas: dedup size --keys-per-window %d --window %v --fp-rate %g --partitions %d --mode %s --instances N\n",
-		in.KeysPerWindow, o.Window, c.cfg.FPRate, partitions, o.Mode)
+	fmt.Fprintf(c.out, "  spread over replicas: dedup size --keys-per-window %d --window %v --fp-rate %g --partitions %d --mode %s%s --instances N\n",
+		in.KeysPerWindow, o.Window, c.cfg.FPRate, partitions, o.Mode, flags)
 	return nil
 }

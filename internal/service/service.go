@@ -18,6 +18,7 @@ import (
 	"dedup/internal/embedded"
 	"dedup/key"
 	"dedup/processor"
+	watch "dedup/processor/cluster"
 	"dedup/processor/partition"
 	"dedup/processor/repartition"
 )
@@ -126,11 +127,13 @@ func newStage(ctx context.Context, cfg *config.Config, cl *cluster, reg *prometh
 			FetchMaxBytes: min(cfg.FetchMaxBytes, 1<<20), FetchMaxWait: cfg.FetchMaxWait,
 			RecoveryTimeout: cfg.RecoveryTimeout, Status: &repartition.Status{},
 			Metrics: repartition.Metrics{Rekeyed: metrics.RepartitionRekeyed, Restarts: metrics.RepartitionRestarts,
-				Lag: metrics.RepartitionInputLag, Unhealthy: metrics.RepartitionUnhealthy, Skipped: metrics.InputSkipped},
+				Lag: metrics.RepartitionInputLag, Unhealthy: metrics.RepartitionUnhealthy, Skipped: metrics.InputSkipped,
+				InputTruncations: metrics.InputTruncations, OutputTruncations: metrics.OutputTruncations},
 			Logger: log,
 		}
 	}
 	if !cfg.RunsDedup() {
+		rekeyAlone(st.hop1, cl.Conn, metrics, reg, log)
 		return st, nil
 	}
 	store, err := OpenStore(ctx, cfg, cl.Conn, log)
@@ -151,6 +154,7 @@ func newStage(ctx context.Context, cfg *config.Config, cl *cluster, reg *prometh
 		GroupID:            cfg.GroupID,
 		InputTopic:         input,
 		Repartitioned:      cfg.RepartitionTopic != "",
+		RekeyInput:         rekeyInput(cfg),
 		OutputTopic:        cfg.OutputTopic,
 		DeadLetterTopic:    cfg.DeadLetterTopic,
 		StartOffset:        hop2Start,
@@ -181,6 +185,36 @@ func newStage(ctx context.Context, cfg *config.Config, cl *cluster, reg *prometh
 	}
 	st.proc, st.store = proc, store
 	return st, nil
+}
+
+// rekeyInput is the input topic when this process runs both hops
+// (REPARTITION_HOPS=both): hop 2's cluster watch then speaks for hop 1's
+// input too.
+func rekeyInput(cfg *config.Config) string {
+	if cfg.RepartitionTopic != "" && cfg.RunsRekey() {
+		return cfg.InputTopic
+	}
+	return ""
+}
+
+// rekeyAlone gives hop 1, run without hop 2 (REPARTITION_HOPS=rekey), what
+// hop 2 would otherwise provide for the process: the cluster watch (over
+// the input and the repartition topic) behind dedup_broker_connected,
+// dedup_topic_missing and /readyz, and the group's series, which then
+// count hop 1's group. The families that describe only hop 2's filters
+// and memory are unregistered: at their zero values they would read as a
+// configuration of 0 (target, keys, window) or a prediction of no memory.
+func rekeyAlone(o *repartition.Options, conn *config.Connection, m *processor.Metrics, reg prometheus.Registerer, log *slog.Logger) {
+	o.Cluster = watch.New(watch.Config{
+		Brokers: conn.Brokers, Transport: conn.Transport,
+		Input: o.InputTopic, Repartition: o.Topic,
+		Log: log, Connected: m.Connected, Missing: m.Missing,
+		Refresh: conn.Transport.CloseIdleConnections,
+	})
+	o.Metrics.Assigned, o.Metrics.Generations, o.Metrics.JoinFails = m.Assigned, m.Generations, m.JoinFails
+	for _, c := range []prometheus.Collector{m.FPTarget, m.ExpectedKeys, m.WindowSeconds, m.MemPredicted} {
+		reg.Unregister(c)
+	}
 }
 
 // runHops runs the hops the stage has until ctx ends or one of them ends

@@ -35,17 +35,14 @@ func (a Admin) OutputEnds(ctx context.Context, parts []int) (map[int]int64, erro
 	return ends, nil
 }
 
-// LogicalOffset turns kafka.FirstOffset/LastOffset into an absolute offset,
-// so that a partition knows its position before the first record.
-func (a Admin) LogicalOffset(ctx context.Context, topic string, partition int, logical int64) (int64, error) {
+// Bounds reads a partition's log start and end offsets, so that a
+// partition knows where it may read before the first record.
+func (a Admin) Bounds(ctx context.Context, topic string, partition int) (first, end int64, err error) {
 	r, err := offsets.List(ctx, a.Client, topic, []int{partition})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	if logical == kafka.LastOffset {
-		return r[partition].End, nil
-	}
-	return r[partition].First, nil
+	return r[partition].First, r[partition].End, nil
 }
 
 // PartitionCounts reads how many partitions the input and output topics

@@ -15,8 +15,10 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
-// The cluster watch: one metadata request for the input, output and
-// dead-letter topics, every clusterPollInterval while all is well, and with
+// The cluster watch: one metadata request for the topics the stage needs
+// (hop 2: input, output and dead-letter; hop 1 alone: input and
+// repartition topic; both hops in one process: all of them, in hop 2's
+// watch), every clusterPollInterval while all is well, and with
 // a jittered, doubling back-off (clusterFirstBackoff to clusterMaxBackoff) while the
 // brokers cannot be reached or a topic is missing. It is the one place
 // that decides whether an outside reason blocks progress: it logs each
@@ -34,7 +36,7 @@ const (
 )
 
 // ErrTopicMissing is what Readiness reports (wrapped, naming the topics)
-// while the input, output or dead-letter topic does not exist.
+// while a watched topic does not exist.
 var ErrTopicMissing = errors.New("topic missing")
 
 // ErrBrokersUnreachable is what Readiness reports (wrapped, with the last
@@ -45,11 +47,14 @@ var ErrBrokersUnreachable = errors.New("kafka brokers unreachable")
 type Config struct {
 	Brokers   []string
 	Transport *kafka.Transport // settings (TLS, SASL) of each check's own transport; nil: defaults
-	// The topics the stage cannot progress without; DeadLetter may be empty.
-	Input, Output, DeadLetter string
-	Log                       *slog.Logger
-	Connected                 prometheus.Gauge     // dedup_broker_connected
-	Missing                   *prometheus.GaugeVec // dedup_topic_missing{topic}
+	// The topics the stage cannot progress without; all but Input may be
+	// empty. Hop 2 watches Input, Output and DeadLetter; hop 1 run alone
+	// (REPARTITION_HOPS=rekey) Input and Repartition; both hops in one
+	// process (REPARTITION_HOPS=both) all four, hop 2's watch.
+	Input, Output, DeadLetter, Repartition string
+	Log                                    *slog.Logger
+	Connected                              prometheus.Gauge     // dedup_broker_connected
+	Missing                                *prometheus.GaugeVec // dedup_topic_missing{topic}
 	// Refresh drops the connections, and with them the cached metadata, of
 	// the stage's clients: called when the brokers are lost or come back
 	// and when a topic appears again.
@@ -77,7 +82,7 @@ func New(c Config) *Watch {
 	return w
 }
 
-// Err is nil while the brokers answer and both topics exist, else the
+// Err is nil while the brokers answer and every watched topic exists, else the
 // reason progress is blocked.
 func (s *Watch) Err() error {
 	s.mu.Lock()
@@ -164,9 +169,11 @@ func (s *Watch) Update(missing []string, reqErr error) bool {
 
 // Topics are the topics the stage cannot progress without.
 func (s *Watch) Topics() []string {
-	ts := []string{s.c.Input, s.c.Output}
-	if s.c.DeadLetter != "" {
-		ts = append(ts, s.c.DeadLetter)
+	ts := []string{s.c.Input}
+	for _, t := range []string{s.c.Output, s.c.DeadLetter, s.c.Repartition} {
+		if t != "" {
+			ts = append(ts, t)
+		}
 	}
 	return ts
 }
@@ -177,6 +184,8 @@ func (s *Watch) role(t string) string {
 		return "input"
 	case s.c.DeadLetter:
 		return "dead-letter"
+	case s.c.Repartition:
+		return "repartition"
 	}
 	return "output"
 }

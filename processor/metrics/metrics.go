@@ -68,12 +68,14 @@ type Metrics struct {
 	MemPredicted         prometheus.Gauge
 	ProduceErrors        *prometheus.CounterVec
 	OutputErrors         *prometheus.CounterVec
+	OutputTruncations    *prometheus.CounterVec
 	Stalled              prometheus.Gauge
 	Latency              prometheus.Histogram
 	CheckpointSeconds    *prometheus.HistogramVec
 	CheckpointPause      prometheus.Histogram
 	CheckpointDamaged    *prometheus.CounterVec
 	CheckpointMissing    *prometheus.CounterVec
+	InputTruncations     *prometheus.CounterVec
 	CheckpointSize       *prometheus.GaugeVec
 	CheckpointLast       *prometheus.GaugeVec
 	Checkpoints          *prometheus.CounterVec
@@ -123,10 +125,11 @@ func New(reg prometheus.Registerer) *Metrics {
 		ForgottenKeys:        r.counterVec("dedup_filter_forgotten_keys_total", "Keys dropped from the filters by early rotations before their window ended: a later duplicate of one is forwarded again (no new record is dropped).", pt),
 		Stashed:              r.gaugeVec("dedup_filter_stashed", "Fingerprints held in each generation's exact stash (fingerprint mode); the pair rotates early when a stash is full.", ptg),
 		Lag:                  r.gaugeVec("dedup_consumer_lag", "Records between the last record read and the partition's high-water mark.", pt),
-		Assigned:             r.gauge("dedup_assigned_partitions", "Input partitions currently assigned to this member."),
+		Assigned:             r.gauge("dedup_assigned_partitions", "Input partitions currently assigned to this member: of the topic its group consumes (with REPARTITION_TOPIC, hop 2's repartition topic; with REPARTITION_HOPS=rekey, hop 1's input topic)."),
 		MemPredicted:         r.gauge("dedup_memory_predicted_bytes", "Live memory this member predicts for itself from its assigned partitions: the model `dedup size` uses (filter pairs of the assigned partitions plus the spare, a fetch per partition, a batch per output partition, the runtime base). Compare with process_resident_memory_bytes."),
 		ProduceErrors:        r.counterVec("dedup_produce_errors_total", "Output records the writer failed to deliver after its retries.", []string{"topic"}),
 		OutputErrors:         r.counterVec("dedup_output_errors_total", "Failed produce requests by kind: retriable (not appended, retried), ambiguous (outcome unknown, resolved by reading the output back), refused (records the output cannot take: too large for the output topic's max.message.bytes or PRODUCE_BATCH_BYTES, found before writing or refused by the broker; other permanent refusals stop the partition).", []string{"kind"}),
+		OutputTruncations:    r.counterVec("dedup_output_truncations_total", "Times an output partition was found truncated: an acknowledged produce got a base offset at or below one acknowledged before, or a restore found the partition's end below the end its checkpoint recorded. Records the stage wrote are gone (unclean leader election, or the topic deleted and created again); each is logged at error with the offsets. With REPARTITION_TOPIC it also counts hop 1's output, the repartition topic (found from hop 1's acknowledged produces, once per hop-1 input partition that wrote to the partition before and after).", []string{"topic", "partition"}),
 		Stalled:              r.gauge("dedup_partitions_stalled", "Input partitions of this member stopped because the output topic refused one of their records for good."),
 		// 1ms .. ~4.4min
 		Latency: r.histogram("dedup_end_to_end_latency_seconds", "Output acknowledgement time minus input record timestamp.", prometheus.ExponentialBuckets(0.001, 4, 10)),
@@ -146,10 +149,11 @@ func New(reg prometheus.Registerer) *Metrics {
 			[]string{"topic", "partition", "piece"}),
 		CheckpointDamaged: r.counterVec("dedup_checkpoint_damaged_total", "Damaged snapshots of the partition found in the checkpoint store (checksum, truncation, format, missing chunk, or refused by decode), each logged at warn naming it; kept aside, never deleted.", pt),
 		CheckpointMissing: r.counterVec("dedup_checkpoint_missing_total", "Starts of the partition that found no snapshot in the checkpoint store although the group had committed an offset for it: the store lost its state (checkpoint topic or directory deleted, emptied or changed). Each is logged at error; the partition starts with empty filters at the committed offset.", pt),
+		InputTruncations:  r.counterVec("dedup_input_truncations_total", "Times the input partition's log was found ending below the offset the stage was to read next: truncated (unclean leader election) or the topic deleted and created again. Logged at error; at a partition's start the stage reads on from the log's end, at runtime kafka-go's reader waits until the log passes the offset. With REPARTITION_TOPIC, hop 1 counts the input's here (and reads on from the end at once) and hop 2 the repartition topic's.", pt),
 		InputSkipped:      r.counterVec("dedup_input_skipped_offsets_total", "Input offsets the stage never read because they were below the partition's log start when it got there (deleted by retention or DeleteRecords while the stage was down or behind): their records were neither deduplicated nor forwarded.", pt),
 
 		Connected:   r.gauge("dedup_broker_connected", "1 while the brokers answer the stage's metadata requests, 0 while none does."),
-		Missing:     r.gaugeVec("dedup_topic_missing", "1 while the input, output or dead-letter topic named by the label does not exist; the stage waits for it, not ready.", []string{"topic"}),
+		Missing:     r.gaugeVec("dedup_topic_missing", "1 while a topic the stage needs (input, output or dead-letter; with REPARTITION_HOPS=rekey input or repartition topic) named by the label does not exist; the stage waits for it, not ready.", []string{"topic"}),
 		Generations: r.counter("dedup_group_generations_total", "Consumer-group generations this member joined; a steady rise without partition changes is a rebalance loop."),
 		JoinFails:   r.counter("dedup_group_join_failures_total", "Attempts to join the consumer group that failed (coordinator errors, rejected joins); a member that keeps failing holds no partition."),
 	}
@@ -172,7 +176,7 @@ func (m *Metrics) Forget(topic string, part int) {
 		m.Messages, m.ReplaySuppressed, m.RepartitionResent, m.RepartitionUnmarked, m.TimestampAnomalies, m.TimestampRewritten, m.Fill, m.EstimatedKeys, m.FPRate,
 		m.Saturated, m.WindowElapsed, m.FilterBytes, m.Rotations, m.Overflows, m.EarlyRotations,
 		m.ForgottenKeys, m.Stashed, m.Lag, m.CheckpointSize,
-		m.CheckpointLast, m.Checkpoints, m.CheckpointFails, m.InputSkipped, m.CheckpointDamaged, m.CheckpointMissing, m.CheckpointWritten,
+		m.CheckpointLast, m.Checkpoints, m.CheckpointFails, m.InputSkipped, m.InputTruncations, m.CheckpointDamaged, m.CheckpointMissing, m.CheckpointWritten,
 	} {
 		v.DeletePartialMatch(l)
 	}
@@ -217,8 +221,10 @@ func (m *Metrics) Partition(topic string, part int, storeKind string) *partition
 		RewrittenTimestamps: m.TimestampRewritten.WithLabelValues(topic, p),
 		RestoreScanned:      m.RestoreScanned,
 		SkippedOffsets:      m.InputSkipped.WithLabelValues(topic, p),
+		InputTruncations:    m.InputTruncations.WithLabelValues(topic, p),
 		CheckpointDamaged:   m.CheckpointDamaged.WithLabelValues(topic, p),
 		CheckpointMissing:   m.CheckpointMissing.WithLabelValues(topic, p),
+		OutputTruncations:   m.OutputTruncations,
 	}
 	if storeKind != "" { // without a store there are no checkpoints to time
 		pm.CheckpointSeconds = m.CheckpointSeconds.WithLabelValues(storeKind)

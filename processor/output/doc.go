@@ -19,6 +19,9 @@
 //     connections before each write of one to the socket.
 //   - An output larger than the output limit is never handed to the writer;
 //     the dead-letter writer writes one record at a time, each waited for.
+//   - An output partition whose offsets go back (truncated, or the topic
+//     created again) is reported: the writer's acknowledged base offsets
+//     only grow otherwise.
 //
 // Failures is the state of the outputs not yet delivered, by input
 // partition: recovering (the generation ends, the writer is replaced, the
@@ -30,7 +33,8 @@
 //
 // Files: output.go (Config, Output: the writers' owner), writer.go (the
 // shared writer and its metadata cache), completion.go (the writer's
-// acknowledgements, routing), produce.go (produce outcomes classified),
+// acknowledgements, routing), produce.go (produce outcomes classified, and
+// acknowledged base offsets handed to offsets.Truncations),
 // failures.go (Failures), fencedconn.go (connections fenced per write),
 // outputlimit.go (the output limits), deadletter.go (the dead-letter
 // writer), probe.go (single outputs written alone).

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
+	"dedup/offsets"
 	"dedup/processor/cluster"
 	"dedup/processor/partition"
 )
@@ -36,12 +37,14 @@ type Config struct {
 	Plain bool
 
 	OutputErrors  *prometheus.CounterVec // dedup_output_errors_total{kind}
+	Truncations   *prometheus.CounterVec // dedup_output_truncations_total{topic,partition}; nil: not checked
 	ProduceErrors prometheus.Counter     // dedup_produce_errors_total{topic}
 	Latency       prometheus.Observer    // dedup_end_to_end_latency_seconds
 	Log           *slog.Logger
 	Failures      *Failures // where the writer's failures are recorded
 
-	settle partition.Completion
+	settle    partition.Completion
+	truncated *offsets.Truncations // shared by every writer to the output topic
 }
 
 // Output owns the stage's writers: the one asynchronous writer the
@@ -63,6 +66,7 @@ type Output struct {
 // New opens the output's writer.
 func New(c Config) *Output {
 	c.settle = newCompletion(c.Latency)
+	c.truncated = offsets.NewTruncations(c.Topic, "output", c.Truncations, c.Log)
 	o := &Output{c: c}
 	o.setWriter()
 	return o
@@ -122,6 +126,7 @@ func (o *Output) Close() error {
 	if o.dlq != nil {
 		o.dlq.close()
 	}
+	o.c.truncated.Forget()
 	return err
 }
 

@@ -29,7 +29,11 @@ type Probe struct {
 func (o *Output) NewProbe() *Probe {
 	c := &o.c
 	pw := &Probe{transport: cluster.NewTransport(c.Transport)}
-	oc := newOutcomes(leader.Follow(pw.transport), c.OutputErrors, func() {})
+	oc := newOutcomes(leader.Follow(pw.transport), c, func() {})
+	// Its requests run beside the writer's, on other connections: their
+	// acknowledgements may come in any order, so base offsets are compared
+	// only along the writer's own (one request per partition at a time).
+	oc.truncated = nil
 	rt := newMetadataCache(oc)
 	if c.Plain {
 		oc.blind = true

@@ -9,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 	produceAPI "github.com/segmentio/kafka-go/protocol/produce"
+
+	"dedup/offsets"
 )
 
 // Kinds of failed produce requests, the values of
@@ -84,16 +86,19 @@ type outcomes struct {
 	next   kafka.RoundTripper
 	abort  func()
 	counts map[string]prometheus.Counter // by kind
+	// truncated checks the base offsets of acknowledged requests (nil:
+	// not checked).
+	truncated *offsets.Truncations
 	// blind passes produce outcomes to kafka.Writer unclassified: its own
 	// retries, which can append a batch twice. Only the produce-path
 	// benchmark sets it, as the reference.
 	blind bool
 }
 
-func newOutcomes(next kafka.RoundTripper, errs *prometheus.CounterVec, abort func()) *outcomes {
-	o := &outcomes{next: next, abort: abort, counts: map[string]prometheus.Counter{}}
+func newOutcomes(next kafka.RoundTripper, c *Config, abort func()) *outcomes {
+	o := &outcomes{next: next, abort: abort, counts: map[string]prometheus.Counter{}, truncated: c.truncated}
 	for _, k := range []string{OutputRetriable, OutputAmbiguous, OutputRefused} {
-		o.counts[k] = errs.WithLabelValues(k)
+		o.counts[k] = c.OutputErrors.WithLabelValues(k)
 	}
 	return o
 }
@@ -106,6 +111,9 @@ func (o *outcomes) RoundTrip(ctx context.Context, addr net.Addr, req kafka.Reque
 	res, err := o.next.RoundTrip(ctx, addr, req)
 	kind, cause := classifyProduce(res, err)
 	if kind == "" {
+		if r, ok := res.(*produceAPI.Response); ok && o.truncated != nil {
+			acked(o.truncated, r)
+		}
 		return res, nil
 	}
 	o.counts[kind].Inc()
@@ -211,4 +219,17 @@ func RecordRefused(err error) bool {
 		}
 	}
 	return false
+}
+
+// acked checks the base offsets of a successful produce response's
+// partitions of the tracker's topic (dedup_output_truncations_total).
+func acked(t *offsets.Truncations, r *produceAPI.Response) {
+	for _, rt := range r.Topics {
+		if rt.Topic != t.Topic() {
+			continue
+		}
+		for _, p := range rt.Partitions {
+			t.Acked(p.Partition, p.BaseOffset)
+		}
+	}
 }

@@ -113,7 +113,7 @@ type Writer struct {
 // partitions, its batches at most batchBytes.
 func newWriter(c *Config, batchBytes int64) *Writer {
 	out := &Writer{transport: cluster.NewTransport(c.Transport), c: c}
-	oc := newOutcomes(leader.Follow(out.transport), c.OutputErrors, out.abort)
+	oc := newOutcomes(leader.Follow(out.transport), c, out.abort)
 	out.rt = newMetadataCache(oc)
 	if c.Plain {
 		oc.blind = true

@@ -141,7 +141,7 @@ func chainCycle(b *testing.B, store loadStore, n, perInterval int) {
 	for range b.N {
 		var c chain
 		c.base, c.head = base, base.Seq
-		for c.extend(checkpoint.DefaultChainRatio) {
+		for c.extend(chainPolicy{ratio: checkpoint.DefaultChainRatio}, time.Now()) {
 			for range perInterval {
 				pair.TestAndAdd(benchKey(&buf, id), t1)
 				id++

@@ -110,19 +110,33 @@ type chain struct {
 	bytes int64           // stored bytes of the base's increments
 }
 
-// extend reports whether the next piece may be an increment: the chain
-// has a base, and its increments are still smaller than ratio times it.
-func (c chain) extend(ratio float64) bool {
-	return c.base.Seq != 0 && ratio > 0 && float64(c.bytes) < ratio*float64(c.base.StoredBytes)
+// chainPolicy is how far a chain may grow before a checkpoint writes a
+// new base.
+type chainPolicy struct {
+	ratio  float64       // increments smaller than ratio times the base
+	maxAge time.Duration // the base younger than this (0: any age)
 }
 
-// chainRatio is the partition's chain ratio: none for a mode whose deltas
-// are as large as its snapshots.
-func chainRatio(d Deps) float64 {
+// extend reports whether the next piece, at now, may be an increment: the
+// chain has a base, and the policy allows one more.
+func (c chain) extend(p chainPolicy, now time.Time) bool {
+	return c.base.Seq != 0 && p.ratio > 0 && float64(c.bytes) < p.ratio*float64(c.base.StoredBytes) &&
+		(p.maxAge <= 0 || now.Sub(c.base.Created) < p.maxAge)
+}
+
+// chainPolicyOf is the partition's chain policy: no increments for a mode
+// whose deltas are as large as its snapshots; bases no older than a store
+// whose retention deletes pieces by age allows (checkpoint.KafkaStore on a
+// topic that is not compacted).
+func chainPolicyOf(d Deps) chainPolicy {
+	p := chainPolicy{ratio: d.ChainRatio}
 	if !d.Filter.Mode.Incremental() {
-		return 0
+		p.ratio = 0
 	}
-	return d.ChainRatio
+	if s, ok := d.Store.(interface{ BaseMaxAge() time.Duration }); ok {
+		p.maxAge = s.BaseMaxAge()
+	}
+	return p
 }
 
 // maxKeptDelta is how large an increment's buffer may stay between
@@ -206,7 +220,7 @@ func (c *checkpointer) startSaver() {
 // checkpoint is steps 2-6 on the saver side; stopped reports that the
 // worker stopped before handing off its copy.
 func (c *checkpointer) checkpoint() (r cpResult, stopped bool) {
-	c.incremental = c.store != nil && !c.legacyHeld.Load() && c.chain.extend(chainRatio(c.d))
+	c.incremental = c.store != nil && !c.legacyHeld.Load() && c.chain.extend(chainPolicyOf(c.d), time.Now())
 	// The spare even for an increment: the worker copies the whole pair
 	// instead when more words changed than an increment can copy as fast.
 	if c.spares != nil {
@@ -337,7 +351,7 @@ func (c *checkpointer) outputMark(ctx context.Context) (outputMark, error) {
 func (w *Worker) finishCheckpoint(ctx context.Context, pos int64, ends outputMark, began time.Time) error {
 	pc := piece{state: partitionState{pair: w.pair, legacy: w.legacy}, marks: w.originsOf()}
 	if w.cp.store != nil {
-		if w.legacy == nil && w.cp.chain.extend(chainRatio(w.d)) && w.pair.DeltaWords() <= maxDeltaWords(w.pair) {
+		if w.legacy == nil && w.cp.chain.extend(chainPolicyOf(w.d), time.Now()) && w.pair.DeltaWords() <= maxDeltaWords(w.pair) {
 			w.pair.TakeDelta(&w.cp.delta)
 			pc.delta = &w.cp.delta
 		} else {

@@ -66,9 +66,8 @@ type Offsets interface {
 	// generation's routing (Router.AllOutputs). Called from the saver
 	// goroutine too.
 	OutputEnds(ctx context.Context) (map[int]int64, error)
-	// Resolve turns kafka.FirstOffset or kafka.LastOffset into an offset
-	// of the input partition.
-	Resolve(ctx context.Context, logical int64) (int64, error)
+	// Bounds reads the input partition's log start and end offsets.
+	Bounds(ctx context.Context) (first, end int64, err error)
 }
 
 // Owner is what the partition hands back to the one that started it.

@@ -47,12 +47,18 @@ type Metrics struct {
 	// Input offsets below the log start when the partition got there
 	// (deleted before they were read).
 	SkippedOffsets prometheus.Counter
+	// Times the partition's log was found ending below the offset it was
+	// to read next: dedup_input_truncations_total.
+	InputTruncations prometheus.Counter
 	// Damaged snapshots of the partition the store found (and logged):
 	// dedup_checkpoint_damaged_total.
 	CheckpointDamaged prometheus.Counter
 	// Starts that found no snapshot although the group had committed an
 	// offset: dedup_checkpoint_missing_total.
 	CheckpointMissing prometheus.Counter
+	// Output partitions a restore's replay scan found shorter than the
+	// checkpoint recorded them: dedup_output_truncations_total{topic,partition}.
+	OutputTruncations *prometheus.CounterVec
 }
 
 // The pieces of a chain, as the label values of CheckpointWritten.

@@ -63,11 +63,12 @@ type readerSkips struct {
 
 	mu        sync.Mutex
 	requested int64                // offset the reader was last asked to start at; -1: none pending
+	pastEnd   int64                // offset last reported past the log's end; -1: none
 	warned    map[string]time.Time // format -> last warn line
 }
 
 func newReaderLoggers(w *Worker) (logger, errorLogger readerLog) {
-	s := &readerSkips{w: w, requested: -1, warned: map[string]time.Time{}}
+	s := &readerSkips{w: w, requested: -1, pastEnd: -1, warned: map[string]time.Time{}}
 	return readerLog{s: s}, readerLog{s: s, error: true}
 }
 
@@ -99,6 +100,21 @@ func (l readerLog) Printf(format string, args ...any) {
 		if ok && from >= 0 && off > from {
 			s.w.skipped(from, off, "reader: seek clamped to the log start")
 		}
+	case fmtPastEnd:
+		// The log ends below the offset the reader is at: truncated under
+		// it. The reader retries until the log passes the offset; named
+		// and counted once per offset, not per retry.
+		off, ok := offsetArg(args, 2)
+		s.mu.Lock()
+		first := ok && off != s.pastEnd
+		if first {
+			s.pastEnd = off
+		}
+		s.mu.Unlock()
+		if first {
+			s.w.truncatedUnder(off)
+		}
+		return
 	}
 	level := slog.LevelDebug
 	if l.error && !transient[format] {
@@ -145,4 +161,29 @@ func (w *Worker) skipped(expected, start int64, at string) {
 	w.log.Warn("input skipped: offsets below the partition's log start were deleted (retention or DeleteRecords) "+
 		"before the stage read them; their records are neither deduplicated nor forwarded",
 		"expected_offset", expected, "log_start_offset", start, "skipped_offsets", n, "at", at)
+}
+
+// truncated names and counts a partition whose log ends at end, below the
+// offset expected it was to read next: the log was truncated (an unclean
+// leader election) or the topic deleted and created again. Records the
+// new log holds from end up to expected would otherwise never be read.
+func (w *Worker) truncated(expected, end int64, at string) {
+	if c := w.d.Metrics.InputTruncations; c != nil {
+		c.Inc()
+	}
+	w.log.Error("input truncated: the partition's log ends below the offset the stage was to read next "+
+		"(an unclean leader election, or the topic deleted and created again); reading from its end",
+		"expected_offset", expected, "end_offset", end, "at", at)
+}
+
+// truncatedUnder names and counts a log truncated under the reader, which
+// is at offset: kafka-go's reader waits there until the log passes it.
+func (w *Worker) truncatedUnder(offset int64) {
+	if c := w.d.Metrics.InputTruncations; c != nil {
+		c.Inc()
+	}
+	w.log.Error("input truncated: the partition's log ends below the offset the reader is at "+
+		"(an unclean leader election, or the topic deleted and created again); the reader waits until the log passes it, "+
+		"so records written below it are not read; the partition's next start reads from the log's end",
+		"offset", offset, "at", "reader: fetch past the log end")
 }

@@ -89,17 +89,45 @@ func TestReaderLogLevels(t *testing.T) {
 	for range 3 {
 		logger.Printf("no messages received from kafka within the allocated time for partition %d of %s at offset %d: %v", 0, "events", humanOffset(5), "timeout")
 		errorLogger.Printf("error initializing the kafka reader for partition %d of %s: %s", 0, "events", "connection refused")
-		errorLogger.Printf(fmtPastEnd, 0, "events", humanOffset(900))
+		errorLogger.Printf("the kafka reader met something new at offset %d", humanOffset(900))
 	}
 	if got := counterValue(t, c); got != 0 {
 		t.Errorf("counted %v skipped offsets, want none", got)
 	}
 	warns := levelLines(buf.String(), "WARN")
-	if len(warns) != 1 || !strings.Contains(warns[0], "reading passed the last offset") {
-		t.Errorf("warnings %q, want one about reading past the last offset", warns)
+	if len(warns) != 1 || !strings.Contains(warns[0], "met something new") {
+		t.Errorf("warnings %q, want one about the message this version does not know", warns)
 	}
 	if n := len(levelLines(buf.String(), "DEBUG")); n != 8 {
 		t.Errorf("%d debug lines, want 8:\n%s", n, buf)
+	}
+}
+
+// TestReaderPastEnd: the reader retrying a fetch past the log's end (the
+// log truncated under it) is named at error and counted as a truncation
+// once per offset, however often the reader retries; nothing is counted
+// as skipped.
+func TestReaderPastEnd(t *testing.T) {
+	w, skipped, buf := readerLogTest(t)
+	truncations := prometheus.NewCounter(prometheus.CounterOpts{Name: "truncations"})
+	w.d.Metrics.InputTruncations = truncations
+	_, errorLogger := newReaderLoggers(w)
+	for _, off := range []int64{900, 900, 900, 950, 950} {
+		errorLogger.Printf(fmtPastEnd, 0, "events", humanOffset(off))
+	}
+	if got := counterValue(t, truncations); got != 2 {
+		t.Errorf("counted %v truncations, want 2 (one per offset)", got)
+	}
+	if got := counterValue(t, skipped); got != 0 {
+		t.Errorf("counted %v skipped offsets, want none", got)
+	}
+	errs := levelLines(buf.String(), "ERROR")
+	if len(errs) != 2 || !strings.Contains(errs[0], "offset=900") || !strings.Contains(errs[1], "offset=950") ||
+		!strings.Contains(errs[0], "input truncated") {
+		t.Errorf("error lines %q, want two naming the truncation at 900 and 950", errs)
+	}
+	if n := len(levelLines(buf.String(), "WARN")); n != 0 {
+		t.Errorf("%d warn lines, want none: the error lines say it", n)
 	}
 }
 

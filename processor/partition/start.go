@@ -126,20 +126,35 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 		w.legacy.age(w.pair.Stats().WindowStart)
 	}
 	w.setFilters()
-	if start < 0 {
-		var err error
-		if start, err = d.Offsets.Resolve(ctx, start); err != nil {
+	first, end, err := d.Offsets.Bounds(ctx)
+	switch {
+	case start < 0:
+		if err != nil {
 			return nil, err
 		}
-	} else if first, err := d.Offsets.Resolve(ctx, kafka.FirstOffset); err != nil {
+		if start == kafka.LastOffset {
+			start = end
+		} else {
+			start = first
+		}
+	case err != nil:
 		// The reader's loggers still name a jump to the log start.
-		log.Debug("read log start offset", "err", err)
-	} else if start < first {
+		log.Debug("read log bounds", "err", err)
+	case start < first:
 		// Deleted while the stage was down or behind: say so here, where
 		// the offset it should have resumed at is known, and seek to the
 		// log start itself (the reader would, silently).
 		w.skipped(start, first, "start from "+resumed)
 		start = first
+	case start > end:
+		// The log ends below where the partition resumes: it was truncated
+		// or created again. kafka-go's reader would wait, silently, until
+		// the log passed the offset, never reading what was written below
+		// it. Resume at the end instead, and say so.
+		w.truncated(start, end, "start from "+resumed)
+		start = end
+		// Offsets to suppress name records of the old log.
+		w.suppress, w.suppressTo, replay = nil, 0, replayMark{}
 	}
 	d.Metrics.Restores.WithLabelValues(string(source)).Inc()
 
@@ -407,6 +422,15 @@ func (w *Worker) restore(ctx context.Context) (restored, error) {
 		return restored{}, fmt.Errorf("scan output after checkpoint of %s/%d: %w", d.Topic, d.Partition, err)
 	}
 	d.Metrics.RestoreScanned.Add(float64(scan.Records))
+	for _, tr := range scan.Truncated {
+		if c := d.Metrics.OutputTruncations; c != nil {
+			c.WithLabelValues(so.OutputTopic, strconv.Itoa(tr.Partition)).Inc()
+		}
+		log.Error("output partition truncated: records written before the checkpoint are gone "+
+			"(unclean leader election, or the topic deleted and created again)",
+			"topic", so.OutputTopic, "partition", tr.Partition, "checkpoint_end_offset", tr.Recorded, "end_offset", tr.End,
+			"offsets_lost_at_least", tr.Recorded-tr.End)
+	}
 	suppress := scan.Forwarded
 	for off := range suppress {
 		r.suppressTo = max(r.suppressTo, off+1)

@@ -35,12 +35,22 @@ const fetchTimeout = 30 * time.Second
 // hop 1 read them.
 type skipFunc func(from, to int64)
 
+// truncFunc is told that the input partition's log ends at end, below the
+// offset expected hop 1 was to read next.
+type truncFunc func(expected, end int64)
+
+// errOutOfRange ends a session whose fetch offset left the log (deleted
+// below it, or the log truncated under it): the next session's seek
+// resolves it at once.
+var errOutOfRange = errors.New("fetch offset out of the log's range")
+
 // startFetcher dials the leader of o.InputTopic/part and fetches from
 // offset (absolute, or kafka.FirstOffset/LastOffset) until ctx ends or a
 // fetch fails; it returns the absolute offset it starts at. An offset
 // below the log start moves to it and is reported to skipped; one beyond
-// the log end fails.
-func startFetcher(ctx context.Context, o *Options, part int, offset int64, log *slog.Logger, skipped skipFunc) (*fetcher, int64, error) {
+// the log end (truncated, or the topic created again) moves to the end and
+// is reported to truncated.
+func startFetcher(ctx context.Context, o *Options, part int, offset int64, log *slog.Logger, skipped skipFunc, truncated truncFunc) (*fetcher, int64, error) {
 	d := o.Dialer
 	if d == nil {
 		d = kafka.DefaultDialer
@@ -55,7 +65,7 @@ func startFetcher(ctx context.Context, o *Options, part int, offset int64, log *
 	if err != nil {
 		return nil, 0, fmt.Errorf("dial leader of %s/%d: %w", o.InputTopic, part, err)
 	}
-	start, err := seek(conn, offset, skipped)
+	start, err := seek(conn, offset, skipped, truncated)
 	if err != nil {
 		conn.Close()
 		return nil, 0, fmt.Errorf("seek %s/%d to %d: %w", o.InputTopic, part, offset, err)
@@ -81,7 +91,7 @@ func startFetcher(ctx context.Context, o *Options, part int, offset int64, log *
 }
 
 // seek places conn at offset, resolved against the log's bounds.
-func seek(conn *kafka.Conn, offset int64, skipped skipFunc) (int64, error) {
+func seek(conn *kafka.Conn, offset int64, skipped skipFunc, truncated truncFunc) (int64, error) {
 	if err := conn.SetDeadline(time.Now().Add(fetchTimeout)); err != nil {
 		return 0, err
 	}
@@ -99,7 +109,10 @@ func seek(conn *kafka.Conn, offset int64, skipped skipFunc) (int64, error) {
 		skipped(offset, first)
 		offset = first
 	case offset > last:
-		return 0, fmt.Errorf("offset beyond the log end %d (was the topic recreated?)", last)
+		// Waiting for the log to pass the offset would leave what is
+		// written below it unread: go on from the end, and say so.
+		truncated(offset, last)
+		offset = last
 	}
 	_, err = conn.Seek(offset, kafka.SeekAbsolute)
 	return offset, err
@@ -129,6 +142,8 @@ func (f *fetcher) run(ctx context.Context, conn *kafka.Conn, o *Options) error {
 				// without records (kfake's; kafka.Reader retries it too):
 				// the connection stays usable.
 				continue
+			case errors.Is(err, kafka.OffsetOutOfRange):
+				return fmt.Errorf("%w: %w", errOutOfRange, err)
 			}
 			return err
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
+	"dedup/offsets"
 	"dedup/processor/cluster"
 	"dedup/processor/partition"
 )
@@ -26,6 +27,9 @@ type worker struct {
 	start int64 // committed offset, or kafka.FirstOffset/LastOffset
 	parts int   // repartition partitions, read at the start of each session
 	log   *slog.Logger
+	// truncated checks the base offsets of the partition's acknowledged
+	// produces (nil: not checked).
+	truncated *offsets.Truncations
 
 	acked     int64 // next input offset to send: everything below is acknowledged (-1: none yet)
 	committed int64
@@ -43,7 +47,7 @@ func (w *worker) run(ctx context.Context) {
 	w.acked, w.committed = -1, w.start
 	w.partText = []byte(strconv.Itoa(w.part))
 	backoff := w.o.RetryBackoff
-	for _, c := range []*prometheus.CounterVec{w.o.Metrics.Rekeyed, w.o.Metrics.Restarts} {
+	for _, c := range []*prometheus.CounterVec{w.o.Metrics.Rekeyed, w.o.Metrics.Restarts, w.o.Metrics.InputTruncations} {
 		if c != nil {
 			c.WithLabelValues(w.o.InputTopic, string(w.partText)) // exposed from the assignment on
 		}
@@ -60,6 +64,12 @@ func (w *worker) run(ctx context.Context) {
 		w.commit(true)
 		if err == nil || ctx.Err() != nil {
 			return
+		}
+		if errors.Is(err, errOutOfRange) {
+			// Not a failed batch: the next session's seek finds where
+			// the log is now and names the skip or the truncation.
+			w.log.Debug("fetch offset out of range: seeking again", "from", w.resumeAt(), "err", err)
+			continue
 		}
 		w.o.Status.failed(w.part, err)
 		if w.o.Metrics.Restarts != nil {
@@ -97,7 +107,7 @@ func (w *worker) session(ctx context.Context) error {
 		return err
 	}
 	w.parts = n
-	f, start, err := startFetcher(ctx, w.o, w.part, w.resumeAt(), w.log, w.skipped)
+	f, start, err := startFetcher(ctx, w.o, w.part, w.resumeAt(), w.log, w.skipped, w.truncatedInput)
 	if err != nil {
 		return err
 	}
@@ -183,6 +193,20 @@ func (w *worker) skipped(from, to int64) {
 	if w.o.Metrics.Skipped != nil {
 		w.o.Metrics.Skipped.WithLabelValues(w.o.InputTopic, string(w.partText)).Add(float64(to - from))
 	}
+}
+
+// truncatedInput reports an input partition whose log ends at end, below
+// the offset expected hop 1 was to read next: truncated (an unclean leader
+// election) or the topic deleted and created again. Hop 1 reads on from
+// the end; what the old log held from there up to expected, and was not
+// yet re-keyed, is gone.
+func (w *worker) truncatedInput(expected, end int64) {
+	if w.o.Metrics.InputTruncations != nil {
+		w.o.Metrics.InputTruncations.WithLabelValues(w.o.InputTopic, string(w.partText)).Inc()
+	}
+	w.log.Error("input truncated: the partition's log ends below the offset the re-key hop was to read next "+
+		"(an unclean leader election, or the topic deleted and created again); reading from its end",
+		"expected_offset", expected, "end_offset", end)
 }
 
 // commit commits the acknowledged position when it moved. final: at the
@@ -320,12 +344,14 @@ func (w *worker) send(s *sender, client *kafka.Client, batch []kafka.Message) er
 			// failed.
 			for len(recs) > 0 {
 				n := w.request(recs)
-				if err := produce(client, w.o.Topic, p, w.o.Compression, recs[:n]); err != nil {
+				base, err := produce(client, w.o.Topic, p, w.o.Compression, recs[:n])
+				if err != nil {
 					mu.Lock()
 					errs = append(errs, err)
 					mu.Unlock()
 					return
 				}
+				w.truncated.Acked(int32(p), base)
 				recs = recs[n:]
 			}
 		}()
@@ -374,8 +400,9 @@ func recordBytes(r *kafka.Record) int {
 	return n
 }
 
-// produce sends one request and checks its answer.
-func produce(client *kafka.Client, topic string, p int, codec kafka.Compression, recs []kafka.Record) error {
+// produce sends one request and checks its answer; it returns the base
+// offset the records were appended at (-1: not given).
+func produce(client *kafka.Client, topic string, p int, codec kafka.Compression, recs []kafka.Record) (int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	res, err := client.Produce(ctx, &kafka.ProduceRequest{
@@ -386,13 +413,13 @@ func produce(client *kafka.Client, topic string, p int, codec kafka.Compression,
 		Compression:  codec,
 	})
 	if err != nil {
-		return fmt.Errorf("produce %d records to %s/%d: %w", len(recs), topic, p, err)
+		return 0, fmt.Errorf("produce %d records to %s/%d: %w", len(recs), topic, p, err)
 	}
 	if res.Error != nil {
-		return fmt.Errorf("produce %d records to %s/%d: %w", len(recs), topic, p, res.Error)
+		return 0, fmt.Errorf("produce %d records to %s/%d: %w", len(recs), topic, p, res.Error)
 	}
 	for i, e := range res.RecordErrors {
-		return fmt.Errorf("produce %d records to %s/%d: record %d: %w", len(recs), topic, p, i, e)
+		return 0, fmt.Errorf("produce %d records to %s/%d: record %d: %w", len(recs), topic, p, i, e)
 	}
-	return nil
+	return res.BaseOffset, nil
 }

@@ -26,6 +26,12 @@
 //     by its high-water marks.
 //   - An input offset is committed (to Options.GroupID, a group of its own)
 //     only after everything below it is acknowledged.
+//   - Logs that go back are named at error and counted: a repartition
+//     partition whose acknowledged base offset is at or below one
+//     acknowledged before to the same input partition's worker
+//     (Metrics.OutputTruncations), and an input partition whose log ends
+//     below the offset a session resumes at (Metrics.InputTruncations),
+//     which is then read on from its end.
 //
 // Files: repartition.go (Options, Run, the group), partition.go (one
 // input partition's loop), fetch.go (its fetches), topic.go (creating and
@@ -46,6 +52,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"dedup/key"
+	"dedup/offsets"
 	"dedup/processor/cluster"
 )
 
@@ -89,6 +96,11 @@ type Options struct {
 	RecoveryTimeout time.Duration
 	// Status, when set, is kept up to date for the probes.
 	Status *Status
+	// Cluster, when set, is a cluster watch of the input and the
+	// repartition topic that Run runs (hop 1 alone, REPARTITION_HOPS=rekey;
+	// with both hops, hop 2's watch speaks for the process). The group is
+	// not joined while it names a cause, and Status's readiness names it.
+	Cluster *cluster.Watch
 
 	Metrics Metrics
 	Logger  *slog.Logger
@@ -103,9 +115,24 @@ type Metrics struct {
 	// Skipped counts input offsets deleted before hop 1 read them
 	// (dedup_input_skipped_offsets_total, as hop 2 counts its own).
 	Skipped *prometheus.CounterVec
+	// InputTruncations counts input partitions found ending below the
+	// offset hop 1 was to read next (dedup_input_truncations_total, as
+	// hop 2 counts its own).
+	InputTruncations *prometheus.CounterVec
+	// OutputTruncations counts repartition partitions found truncated
+	// under hop 1's acknowledged produces, labelled by the repartition
+	// topic and its partition (dedup_output_truncations_total, as hop 2
+	// counts its output's).
+	OutputTruncations *prometheus.CounterVec
 	// Unhealthy is 1 while Status.Healthy fails (batches failing past
 	// RecoveryTimeout, or Run failed), else 0.
 	Unhealthy prometheus.Gauge
+	// The group's, as hop 2 has them; set only where hop 1 runs alone, so
+	// that they are this process's group's: input partitions held
+	// (dedup_assigned_partitions), generations joined and failed joins.
+	Assigned    prometheus.Gauge
+	Generations prometheus.Counter
+	JoinFails   prometheus.Counter
 }
 
 func (o *Options) defaults() error {
@@ -160,6 +187,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	o.Status.mu.Lock()
 	o.Status.timeout = o.RecoveryTimeout
+	o.Status.cluster = o.Cluster
 	o.Status.mu.Unlock()
 	if o.Metrics.Unhealthy != nil {
 		o.Metrics.Unhealthy.Set(0)
@@ -182,6 +210,13 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return fmt.Errorf("create repartition consumer group: %w", err)
 	}
+	// One tracker of repartition truncations per input partition, kept
+	// across generations: a partition's produces, in one generation and
+	// from one to the next (kafka-go ends a generation only once its
+	// workers returned), go one after the other per repartition partition.
+	// Other input partitions' workers write to the same repartition
+	// partitions at the same time; they only move its log forward.
+	truncations := map[int]*offsets.Truncations{}
 	eg, egCtx := errgroup.WithContext(ctx)
 	eg.Go(func() error {
 		<-egCtx.Done()
@@ -191,18 +226,40 @@ func Run(ctx context.Context, o Options) (err error) {
 		o.Status.watch(egCtx, o.Metrics.Unhealthy, log)
 		return nil
 	})
+	if o.Cluster != nil {
+		eg.Go(func() error {
+			o.Cluster.Run(egCtx)
+			return nil
+		})
+	}
 	eg.Go(func() error {
 		for {
+			// As hop 2: a member that cannot consume (a topic missing, the
+			// brokers lost) takes no new generation, so that kafka-go's
+			// partition watch does not drive the group through one after
+			// another.
+			if o.Cluster != nil && o.Cluster.Wait(egCtx) != nil {
+				return nil
+			}
 			gen, err := cg.Next(egCtx)
 			switch {
 			case egCtx.Err() != nil, errors.Is(err, kafka.ErrGroupClosed):
 				return nil
 			case err != nil:
+				if o.Cluster != nil {
+					if cause := o.Cluster.Err(); cause != nil {
+						// The watch has logged the cause, once.
+						log.Debug("join repartition consumer group", "group", o.GroupID, "err", err, "cause", cause)
+						continue
+					}
+				}
+				inc(o.Metrics.JoinFails)
 				log.Warn("join repartition consumer group", "group", o.GroupID, "err", err)
 				cluster.Sleep(egCtx, time.Second)
 				continue
 			}
-			runGeneration(&o, log, gen)
+			inc(o.Metrics.Generations)
+			runGeneration(&o, log, gen, truncations)
 		}
 	})
 	return eg.Wait()
@@ -210,15 +267,37 @@ func Run(ctx context.Context, o Options) (err error) {
 
 // runGeneration runs every assigned input partition until the generation
 // ends.
-func runGeneration(o *Options, log *slog.Logger, gen *kafka.Generation) {
-	o.Status.joined(gen.ID, len(gen.Assignments[o.InputTopic]))
+func runGeneration(o *Options, log *slog.Logger, gen *kafka.Generation, truncations map[int]*offsets.Truncations) {
+	held := len(gen.Assignments[o.InputTopic])
+	o.Status.joined(gen.ID, held)
+	if o.Metrics.Assigned != nil {
+		o.Metrics.Assigned.Add(float64(held))
+	}
 	gen.Start(func(ctx context.Context) {
 		<-ctx.Done()
 		o.Status.left(gen.ID)
+		if o.Metrics.Assigned != nil {
+			o.Metrics.Assigned.Sub(float64(held))
+		}
 	})
 	for _, a := range gen.Assignments[o.InputTopic] {
-		p := &worker{o: o, gen: gen, part: a.ID, start: a.Offset,
+		t, ok := truncations[a.ID]
+		if !ok {
+			// Its log line names the repartition partition as topic and
+			// partition, and the writer as input_partition.
+			t = offsets.NewTruncations(o.Topic, "repartition", o.Metrics.OutputTruncations,
+				log.With("input_topic", o.InputTopic, "input_partition", a.ID))
+			truncations[a.ID] = t
+		}
+		p := &worker{o: o, gen: gen, part: a.ID, start: a.Offset, truncated: t,
 			log: log.With("topic", o.InputTopic, "partition", a.ID, "generation", gen.ID)}
 		gen.Start(p.run)
+	}
+}
+
+// inc increments c unless it is nil (a metric not wired).
+func inc(c prometheus.Counter) {
+	if c != nil {
+		c.Inc()
 	}
 }

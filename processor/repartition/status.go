@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"dedup/processor/cluster"
 )
 
 // ErrFailing is hop 1 unhealthy: an input partition's batches have kept
@@ -32,6 +34,7 @@ type Status struct {
 	held    int
 	failing map[int]failure // by input partition: its current run of failed batches
 	err     error           // Run's
+	cluster *cluster.Watch  // Options.Cluster: its cause comes first; nil without
 }
 
 // failure is one input partition's current run of failed batches.
@@ -89,13 +92,21 @@ func (s *Status) stopped(err error) {
 }
 
 // Readiness is nil when hop 1 is in a generation of its group, else why
-// not.
+// not: Run's error, then, with Options.Cluster, the brokers lost or a
+// topic missing (wrapping cluster.ErrBrokersUnreachable or
+// cluster.ErrTopicMissing), then no generation.
 func (s *Status) Readiness() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var watched error
+	if s.cluster != nil {
+		watched = s.cluster.Err()
+	}
 	switch {
 	case s.err != nil:
 		return fmt.Errorf("re-key hop stopped: %w", s.err)
+	case watched != nil:
+		return fmt.Errorf("re-key hop: %w", watched)
 	case !s.inGen:
 		return errors.New("re-key hop not in a generation of its consumer group")
 	}

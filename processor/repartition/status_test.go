@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"dedup/internal/kfaketest"
 	"dedup/internal/testkit"
 	"dedup/key"
+	"dedup/processor/cluster"
 )
 
 const (
@@ -231,4 +233,51 @@ func sum(c prometheus.Collector) float64 {
 		total += d.GetCounter().GetValue() + d.GetGauge().GetValue()
 	}
 	return total
+}
+
+// TestStatusReadinessNamesClusterCause: with a cluster watch, Readiness
+// names what the watch saw (brokers lost, a topic missing) before the
+// generation, and Run's error before either; the watch's gauges follow.
+func TestStatusReadinessNamesClusterCause(t *testing.T) {
+	connected := prometheus.NewGauge(prometheus.GaugeOpts{Name: "connected"})
+	missing := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "missing"}, []string{"topic"})
+	w := cluster.New(cluster.Config{
+		Brokers: []string{"127.0.0.1:1"}, Input: inTopic, Repartition: reTopic,
+		Log: testLogger(), Connected: connected, Missing: missing, Refresh: func() {},
+	})
+	if got := w.Topics(); len(got) != 2 || got[0] != inTopic || got[1] != reTopic {
+		t.Fatalf("watched topics %v, want [%s %s]", got, inTopic, reTopic)
+	}
+	s := &Status{cluster: w}
+	s.joined(1, 2)
+
+	w.Update(nil, errors.New("dial: connection refused"))
+	if err := s.Readiness(); !errors.Is(err, cluster.ErrBrokersUnreachable) {
+		t.Errorf("Readiness with the brokers lost = %v, want ErrBrokersUnreachable", err)
+	}
+	if v := sum(connected); v != 0 {
+		t.Errorf("connected = %v with the brokers lost, want 0", v)
+	}
+
+	w.Update([]string{reTopic}, nil)
+	err := s.Readiness()
+	if !errors.Is(err, cluster.ErrTopicMissing) || !strings.Contains(err.Error(), reTopic) {
+		t.Errorf("Readiness with the repartition topic missing = %v, want ErrTopicMissing naming %s", err, reTopic)
+	}
+	if v := sum(connected); v != 1 {
+		t.Errorf("connected = %v with the brokers answering, want 1", v)
+	}
+	if v := sum(missing.WithLabelValues(reTopic)); v != 1 {
+		t.Errorf("missing{%s} = %v, want 1", reTopic, v)
+	}
+
+	w.Update(nil, nil)
+	if err := s.Readiness(); err != nil {
+		t.Errorf("Readiness with all well = %v, want nil", err)
+	}
+	w.Update([]string{inTopic}, nil)
+	s.stopped(errors.New("boom"))
+	if err := s.Readiness(); err == nil || !strings.Contains(err.Error(), "re-key hop stopped") {
+		t.Errorf("Readiness after Run failed = %v, want Run's error first", err)
+	}
 }

@@ -84,12 +84,15 @@ func kinds(objs []k8scheck.Object) map[string]int {
 	return n
 }
 
-// TestLint runs Helm's own chart linter (`helm lint`).
+// TestLint runs Helm's own chart linter (`helm lint`), on the defaults and
+// with the hops deployed apart.
 func TestLint(t *testing.T) {
-	res := lint.All(chartDir, map[string]any{}, "streaming", false)
-	for _, m := range res.Messages {
-		if m.Severity >= support.WarningSev {
-			t.Errorf("helm lint: %s", m)
+	for _, vals := range []map[string]any{{}, splitValues} {
+		res := lint.All(chartDir, vals, "streaming", false)
+		for _, m := range res.Messages {
+			if m.Severity >= support.WarningSev {
+				t.Errorf("helm lint %v: %s", vals, m)
+			}
 		}
 	}
 }
@@ -204,5 +207,168 @@ func TestPrometheusRuleIsAlertsYml(t *testing.T) {
 	}
 	if !found {
 		t.Error("prometheusRule.enabled rendered no PrometheusRule")
+	}
+}
+
+// splitValues deploys the hops apart: repartition.hops split.
+var splitValues = map[string]any{
+	"config":      map[string]any{"REPARTITION_TOPIC": "events-by-id"},
+	"repartition": map[string]any{"hops": "split"},
+}
+
+// named returns the object of kind and name, failing the test without it.
+func named(t *testing.T, objs []k8scheck.Object, kind, name string) map[string]any {
+	t.Helper()
+	for _, o := range objs {
+		if o.Kind == kind && o.Name == name {
+			return o.Raw
+		}
+	}
+	t.Fatalf("no %s %s rendered", kind, name)
+	return nil
+}
+
+// TestSplitHops: repartition.hops split renders the hops as two
+// Deployments, dedup-rekey (REPARTITION_HOPS=rekey, its own ConfigMap
+// without hop 2's settings, memory of `dedup size --hops rekey`) and
+// dedup-dedup (REPARTITION_HOPS=dedup, the shared ConfigMap), each with its
+// own PodDisruptionBudget, one Service, NetworkPolicy and PodMonitor for
+// both; every check holds (k8scheck: env valid, roles, probes on /healthz
+// and /readyz, memory per role).
+func TestSplitHops(t *testing.T) {
+	objs := render(t, "", map[string]any{"config": splitValues["config"], "repartition": splitValues["repartition"],
+		"podMonitor": map[string]any{"enabled": true}})
+	for _, err := range k8scheck.Check(objs, defaults(t)) {
+		t.Error(err)
+	}
+	got := kinds(objs)
+	for k, n := range map[string]int{"Deployment": 2, "ConfigMap": 2, "PodDisruptionBudget": 2, "Service": 1, "NetworkPolicy": 1, "ServiceAccount": 1, "PodMonitor": 1} {
+		if got[k] != n {
+			t.Errorf("want %d %s, rendered %d", n, k, got[k])
+		}
+	}
+	for _, role := range []string{"rekey", "dedup"} {
+		var dep k8scheck.Deployment
+		if err := k8scheck.DecodeInto(named(t, objs, "Deployment", "dedup-"+role), &dep); err != nil {
+			t.Fatal(err)
+		}
+		ctr := dep.Spec.Template.Spec.Containers[0]
+		hops := ""
+		for _, e := range ctr.Env {
+			if e.Name == "REPARTITION_HOPS" {
+				hops = e.Value
+			}
+		}
+		if hops != role || dep.Spec.Template.Metadata.Labels["dedup/hops"] != role || dep.Spec.Selector.MatchLabels["dedup/hops"] != role {
+			t.Errorf("Deployment dedup-%s: REPARTITION_HOPS %q, pod label %q, selector %v: want %s", role, hops,
+				dep.Spec.Template.Metadata.Labels["dedup/hops"], dep.Spec.Selector.MatchLabels, role)
+		}
+		wantCM := map[string]string{"rekey": "dedup-rekey-config", "dedup": "dedup-config"}[role]
+		if cm := ctr.EnvFrom[0].ConfigMapRef; cm == nil || cm.Name != wantCM {
+			t.Errorf("Deployment dedup-%s loads %+v, want ConfigMap %s", role, ctr.EnvFrom[0], wantCM)
+		}
+		pdb := named(t, objs, "PodDisruptionBudget", "dedup-"+role)
+		if sel := pdb["spec"].(map[string]any)["selector"].(map[string]any)["matchLabels"].(map[string]any); sel["dedup/hops"] != role {
+			t.Errorf("PodDisruptionBudget dedup-%s selects %v", role, sel)
+		}
+	}
+	// The rekey pods hold no filters, checkpoints or output: their
+	// ConfigMap names none, and their memory is hop 1's alone.
+	rekeyData := named(t, objs, "ConfigMap", "dedup-rekey-config")["data"].(map[string]any)
+	for _, k := range k8scheck.Hop2Only {
+		if _, ok := rekeyData[k]; ok {
+			t.Errorf("dedup-rekey-config sets %s", k)
+		}
+	}
+	dedupData := named(t, objs, "ConfigMap", "dedup-config")["data"].(map[string]any)
+	for k, v := range rekeyData {
+		if dedupData[k] != v {
+			t.Errorf("%s: rekey %v, dedup %v: the hops share every setting hop 1 reads", k, v, dedupData[k])
+		}
+	}
+	var rekey, dedup k8scheck.Deployment
+	_ = k8scheck.DecodeInto(named(t, objs, "Deployment", "dedup-rekey"), &rekey)
+	_ = k8scheck.DecodeInto(named(t, objs, "Deployment", "dedup-dedup"), &dedup)
+	rq, _ := k8scheck.ParseQuantity(rekey.Spec.Template.Spec.Containers[0].Resources.Limits["memory"])
+	dq, _ := k8scheck.ParseQuantity(dedup.Spec.Template.Spec.Containers[0].Resources.Limits["memory"])
+	if rq >= dq {
+		t.Errorf("rekey memory limit %d not below dedup's %d: hop 1 holds no filters", rq, dq)
+	}
+}
+
+// TestSplitChecksCatch: the checks that pass on the split rendering fail
+// when it goes wrong.
+func TestSplitChecksCatch(t *testing.T) {
+	for _, tc := range []struct {
+		name, want string
+		mutate     func(t *testing.T, objs []k8scheck.Object)
+	}{
+		{"rekey pods given the checkpoint topic", "CHECKPOINT_TOPIC, which only hop 2 reads", func(t *testing.T, objs []k8scheck.Object) {
+			named(t, objs, "ConfigMap", "dedup-rekey-config")["data"].(map[string]any)["CHECKPOINT_TOPIC"] = "x"
+		}},
+		{"hops with different groups", "GROUP_ID", func(t *testing.T, objs []k8scheck.Object) {
+			named(t, objs, "ConfigMap", "dedup-rekey-config")["data"].(map[string]any)["GROUP_ID"] = "other"
+		}},
+		{"both Deployments rekey", "want both hops", func(t *testing.T, objs []k8scheck.Object) {
+			ctr := named(t, objs, "Deployment", "dedup-dedup")["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+			ctr["env"].([]any)[0].(map[string]any)["value"] = "rekey"
+		}},
+		{"one budget for both hops", "PodDisruptionBudgets select its pods", func(t *testing.T, objs []k8scheck.Object) {
+			sel := named(t, objs, "PodDisruptionBudget", "dedup-dedup")["spec"].(map[string]any)["selector"].(map[string]any)["matchLabels"].(map[string]any)
+			delete(sel, "dedup/hops")
+		}},
+		{"overlapping selectors", "a selector takes the other's pods", func(t *testing.T, objs []k8scheck.Object) {
+			sel := named(t, objs, "Deployment", "dedup-dedup")["spec"].(map[string]any)["selector"].(map[string]any)["matchLabels"].(map[string]any)
+			delete(sel, "dedup/hops")
+		}},
+		{"rekey memory below hop 1's", "Deployment dedup-rekey: memory request", func(t *testing.T, objs []k8scheck.Object) {
+			ctr := named(t, objs, "Deployment", "dedup-rekey")["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+			ctr["resources"].(map[string]any)["requests"].(map[string]any)["memory"] = "32Mi"
+		}},
+		{"dedup sized without its partitions", "dedup/repartition-partitions", func(t *testing.T, objs []k8scheck.Object) {
+			delete(named(t, objs, "Deployment", "dedup-dedup")["metadata"].(map[string]any)["annotations"].(map[string]any), "dedup/repartition-partitions")
+		}},
+		{"rekey readiness on /healthz", "Deployment dedup-rekey: container dedup: readinessProbe path", func(t *testing.T, objs []k8scheck.Object) {
+			ctr := named(t, objs, "Deployment", "dedup-rekey")["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+			ctr["readinessProbe"].(map[string]any)["httpGet"].(map[string]any)["path"] = "/healthz"
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := render(t, "", splitValues)
+			tc.mutate(t, objs)
+			var msgs []string
+			for _, err := range k8scheck.Check(objs, defaults(t)) {
+				msgs = append(msgs, err.Error())
+			}
+			if !strings.Contains(strings.Join(msgs, "\n"), tc.want) {
+				t.Errorf("want an error naming %q, got %q", tc.want, msgs)
+			}
+		})
+	}
+}
+
+// TestSplitRefused: split needs REPARTITION_TOPIC, sets REPARTITION_HOPS
+// itself, and repartition.hops takes both or split only; each refusal
+// names what to fix.
+func TestSplitRefused(t *testing.T) {
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		vals map[string]any
+		want string
+	}{
+		{map[string]any{"repartition": map[string]any{"hops": "split"}}, "config.REPARTITION_TOPIC"},
+		{map[string]any{"repartition": map[string]any{"hops": "split"}, "config": map[string]any{"REPARTITION_TOPIC": "r", "REPARTITION_HOPS": "dedup"}}, "config.REPARTITION_HOPS"},
+		{map[string]any{"repartition": map[string]any{"hops": "rekey"}}, "repartition.hops must be both or split"},
+	} {
+		rv, err := chartutil.ToRenderValues(ch, tc.vals, chartutil.ReleaseOptions{Name: "dedup", Namespace: "streaming", IsInstall: true}, chartutil.DefaultCapabilities)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := engine.Render(ch, rv); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: render error %v, want one naming %q", tc.vals, err, tc.want)
+		}
 	}
 }
