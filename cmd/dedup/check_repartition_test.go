@@ -116,7 +116,7 @@ func TestCheckRepartitionOffsets(t *testing.T) {
 	testkit.Produce(t, client, recs...)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	kc := &kafka.Client{Addr: kafka.TCP(addr)}
+	kc := testkit.KafkaClient(t, addr)
 	for group, commits := range map[string]map[string][]kafka.OffsetCommit{
 		"dedup-repartition": {"events": {{Partition: 0, Offset: 2}}},
 		"dedup":             {"events-by-id": {{Partition: 1, Offset: 1}}, "events": {{Partition: 0, Offset: 1}}},
