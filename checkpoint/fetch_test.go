@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"dedup/internal/testkit"
 	"errors"
 	"io"
 	"maps"
@@ -49,11 +50,7 @@ func emptyFetches(c *kfake.Cluster, topic string, skip, n int) *atomic.Int64 {
 
 func newControlledCluster(t *testing.T, opts ...kfake.Opt) (*kfake.Cluster, []string) {
 	t.Helper()
-	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
-	if err != nil {
-		t.Fatalf("start kfake: %v", err)
-	}
-	t.Cleanup(c.Close)
+	c := testkit.NewCluster(t, append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
 	return c, c.ListenAddrs()
 }
 
