@@ -103,7 +103,7 @@ func Cluster(t testing.TB, partitions int, extra ...kfake.Opt) *kfake.Cluster {
 
 // NewCluster starts a kfake cluster with opts for the test; Cleanup closes
 // it, after failing the test when a connection to any of its brokers is
-// still open 5 s after the test's other cleanups (connCounter.checkClosed).
+// still open 15 s after the test's other cleanups (connCounter.checkClosed).
 // A kfake.ListenFn in opts replaces the counting listener, and with it the
 // check.
 func NewCluster(t testing.TB, opts ...kfake.Opt) *kfake.Cluster {
