@@ -34,7 +34,7 @@
 // Files: output.go (Config, Output: the writers' owner), writer.go (the
 // shared writer and its metadata cache), completion.go (the writer's
 // acknowledgements, routing), produce.go (produce outcomes classified, and
-// acknowledged base offsets handed to offsets.Truncations),
+// acknowledged base offsets handed to cluster.Truncations),
 // failures.go (Failures), fencedconn.go (connections fenced per write),
 // outputlimit.go (the output limits), deadletter.go (the dead-letter
 // writer), probe.go (single outputs written alone).

@@ -9,7 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
-	"dedup/offsets"
 	"dedup/processor/cluster"
 	"dedup/processor/partition"
 )
@@ -44,7 +43,7 @@ type Config struct {
 	Failures      *Failures // where the writer's failures are recorded
 
 	settle    partition.Completion
-	truncated *offsets.Truncations // shared by every writer to the output topic
+	truncated *cluster.Truncations // shared by every writer to the output topic
 }
 
 // Output owns the stage's writers: the one asynchronous writer the
@@ -66,7 +65,7 @@ type Output struct {
 // New opens the output's writer.
 func New(c Config) *Output {
 	c.settle = newCompletion(c.Latency)
-	c.truncated = offsets.NewTruncations(c.Topic, "output", c.Truncations, c.Log)
+	c.truncated = cluster.NewTruncations(c.Topic, "output", c.Truncations, c.Log)
 	o := &Output{c: c}
 	o.setWriter()
 	return o

@@ -2,6 +2,7 @@ package output
 
 import (
 	"context"
+	"dedup/processor/cluster"
 	"errors"
 	"fmt"
 	"net"
@@ -9,8 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 	produceAPI "github.com/segmentio/kafka-go/protocol/produce"
-
-	"dedup/offsets"
 )
 
 // Kinds of failed produce requests, the values of
@@ -88,7 +87,7 @@ type outcomes struct {
 	counts map[string]prometheus.Counter // by kind
 	// truncated checks the base offsets of acknowledged requests (nil:
 	// not checked).
-	truncated *offsets.Truncations
+	truncated *cluster.Truncations
 	// blind passes produce outcomes to kafka.Writer unclassified: its own
 	// retries, which can append a batch twice. Only the produce-path
 	// benchmark sets it, as the reference.
@@ -223,7 +222,7 @@ func RecordRefused(err error) bool {
 
 // acked checks the base offsets of a successful produce response's
 // partitions of the tracker's topic (dedup_output_truncations_total).
-func acked(t *offsets.Truncations, r *produceAPI.Response) {
+func acked(t *cluster.Truncations, r *produceAPI.Response) {
 	for _, rt := range r.Topics {
 		if rt.Topic != t.Topic() {
 			continue

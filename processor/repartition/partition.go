@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
-	"dedup/offsets"
 	"dedup/processor/cluster"
 	"dedup/processor/partition"
 )
@@ -29,7 +28,7 @@ type worker struct {
 	log   *slog.Logger
 	// truncated checks the base offsets of the partition's acknowledged
 	// produces (nil: not checked).
-	truncated *offsets.Truncations
+	truncated *cluster.Truncations
 
 	acked     int64 // next input offset to send: everything below is acknowledged (-1: none yet)
 	committed int64

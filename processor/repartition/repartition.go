@@ -52,7 +52,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"dedup/key"
-	"dedup/offsets"
 	"dedup/processor/cluster"
 )
 
@@ -216,7 +215,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	// workers returned), go one after the other per repartition partition.
 	// Other input partitions' workers write to the same repartition
 	// partitions at the same time; they only move its log forward.
-	truncations := map[int]*offsets.Truncations{}
+	truncations := map[int]*cluster.Truncations{}
 	eg, egCtx := errgroup.WithContext(ctx)
 	eg.Go(func() error {
 		<-egCtx.Done()
@@ -267,7 +266,7 @@ func Run(ctx context.Context, o Options) (err error) {
 
 // runGeneration runs every assigned input partition until the generation
 // ends.
-func runGeneration(o *Options, log *slog.Logger, gen *kafka.Generation, truncations map[int]*offsets.Truncations) {
+func runGeneration(o *Options, log *slog.Logger, gen *kafka.Generation, truncations map[int]*cluster.Truncations) {
 	held := len(gen.Assignments[o.InputTopic])
 	o.Status.joined(gen.ID, held)
 	if o.Metrics.Assigned != nil {
@@ -285,7 +284,7 @@ func runGeneration(o *Options, log *slog.Logger, gen *kafka.Generation, truncati
 		if !ok {
 			// Its log line names the repartition partition as topic and
 			// partition, and the writer as input_partition.
-			t = offsets.NewTruncations(o.Topic, "repartition", o.Metrics.OutputTruncations,
+			t = cluster.NewTruncations(o.Topic, "repartition", o.Metrics.OutputTruncations,
 				log.With("input_topic", o.InputTopic, "input_partition", a.ID))
 			truncations[a.ID] = t
 		}

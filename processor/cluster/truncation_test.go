@@ -1,4 +1,4 @@
-package offsets
+package cluster
 
 import (
 	"bytes"
