@@ -21,9 +21,9 @@ type Metrics struct {
 	// A repartitioned partition's control records: resets (marks
 	// lowered) and records with unknown trailer flags (skipped).
 	RepartitionResets, RepartitionUnknown prometheus.Counter
-	Fill, EstKeys, FPRate, Saturated       [2]prometheus.Gauge // current, previous
-	WindowElapsed, Bytes, Lag              prometheus.Gauge
-	Rotations                              prometheus.Counter
+	Fill, EstKeys, FPRate, Saturated      [2]prometheus.Gauge // current, previous
+	WindowElapsed, Bytes, Lag             prometheus.Gauge
+	Rotations                             prometheus.Counter
 	// Fingerprint mode's overload (rotation.Stats): inserts kept in a
 	// generation's exact stash, early rotations forced by a full stash,
 	// the keys those dropped; stash entries per generation.
