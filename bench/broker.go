@@ -101,9 +101,20 @@ func preload(ctx context.Context, brokers []string, w workload.Workload, window 
 	return in, nil
 }
 
+// newClient is a kafka-go client of brokers on a transport of its own;
+// done closes its connections. Not kafka.DefaultTransport: its pools live
+// as long as the process and go on dialing brokers long gone (a later
+// run's broker may be given the same port).
+func newClient(brokers []string) (client *kafka.Client, done func()) {
+	tr := &kafka.Transport{}
+	return &kafka.Client{Addr: kafka.TCP(brokers...), Transport: tr}, tr.CloseIdleConnections
+}
+
 // verify reads the whole output topic and compares it with the input.
 func verify(ctx context.Context, brokers []string, topic string, partitions int, in input) (Verification, error) {
-	sum, err := offsets.EndSum(ctx, &kafka.Client{Addr: kafka.TCP(brokers...)}, topic, partitions)
+	client, done := newClient(brokers)
+	defer done()
+	sum, err := offsets.EndSum(ctx, client, topic, partitions)
 	if err != nil {
 		return Verification{}, err
 	}

@@ -180,7 +180,9 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	rep.Preload = time.Since(start)
 	rep.Firsts = in.firsts
 
-	r := runner{o: o, admin: &kafka.Client{Addr: kafka.TCP(brokers...)}, brokers: brokers, in: in}
+	admin, closeAdmin := newClient(brokers)
+	defer closeAdmin()
+	r := runner{o: o, admin: admin, brokers: brokers, in: in}
 	runs := make(map[string][]Outcome)
 	for i := range o.Repeat {
 		// Each round starts with the next contender: none always runs

@@ -51,13 +51,15 @@ func runStage(ctx context.Context, s Spec, rep *reporter) (Result, error) {
 	go heapProfileAt(pctx, s.Records()/2, func() uint64 { return p.Progress().In })
 	cpu := sampleCPU(pctx)
 
+	out, closeOut := newClient(s.Brokers)
+	defer closeOut()
 	run, err := stagerun.Start(ctx, stagerun.Options{
 		Stage: p,
 		Counts: func() stagerun.Counts {
 			pr := p.Progress()
 			return stagerun.Counts{In: pr.In, Decided: pr.Decided(), Written: pr.Written()}
 		},
-		Output:  stagerun.Output{Client: &kafka.Client{Addr: kafka.TCP(s.Brokers...)}, Topic: s.OutputTopic, Partitions: len(s.Ends)},
+		Output:  stagerun.Output{Client: out, Topic: s.OutputTopic, Partitions: len(s.Ends)},
 		Records: s.Records(),
 	})
 	if err != nil {

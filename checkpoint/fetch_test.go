@@ -1,6 +1,8 @@
 package checkpoint
 
 import (
+	"dedup/internal/kfaketest"
+	"dedup/internal/testkit"
 	"errors"
 	"io"
 	"maps"
@@ -29,19 +31,10 @@ func emptyFetches(c *kfake.Cluster, topic string, skip, n int) *atomic.Int64 {
 		if i <= skip || (n >= 0 && i > skip+n) {
 			return nil, nil, false
 		}
-		res := req.ResponseKind().(*kmsg.FetchResponse)
+		res := kfaketest.FetchResponse(req, func(rp *kmsg.FetchRequestTopicPartition, p *kmsg.FetchResponseTopicPartition) {
+			p.HighWatermark, p.LastStableOffset, p.LogStartOffset = rp.FetchOffset, rp.FetchOffset, 0
+		})
 		res.ThrottleMillis = 5
-		for _, rt := range req.Topics {
-			t := kmsg.NewFetchResponseTopic()
-			t.Topic, t.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				p := kmsg.NewFetchResponseTopicPartition()
-				p.Partition = rp.Partition
-				p.HighWatermark, p.LastStableOffset, p.LogStartOffset = rp.FetchOffset, rp.FetchOffset, 0
-				t.Partitions = append(t.Partitions, p)
-			}
-			res.Topics = append(res.Topics, t)
-		}
 		return res, nil, true
 	})
 	return &seen
@@ -49,11 +42,7 @@ func emptyFetches(c *kfake.Cluster, topic string, skip, n int) *atomic.Int64 {
 
 func newControlledCluster(t *testing.T, opts ...kfake.Opt) (*kfake.Cluster, []string) {
 	t.Helper()
-	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
-	if err != nil {
-		t.Fatalf("start kfake: %v", err)
-	}
-	t.Cleanup(c.Close)
+	c := testkit.NewCluster(t, append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
 	return c, c.ListenAddrs()
 }
 

@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"dedup/internal/testkit"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -243,11 +244,7 @@ func TestKafkaChainInterleaved(t *testing.T) {
 // before its index and reads it anew, so a new base and its increments are
 // saved and restored as on a fresh topic.
 func TestKafkaChainTopicRecreated(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := testkit.NewCluster(t, kfake.NumBrokers(1))
 	s := newKafkaStore(t, c.ListenAddrs(), KafkaOptions{ChunkBytes: 4 << 10, Partitions: 1})
 	saveChain(t, s, 0, 10, 3)
 	if err := c.DeleteTopic("g-dedup-state"); err != nil {

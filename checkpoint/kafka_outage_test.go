@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"dedup/internal/kfaketest"
+	"dedup/internal/testkit"
 )
 
 // TestKafkaSaveFailsWithinAnInterval: while the checkpoint topic's leader
@@ -17,17 +18,13 @@ import (
 // default ten attempts, so the first failure is logged and counted soon;
 // once the broker answers again the next Save goes through.
 func TestKafkaSaveFailsWithinAnInterval(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := testkit.NewCluster(t, kfake.NumBrokers(1))
 	s := newKafkaStore(t, c.ListenAddrs(), KafkaOptions{})
 
 	refusal := kfaketest.Refuse(c, kmsg.Produce, kerr.NotLeaderForPartition.Code)
 
 	start := time.Now()
-	_, err = s.Save(testContext(t), testMeta("in", 0, 100), newState(1, 1000))
+	_, err := s.Save(testContext(t), testMeta("in", 0, 100), newState(1, 1000))
 	took := time.Since(start)
 	if err == nil {
 		t.Fatal("Save succeeded while every produce was refused")

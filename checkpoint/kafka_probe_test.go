@@ -9,6 +9,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"dedup/internal/testkit"
 	"dedup/offsets"
 )
 
@@ -69,7 +70,7 @@ func TestKafkaProbeNotTakenForSnapshot(t *testing.T) {
 	}
 
 	// Each probe is in its partition: written, then tombstoned.
-	c := &kafka.Client{Addr: kafka.TCP(brokers...)}
+	c := testkit.KafkaClient(t, brokers...)
 	for cp := range 2 {
 		offs, err := offsets.List(ctx, c, s.topic, []int{cp})
 		if err != nil {

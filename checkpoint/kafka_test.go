@@ -19,15 +19,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"dedup/internal/kfaketest"
+	"dedup/internal/testkit"
 )
 
 func newCluster(t *testing.T, opts ...kfake.Opt) []string {
 	t.Helper()
-	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
-	if err != nil {
-		t.Fatalf("start kfake: %v", err)
-	}
-	t.Cleanup(c.Close)
+	c := testkit.NewCluster(t, append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
 	return c.ListenAddrs()
 }
 
@@ -61,7 +58,7 @@ func newKafkaStore(t *testing.T, brokers []string, opts KafkaOptions) *KafkaStor
 func TestKafkaCreatesCompactedTopic(t *testing.T) {
 	brokers := newCluster(t)
 	newKafkaStore(t, brokers, KafkaOptions{Topic: "state", Partitions: 3})
-	c := &kafka.Client{Addr: kafka.TCP(brokers...)}
+	c := testkit.KafkaClient(t, brokers...)
 	res, err := c.DescribeConfigs(testContext(t), &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
 		ResourceType: kafka.ResourceTypeTopic, ResourceName: "state", ConfigNames: []string{"cleanup.policy"},
 	}}})
@@ -500,7 +497,7 @@ func TestKafkaPartitionsAdded(t *testing.T) {
 // growCheckpointTopic adds partitions to the checkpoint topic, up to n.
 func growCheckpointTopic(t *testing.T, brokers []string, n int) {
 	t.Helper()
-	res, err := (&kafka.Client{Addr: kafka.TCP(brokers...)}).CreatePartitions(testContext(t), &kafka.CreatePartitionsRequest{
+	res, err := testkit.KafkaClient(t, brokers...).CreatePartitions(testContext(t), &kafka.CreatePartitionsRequest{
 		Topics: []kafka.TopicPartitionsConfig{{Name: "g-dedup-state", Count: int32(n)}},
 	})
 	if err == nil {
@@ -533,11 +530,7 @@ func (s *KafkaStore) held(t *testing.T, cp int, id snapID) (manifests, chunks in
 // however many copies were left behind, and the failed tombstones are
 // written by the next Save.
 func TestKafkaMovedTwice(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := testkit.NewCluster(t, kfake.NumBrokers(1))
 	brokers := c.ListenAddrs()
 	id := snapID{"in", 6}
 

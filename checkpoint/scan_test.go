@@ -10,6 +10,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"dedup/internal/testkit"
 	"dedup/offsets"
 )
 
@@ -26,8 +27,10 @@ type outRecord struct {
 
 func writeOutput(t *testing.T, brokers []string, recs []outRecord) {
 	t.Helper()
+	tr := &kafka.Transport{} // closed after the writer, which leaves it open
+	defer tr.CloseIdleConnections()
 	w := &kafka.Writer{
-		Addr: kafka.TCP(brokers...), Topic: "out", RequiredAcks: kafka.RequireAll, BatchTimeout: 1,
+		Addr: kafka.TCP(brokers...), Topic: "out", RequiredAcks: kafka.RequireAll, BatchTimeout: 1, Transport: tr,
 		Balancer: kafka.BalancerFunc(func(m kafka.Message, _ ...int) int {
 			for _, h := range m.Headers {
 				if h.Key == routeHeader {
@@ -66,7 +69,7 @@ func TestScanOutput(t *testing.T) {
 		before = append(before, forwarded(int(off%2), "in", 0, off), forwarded(int(off+1)%2, "in", 1, off))
 	}
 	writeOutput(t, brokers, before)
-	c := &kafka.Client{Addr: kafka.TCP(brokers...)}
+	c := testkit.KafkaClient(t, brokers...)
 	ends, err := offsets.List(testContext(t), c, "out", []int{0, 1})
 	if err != nil {
 		t.Fatal(err)

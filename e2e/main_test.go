@@ -24,7 +24,7 @@ func run(m *testing.M) int {
 	// E2E_BINARY tests a prebuilt binary instead (say, a release build).
 	if p := os.Getenv("E2E_BINARY"); p != "" {
 		binPath = p
-		return m.Run()
+		return testkit.Run(m)
 	}
 	dir, err := os.MkdirTemp("", "dedup-e2e-bin-")
 	if err != nil {
@@ -36,5 +36,5 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 		return 1
 	}
-	return m.Run()
+	return testkit.Run(m)
 }

@@ -20,6 +20,7 @@ import (
 	"dedup/bench/copyloop"
 	"dedup/bench/stagerun"
 	"dedup/internal/config"
+	"dedup/internal/testkit"
 	"dedup/offsets"
 	"dedup/processor/cluster"
 	"dedup/processor/output"
@@ -235,7 +236,7 @@ type timedRun struct {
 // series cleanup it must not see).
 func timeRun(b *testing.B, e *testEnv, parts, n int, group string, o stagerun.Options, finished ...func()) timedRun {
 	settle()
-	o.Output = stagerun.Output{Client: &kafka.Client{Addr: kafka.TCP(e.brokers...)}, Topic: outTopic, Partitions: parts}
+	o.Output = stagerun.Output{Client: testkit.KafkaClient(b, e.brokers...), Topic: outTopic, Partitions: parts}
 	o.Records = uint64(n)
 	ctx, cancel := context.WithTimeout(context.Background(), benchTimeout)
 	defer cancel()
@@ -356,7 +357,7 @@ func seed(b *testing.B, e *testEnv, n, parts int) {
 
 // outputEnd returns the sum of the output partitions' end offsets.
 func outputEnd(b *testing.B, e *testEnv, parts int) int64 {
-	sum, err := offsets.EndSum(context.Background(), &kafka.Client{Addr: kafka.TCP(e.brokers...)}, outTopic, parts)
+	sum, err := offsets.EndSum(context.Background(), testkit.KafkaClient(b, e.brokers...), outTopic, parts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -428,8 +429,8 @@ func copyLoop(v copyVariant) stageFunc {
 // copyVariant is what a copy loop takes over from the stage; its zero
 // value, plainCopy, takes nothing.
 type copyVariant struct {
-	transport     kafka.RoundTripper          // nil: kafka.DefaultTransport
-	dialer        func(Options) *kafka.Dialer // nil: kafka.DefaultDialer
+	transport     func(testing.TB) kafka.RoundTripper // nil: copyloop's own plain kafka.Transport
+	dialer        func(Options) *kafka.Dialer         // nil: kafka.DefaultDialer
 	sourceHeaders bool
 }
 
@@ -437,7 +438,13 @@ var plainCopy = copyVariant{}
 
 func stageCopy() copyVariant {
 	return copyVariant{
-		transport: output.NewMetadataCache(nil),
+		// The writer's transport as newWriter makes it: a metadata cache
+		// over connections of its own, closed when the benchmark ends.
+		transport: func(tb testing.TB) kafka.RoundTripper {
+			tr := cluster.NewTransport(nil)
+			tb.Cleanup(tr.CloseIdleConnections)
+			return output.NewMetadataCache(tr)
+		},
 		// The partition readers' dialer, as Processor.New makes it.
 		dialer: func(o Options) *kafka.Dialer {
 			return cluster.CoalescingDialer(o.Dialer, cluster.ReadDeadlineSlack(o.FetchMaxWait))
@@ -458,11 +465,13 @@ func copyOptions(e *testEnv, n int, v copyVariant) copyloop.Options {
 	bufs := (&Processor{o: withDefaults(o)}).bufferSizes(benchParts, benchParts)
 	lo := copyloop.Options{
 		Brokers: e.brokers, InputTopic: inTopic, OutputTopic: outTopic, Ends: ends,
-		Transport:     v.transport,
 		FetchMinBytes: o.FetchMinBytes, FetchMaxBytes: bufs.FetchBytes, FetchMaxWait: o.FetchMaxWait,
 		QueueCapacity: bufs.Queue,
 		BatchSize:     o.BatchSize, BatchBytes: o.BatchBytes, BatchTimeout: o.BatchTimeout, MaxAttempts: 3,
 		Compression: o.Compression,
+	}
+	if v.transport != nil {
+		lo.Transport = v.transport(e.t)
 	}
 	if v.dialer != nil {
 		lo.Dialer = v.dialer(o)

@@ -54,6 +54,7 @@ func BenchmarkOutputCompression(b *testing.B) {
 			o := benchOptions(e, group)
 			o.Compression = c.codec
 			o.Transport = &kafka.Transport{Dial: countingDial(counter)}
+			b.Cleanup(o.Transport.CloseIdleConnections) // the processor does not close a transport it is given
 			p := mustNew(b, o)
 			return stageRun(p)
 		}})

@@ -2,6 +2,7 @@ package processor
 
 import (
 	"context"
+	"dedup/internal/testkit"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -78,7 +79,7 @@ func TestProduceFailureStops(t *testing.T) {
 	if n := metricValue(a.p.metrics.ProduceErrors.WithLabelValues(outTopic)); n == 0 {
 		t.Error("dedup_produce_errors_total not counted")
 	}
-	cl := &kafka.Client{Addr: kafka.TCP(e.brokers...)}
+	cl := testkit.KafkaClient(t, e.brokers...)
 	res, err := cl.OffsetFetch(context.Background(), &kafka.OffsetFetchRequest{GroupID: "refused", Topics: map[string][]int{inTopic: {0}}})
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"dedup/internal/testkit"
 	"dedup/key"
 	"dedup/rotation"
 )
@@ -50,11 +51,7 @@ func newTestEnv(t testing.TB, inParts, outParts int32, extra ...kfake.Opt) *test
 	} else {
 		opts = append(opts, kfake.SeedTopics(inParts, inTopic), kfake.SeedTopics(outParts, outTopic))
 	}
-	c, err := kfake.NewCluster(opts...)
-	if err != nil {
-		t.Fatalf("start kfake: %v", err)
-	}
-	t.Cleanup(c.Close)
+	c := testkit.NewCluster(t, opts...)
 	brokers := c.ListenAddrs()
 	prod, err := kgo.NewClient(
 		kgo.SeedBrokers(brokers...),
@@ -179,6 +176,9 @@ func mustNew(t testing.TB, o Options) *Processor {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	// Run closes the admin client's connections when it returns; a
+	// processor the test never runs would leave them open.
+	t.Cleanup(p.admin.CloseIdleConnections)
 	return p
 }
 

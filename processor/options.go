@@ -23,7 +23,7 @@ import (
 type Options struct {
 	Brokers     []string
 	Dialer      *kafka.Dialer    // TLS/SASL for the group and the readers (nil = kafka.DefaultDialer)
-	Transport   *kafka.Transport // TLS/SASL for the writer and admin requests (nil = kafka.DefaultTransport)
+	Transport   *kafka.Transport // TLS/SASL for the writer and admin requests (nil = kafka.DefaultTransport's settings; the connections are always the processor's own)
 	GroupID     string
 	InputTopic  string
 	OutputTopic string

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kversion"
 
 	"dedup/internal/kfaketest"
+	"dedup/internal/testkit"
 )
 
 // appliedMarker is the TimeoutMillis of the copy of a produce request that
@@ -204,7 +205,7 @@ func TestDefiniteErrorRetried(t *testing.T) {
 // committed returns the committed offset of an input partition of group.
 func committed(t *testing.T, e *testEnv, group string, partition int) int64 {
 	t.Helper()
-	cl := &kafka.Client{Addr: kafka.TCP(e.brokers...)}
+	cl := testkit.KafkaClient(t, e.brokers...)
 	res, err := cl.OffsetFetch(context.Background(), &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{inTopic: {partition}}})
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"dedup/checkpoint"
+	"dedup/internal/testkit"
 	"dedup/rotation"
 )
 
@@ -201,7 +202,7 @@ func (w *workload) prefixed(prefix string) *workload {
 // addPartitions grows topic to n partitions.
 func (e *testEnv) addPartitions(topic string, n int) {
 	e.t.Helper()
-	c := &kafka.Client{Addr: kafka.TCP(e.brokers...), Timeout: 10 * time.Second}
+	c := testkit.KafkaClient(e.t, e.brokers...)
 	res, err := c.CreatePartitions(context.Background(), &kafka.CreatePartitionsRequest{
 		Topics: []kafka.TopicPartitionsConfig{{Name: topic, Count: int32(n)}},
 	})

@@ -1,18 +1,13 @@
 package processor
 
 import (
-	"context"
-	"fmt"
+	"dedup/internal/kfaketest"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"dedup/key"
-	"dedup/processor/repartition"
 )
 
 // TestRekeyFetchOutOfRange: a fetch of hop 1 answered OFFSET_OUT_OF_RANGE
@@ -21,21 +16,8 @@ import (
 // offset is within the log after all, so nothing is skipped or truncated,
 // no restart is counted, and every record is re-keyed once.
 func TestRekeyFetchOutOfRange(t *testing.T) {
-	e := newTestEnv(t, 1, 1)
-	if _, err := repartition.EnsureTopic(context.Background(), e.brokers, nil, reTopic, inTopic, 1, testLogger()); err != nil {
-		t.Fatal(err)
-	}
-	k, err := key.Parse("key")
-	if err != nil {
-		t.Fatal(err)
-	}
-	recs := func(from, to int) []*kgo.Record {
-		var rs []*kgo.Record
-		for i := from; i < to; i++ {
-			rs = append(rs, &kgo.Record{Partition: 0, Key: fmt.Appendf(nil, "k%d", i), Value: []byte("v"), Timestamp: t0})
-		}
-		return rs
-	}
+	e, k := hop1Env(t)
+	recs := keyedRecs
 	e.produce(recs(0, 50)...)
 	var fetches, injected atomic.Int32
 	e.cluster.ControlKey(int16(kmsg.Fetch), func(kr kmsg.Request) (kmsg.Response, error, bool) {
@@ -46,20 +28,10 @@ func TestRekeyFetchOutOfRange(t *testing.T) {
 		}
 		// The fetch after the first batch, at the log's end.
 		injected.Add(1)
-		res := req.ResponseKind().(*kmsg.FetchResponse)
-		for _, rt := range req.Topics {
-			rtopic := kmsg.NewFetchResponseTopic()
-			rtopic.Topic, rtopic.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				p := kmsg.NewFetchResponseTopicPartition()
-				p.Partition = rp.Partition
-				p.ErrorCode = kerr.OffsetOutOfRange.Code
-				p.HighWatermark, p.LastStableOffset, p.LogStartOffset = -1, -1, -1
-				rtopic.Partitions = append(rtopic.Partitions, p)
-			}
-			res.Topics = append(res.Topics, rtopic)
-		}
-		return res, nil, true
+		return kfaketest.FetchResponse(req, func(_ *kmsg.FetchRequestTopicPartition, p *kmsg.FetchResponseTopicPartition) {
+			p.ErrorCode = kerr.OffsetOutOfRange.Code
+			p.HighWatermark, p.LastStableOffset, p.LogStartOffset = -1, -1, -1
+		}), nil, true
 	})
 	h := startHop1(t, e, "range", k, smallBatches)
 	eventually(t, 30*time.Second, "the out-of-range answer given", func() bool { return injected.Load() == 1 })

@@ -2,6 +2,7 @@ package processor
 
 import (
 	"context"
+	"dedup/internal/testkit"
 	"fmt"
 	"testing"
 	"time"
@@ -41,7 +42,7 @@ func TestKafkaGoTimestamps(t *testing.T) {
 	}
 
 	// Writer: read back by franz-go.
-	w := &kafka.Writer{Addr: kafka.TCP(e.brokers...), Topic: outTopic, RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond}
+	w := &kafka.Writer{Addr: kafka.TCP(e.brokers...), Topic: outTopic, RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond, Transport: testkit.KafkaTransport(t)}
 	defer w.Close()
 	written := []time.Time{{}, time.UnixMilli(0), time.UnixMilli(-1), time.UnixMilli(-5), time.UnixMilli(1), t0}
 	before := time.Now().Add(-time.Second).UnixMilli() // the broker's clock is this machine's

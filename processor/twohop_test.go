@@ -503,11 +503,10 @@ func TestRekeyFetchFaults(t *testing.T) {
 	}
 }
 
-// TestRekeySkipsDeleted: input records deleted (DeleteRecords) after hop
-// 1 committed its position and before it read them are reported: a
-// warning and dedup_input_skipped_offsets_total count exactly them, and
-// hop 1 goes on from the log start.
-func TestRekeySkipsDeleted(t *testing.T) {
+// hop1Env is a one-partition input with its repartition topic, and the
+// dedup key taken from the record key.
+func hop1Env(t *testing.T) (*testEnv, key.Source) {
+	t.Helper()
 	e := newTestEnv(t, 1, 1)
 	if _, err := repartition.EnsureTopic(context.Background(), e.brokers, nil, reTopic, inTopic, 1, testLogger()); err != nil {
 		t.Fatal(err)
@@ -516,13 +515,25 @@ func TestRekeySkipsDeleted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs := func(from, to int) []*kgo.Record {
-		var rs []*kgo.Record
-		for i := from; i < to; i++ {
-			rs = append(rs, &kgo.Record{Partition: 0, Key: fmt.Appendf(nil, "k%d", i), Value: []byte("v"), Timestamp: t0})
-		}
-		return rs
+	return e, k
+}
+
+// keyedRecs are input records k<from> up to k<to> of partition 0.
+func keyedRecs(from, to int) []*kgo.Record {
+	var rs []*kgo.Record
+	for i := from; i < to; i++ {
+		rs = append(rs, &kgo.Record{Partition: 0, Key: fmt.Appendf(nil, "k%d", i), Value: []byte("v"), Timestamp: t0})
 	}
+	return rs
+}
+
+// TestRekeySkipsDeleted: input records deleted (DeleteRecords) after hop
+// 1 committed its position and before it read them are reported: a
+// warning and dedup_input_skipped_offsets_total count exactly them, and
+// hop 1 goes on from the log start.
+func TestRekeySkipsDeleted(t *testing.T) {
+	e, k := hop1Env(t)
+	recs := keyedRecs
 	e.produce(recs(0, 50)...)
 	h := startHop1(t, e, "skip", k, smallBatches)
 	eventually(t, 30*time.Second, "hop 1 caught up", func() bool { return h.caughtUp(1, map[int32]int64{0: 50}) })

@@ -39,7 +39,8 @@ type Options struct {
 	Ends []int64
 
 	// Dialer is the readers' dialer and Transport the writer's; nil takes
-	// kafka-go's defaults.
+	// kafka-go's defaults (for the writer, a kafka.Transport of its own,
+	// closed when Run returns).
 	Dialer    *kafka.Dialer
 	Transport kafka.RoundTripper
 
@@ -100,6 +101,14 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if o.MaxInFlight > 0 {
 		window = semaphore.NewWeighted(int64(o.MaxInFlight))
 	}
+	rt := o.Transport
+	if rt == nil {
+		// Not kafka.DefaultTransport: its pools would outlive the run and
+		// go on dialing the brokers.
+		own := &kafka.Transport{}
+		defer own.CloseIdleConnections()
+		rt = own
+	}
 	w := &kafka.Writer{
 		Addr:         kafka.TCP(o.Brokers...),
 		Topic:        o.OutputTopic,
@@ -111,7 +120,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		Compression:  o.Compression,
 		RequiredAcks: kafka.RequireAll,
 		Async:        true,
-		Transport:    o.Transport,
+		Transport:    rt,
 		Completion: func(msgs []kafka.Message, err error) {
 			if err != nil {
 				errMu.Lock()

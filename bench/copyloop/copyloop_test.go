@@ -3,6 +3,7 @@ package copyloop
 import (
 	"bytes"
 	"context"
+	"dedup/internal/testkit"
 	"fmt"
 	"strconv"
 	"sync/atomic"
@@ -62,12 +63,8 @@ func output(t *testing.T, cl *kgo.Client, want int) []*kgo.Record {
 
 func setup(t *testing.T) (brokers []string, cl *kgo.Client) {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, in, out))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	cl, err = kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+	c := testkit.NewCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(parts, in, out))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)

@@ -389,7 +389,11 @@ func outputEnd(brokers, topic string, partitions int) (int64, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	r, err := offsets.List(ctx, &kafka.Client{Addr: kafka.TCP(brokers)}, topic, parts)
+	// A transport of its own, closed on return: kafka.DefaultTransport's
+	// pools would go on dialing the broker after it is gone.
+	tr := &kafka.Transport{}
+	defer tr.CloseIdleConnections()
+	r, err := offsets.List(ctx, &kafka.Client{Addr: kafka.TCP(brokers), Transport: tr}, topic, parts)
 	var n int64
 	for _, o := range r {
 		n += o.End

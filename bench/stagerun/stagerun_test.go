@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"dedup/bench/copyloop"
+	"dedup/internal/testkit"
 )
 
 const (
@@ -27,11 +27,7 @@ const (
 // partitions' end offsets.
 func broker(t *testing.T, n int) (brokers []string, ends []int64) {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, in, out))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := testkit.NewCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(parts, in, out))
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)
@@ -57,8 +53,8 @@ func copyLoop(brokers []string, ends []int64) copyloop.Options {
 	}
 }
 
-func output(brokers []string) Output {
-	return Output{Client: &kafka.Client{Addr: kafka.TCP(brokers...)}, Topic: out, Partitions: parts}
+func output(t testing.TB, brokers []string) Output {
+	return Output{Client: testkit.KafkaClient(t, brokers...), Topic: out, Partitions: parts}
 }
 
 func ctxFor(t *testing.T) context.Context {
@@ -76,7 +72,7 @@ func TestCopyLoopRunsToEveryRecord(t *testing.T) {
 	brokers, ends := broker(t, n)
 	ctx := ctxFor(t)
 	for run := range 2 {
-		r, err := Start(ctx, Options{Stage: CopyLoop(copyLoop(brokers, ends)), Output: output(brokers), Records: n})
+		r, err := Start(ctx, Options{Stage: CopyLoop(copyLoop(brokers, ends)), Output: output(t, brokers), Records: n})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,7 +89,7 @@ func TestCopyLoopRunsToEveryRecord(t *testing.T) {
 		if err := r.Stop(); err != nil {
 			t.Fatalf("run %d: second Stop: %v", run, err)
 		}
-		end, err := output(brokers).End(ctx)
+		end, err := output(t, brokers).End(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,7 +121,7 @@ func TestCountsEndTheRun(t *testing.T) {
 	o.Read = func() { read.Add(1) }
 	counts := func() Counts { r := read.Load(); return Counts{In: r, Decided: r, Written: forwarded.Load()} }
 	ctx := ctxFor(t)
-	r, err := Start(ctx, Options{Stage: CopyLoop(o), Counts: counts, Output: output(brokers), Records: n})
+	r, err := Start(ctx, Options{Stage: CopyLoop(o), Counts: counts, Output: output(t, brokers), Records: n})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +130,7 @@ func TestCountsEndTheRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	end, err := output(brokers).End(ctx)
+	end, err := output(t, brokers).End(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +162,7 @@ func TestStageReturningEarly(t *testing.T) {
 				s := &stage{run: func(context.Context) error { return ret }}
 				s.ready.Store(ready)
 				ctx := ctxFor(t)
-				r, err := Start(ctx, Options{Stage: s, Output: output(brokers), Records: 1})
+				r, err := Start(ctx, Options{Stage: s, Output: output(t, brokers), Records: 1})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -189,7 +185,7 @@ func TestStopReportsTheStage(t *testing.T) {
 	brokers, _ := broker(t, 2)
 	for _, ret := range []error{nil, context.Canceled, errBroken} {
 		s := &stage{run: func(ctx context.Context) error { <-ctx.Done(); return ret }}
-		r, err := Start(ctxFor(t), Options{Stage: s, Output: output(brokers), Records: 1})
+		r, err := Start(ctxFor(t), Options{Stage: s, Output: output(t, brokers), Records: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -213,7 +209,7 @@ func TestWaitsEndWithTheContext(t *testing.T) {
 	for _, ready := range []bool{false, true} {
 		s.ready.Store(ready)
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-		r, err := Start(ctx, Options{Stage: s, Counts: counts, Output: output(brokers), Records: 1})
+		r, err := Start(ctx, Options{Stage: s, Counts: counts, Output: output(t, brokers), Records: 1})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,11 +19,7 @@ import (
 // it with REPARTITION_TOPIC events-by-id.
 func repartitionCheckEnv(t *testing.T, topics ...string) (*kfake.Cluster, testkit.Env) {
 	t.Helper()
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, topics...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cluster.Close)
+	cluster := testkit.NewCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(2, topics...))
 	return cluster, clusterEnv(t, cluster, testkit.Env{"REPARTITION_TOPIC": "events-by-id"})
 }
 
@@ -120,7 +116,7 @@ func TestCheckRepartitionOffsets(t *testing.T) {
 	testkit.Produce(t, client, recs...)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	kc := &kafka.Client{Addr: kafka.TCP(addr)}
+	kc := testkit.KafkaClient(t, addr)
 	for group, commits := range map[string]map[string][]kafka.OffsetCommit{
 		"dedup-repartition": {"events": {{Partition: 0, Offset: 2}}},
 		"dedup":             {"events-by-id": {{Partition: 1, Offset: 1}}, "events": {{Partition: 0, Offset: 1}}},

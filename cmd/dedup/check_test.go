@@ -127,6 +127,7 @@ func TestCheckGoodSetup(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr := &kafka.Transport{SASL: conn.Transport.SASL}
+	t.Cleanup(tr.CloseIdleConnections) // the stores do not close a transport they are given
 	saved := saveSnapshot(t, []string{addr}, "dedup-dedup-state", "dedup", tr)
 
 	stdout, stderr, code := runCheckBinary(t, env)
@@ -290,11 +291,7 @@ func TestCheckOneBrokerDown(t *testing.T) {
 // topic that is not compacted are both reported, in one run, and named
 // together on the last line; the other checks still run.
 func TestCheckListsEveryFailure(t *testing.T) {
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "events"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cluster.Close)
+	cluster := testkit.NewCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "events"))
 	if err := cluster.CreateTopic("dedup-dedup-state", 2, map[string]string{"cleanup.policy": "delete"}); err != nil {
 		t.Fatal(err)
 	}
@@ -428,11 +425,7 @@ func TestCheckHelp(t *testing.T) {
 // and a missing checkpoint topic (the stage creates it) are warnings; a
 // missing dead-letter topic fails.
 func TestCheckTopicSettings(t *testing.T) {
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(2), kfake.SeedTopics(2, "events"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cluster.Close)
+	cluster := testkit.NewCluster(t, kfake.NumBrokers(2), kfake.SeedTopics(2, "events"))
 	if err := cluster.CreateTopic("events-deduped", 3, map[string]string{"max.message.bytes": "100000", "cleanup.policy": "compact"}); err != nil {
 		t.Fatal(err)
 	}

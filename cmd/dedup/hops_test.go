@@ -176,12 +176,8 @@ func topicExists(t *testing.T, addr, topic string) bool {
 // the dedup process, started once the output exists, forwards every id
 // exactly once. Each process shows only its own hop in its metrics.
 func TestHopsDeployedApart(t *testing.T) {
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "events"),
+	cluster := testkit.NewCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "events"),
 		kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cluster.Close)
 	addr := cluster.ListenAddrs()[0]
 
 	rekeyEnv := clusterEnv(t, cluster, testkit.Env{"REPARTITION_TOPIC": reTopic, "REPARTITION_HOPS": "rekey"})

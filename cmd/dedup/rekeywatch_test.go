@@ -141,12 +141,8 @@ func TestRekeyReportsItsCluster(t *testing.T) {
 // the input as missing, holds no partition and is not ready; once the
 // input is created it is ready, holds its partitions and re-keys.
 func TestRekeyInputMissingAtStart(t *testing.T) {
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, reTopic),
+	cluster := testkit.NewCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(2, reTopic),
 		kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cluster.Close)
 	env := rekeyEnv(t, cluster)
 	metrics := env["METRICS_ADDR"]
 	bin := startBinary(t, env)

@@ -155,6 +155,13 @@ func (g *Generator) Run(ctx context.Context) (err error) {
 	}
 	if g.o.Transport != nil { // a nil *Transport in the interface would not mean "default"
 		w.Transport = g.o.Transport
+	} else {
+		// Plaintext on a transport of its own, closed after the writer:
+		// kafka.DefaultTransport's pools would outlive Run and go on
+		// dialing the brokers.
+		own := &kafka.Transport{}
+		defer own.CloseIdleConnections()
+		w.Transport = own
 	}
 	defer func() { err = errors.Join(err, closeWriter(w)) }()
 

@@ -2,6 +2,7 @@ package leader
 
 import (
 	"context"
+	"dedup/internal/testkit"
 	"errors"
 	"testing"
 	"time"
@@ -25,11 +26,7 @@ func moveLeader(t *testing.T, c *kfake.Cluster, topic string) {
 
 func newCluster(t *testing.T) *kfake.Cluster {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(1, "t"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := testkit.NewCluster(t, kfake.NumBrokers(3), kfake.SeedTopics(1, "t"))
 	return c
 }
 

@@ -21,12 +21,13 @@ type Process struct {
 
 // Main is a package's TestMain: the test binary runs as another program
 // (main, whose result is the exit code) when its environment sets env to
-// "1", as a test that re-executes it does; otherwise it runs the tests.
+// "1", as a test that re-executes it does; otherwise it runs the tests as
+// Run does (the program keeps kafka.DefaultTransport).
 func Main(m *testing.M, env string, main func() int) {
 	if os.Getenv(env) == "1" {
 		os.Exit(main())
 	}
-	os.Exit(m.Run())
+	os.Exit(Run(m))
 }
 
 // EnvList is env as an exec environment: exactly env's variables, sorted,

@@ -94,15 +94,28 @@ func ClusterOpts(partitions int, extra ...kfake.Opt) []kfake.Opt {
 	}, extra...)
 }
 
-// Cluster starts a kfake cluster with ClusterOpts for the test; Cleanup
-// closes it.
+// Cluster starts a kfake cluster with ClusterOpts for the test, as
+// NewCluster does.
 func Cluster(t testing.TB, partitions int, extra ...kfake.Opt) *kfake.Cluster {
 	t.Helper()
-	c, err := kfake.NewCluster(ClusterOpts(partitions, extra...)...)
+	return NewCluster(t, ClusterOpts(partitions, extra...)...)
+}
+
+// NewCluster starts a kfake cluster with opts for the test; Cleanup closes
+// it, after failing the test when a connection to any of its brokers is
+// still open 15 s after the test's other cleanups (connCounter.checkClosed).
+// A kfake.ListenFn in opts replaces the counting listener, and with it the
+// check.
+func NewCluster(t testing.TB, opts ...kfake.Opt) *kfake.Cluster {
+	t.Helper()
+	conns := &connCounter{}
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.ListenFn(conns.listen)}, opts...)...)
 	if err != nil {
 		t.Fatalf("start kfake: %v", err)
 	}
 	t.Cleanup(c.Close)
+	addr := c.ListenAddrs()[0]
+	t.Cleanup(func() { conns.checkClosed(t, addr) })
 	return c
 }
 
@@ -183,9 +196,17 @@ func SumEndOffsets(addr, topic string, partitions int) (int64, error) {
 // for metadata every few seconds with an empty client.id: once a later
 // test's broker is given the same port, those requests reach it.
 func KafkaClient(t testing.TB, addrs ...string) *kafka.Client {
+	return &kafka.Client{Addr: kafka.TCP(addrs...), Transport: KafkaTransport(t), Timeout: 10 * time.Second}
+}
+
+// KafkaTransport is a kafka-go transport of the test's own, closed when
+// the test ends, for the test's kafka.Writers and the options of code
+// under test that takes one: see KafkaClient. A kafka.Writer closes only
+// a transport it built itself, never its Transport.
+func KafkaTransport(t testing.TB) *kafka.Transport {
 	tr := &kafka.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
-	return &kafka.Client{Addr: kafka.TCP(addrs...), Transport: tr, Timeout: 10 * time.Second}
+	return tr
 }
 
 var httpClient = &http.Client{Timeout: 5 * time.Second}

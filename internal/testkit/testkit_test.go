@@ -2,64 +2,17 @@ package testkit
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
-	"sync"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
-
-// connCounter is a kfake.ListenFn that counts the broker's connections
-// still open.
-type connCounter struct {
-	mu             sync.Mutex
-	accepted, open int
-}
-
-func (c *connCounter) listen(network, address string) (net.Listener, error) {
-	ln, err := net.Listen(network, address)
-	return countedListener{Listener: ln, c: c}, err
-}
-
-func (c *connCounter) counts() (accepted, open int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.accepted, c.open
-}
-
-type countedListener struct {
-	net.Listener
-	c *connCounter
-}
-
-func (l countedListener) Accept() (net.Conn, error) {
-	conn, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	l.c.mu.Lock()
-	l.c.accepted++
-	l.c.open++
-	l.c.mu.Unlock()
-	return &countedConn{Conn: conn, c: l.c}, nil
-}
-
-type countedConn struct {
-	net.Conn
-	c    *connCounter
-	once sync.Once
-}
-
-func (c *countedConn) Close() error {
-	c.once.Do(func() {
-		c.c.mu.Lock()
-		c.c.open--
-		c.c.mu.Unlock()
-	})
-	return c.Conn.Close()
-}
 
 // TestKafkaHelpersLeaveNoConnections: the kafka-go helpers close their
 // connections once done (the broker sees each closed), well before
@@ -98,6 +51,91 @@ func TestKafkaHelpersLeaveNoConnections(t *testing.T) {
 				_, open := counter.counts()
 				return open == 0, nil
 			})
+		})
+	}
+}
+
+func TestMain(m *testing.M) { os.Exit(Run(m)) }
+
+// TestDefaultTransportRefused: tests run by Run have kafka.DefaultTransport
+// replaced by the guard, which refuses a request before it dials (the
+// broker accepts no connection) and reports where it came from.
+func TestDefaultTransportRefused(t *testing.T) {
+	if _, ok := kafka.DefaultTransport.(*DefaultTransportGuard); !ok {
+		t.Fatalf("kafka.DefaultTransport is %T, want the guard", kafka.DefaultTransport)
+	}
+	counter := &connCounter{}
+	addr := Cluster(t, 2, kfake.ListenFn(counter.listen)).ListenAddrs()[0]
+	// A guard of its own: a request to the installed one fails the package.
+	g := &DefaultTransportGuard{}
+	client := &kafka.Client{Addr: kafka.TCP(addr), Transport: g, Timeout: 5 * time.Second}
+	if _, err := client.Metadata(context.Background(), &kafka.MetadataRequest{}); !errors.Is(err, ErrDefaultTransport) {
+		t.Fatalf("metadata through the guard: %v, want ErrDefaultTransport", err)
+	}
+	if n := g.Uses(); n != 1 {
+		t.Errorf("%d uses counted, want 1", n)
+	}
+	if r := g.Report(); !strings.Contains(r, "TestDefaultTransportRefused") || !strings.Contains(r, addr) {
+		t.Errorf("report names neither the test nor the address:\n%s", r)
+	}
+	if accepted, _ := counter.counts(); accepted != 0 {
+		t.Errorf("the broker accepted %d connections, want none", accepted)
+	}
+}
+
+// recordingTB is a testing.TB whose cleanups run when the test says and
+// whose failures are recorded, not reported.
+type recordingTB struct {
+	testing.TB
+	cleanups []func()
+	errs     []string
+}
+
+func (r *recordingTB) Helper()          {}
+func (r *recordingTB) Cleanup(f func()) { r.cleanups = append(r.cleanups, f) }
+func (r *recordingTB) Failed() bool     { return len(r.errs) > 0 }
+func (r *recordingTB) Errorf(format string, args ...any) {
+	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+}
+
+func (r *recordingTB) runCleanups() {
+	for i := len(r.cleanups) - 1; i >= 0; i-- {
+		r.cleanups[i]()
+	}
+}
+
+// TestClusterChecksConnectionsClosed: Cluster's cleanup fails the test
+// when a connection to its broker is still open after the test's other
+// cleanups, and not when every one was closed.
+func TestClusterChecksConnectionsClosed(t *testing.T) {
+	for _, leave := range []bool{false, true} {
+		t.Run(fmt.Sprintf("left open %v", leave), func(t *testing.T) {
+			rec := &recordingTB{TB: t}
+			addr := Cluster(rec, 2).ListenAddrs()[0]
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			// The broker accepts in order: it has accepted conn once it
+			// answers a client dialing after it.
+			tr := &kafka.Transport{}
+			client := &kafka.Client{Addr: kafka.TCP(addr), Transport: tr, Timeout: 5 * time.Second}
+			_, err = client.Metadata(context.Background(), &kafka.MetadataRequest{})
+			tr.CloseIdleConnections()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !leave {
+				conn.Close()
+			}
+			rec.runCleanups()
+			switch {
+			case leave && (len(rec.errs) != 1 || !strings.Contains(rec.errs[0], "1 of the ")):
+				t.Errorf("a connection left open: reported %q, want 1 still open", rec.errs)
+			case !leave && len(rec.errs) != 0:
+				t.Errorf("every connection closed: reported %q", rec.errs)
+			}
 		})
 	}
 }

@@ -122,11 +122,7 @@ func settled(t *testing.T, n int, ms ...*groupMember) [][]int {
 // a member leaving hands over only its own partitions.
 func TestStickyConsumerGroup(t *testing.T) {
 	const topic, n = "in", 12
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(100*time.Millisecond), kfake.SeedTopics(n, topic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := testkit.NewCluster(t, kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(100*time.Millisecond), kfake.SeedTopics(n, topic))
 	brokers := c.ListenAddrs()
 
 	a := startMember(t, brokers, topic)

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"dedup/internal/testkit"
 	"errors"
 	"log/slog"
 	"testing"
@@ -17,11 +18,7 @@ import (
 // confirmation would let a member that woke after its eviction produce
 // behind the new owner.
 func TestLeaseRefusedHeartbeat(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "events"))
-	if err != nil {
-		t.Fatalf("start kfake: %v", err)
-	}
-	t.Cleanup(c.Close)
+	c := testkit.NewCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "events"))
 	brokers := c.ListenAddrs()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -37,7 +34,7 @@ func TestLeaseRefusedHeartbeat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := &kafka.Client{Addr: kafka.TCP(brokers...)}
+	client := testkit.KafkaClient(t, brokers...)
 	for _, tc := range []struct {
 		name    string
 		member  string

@@ -14,6 +14,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"dedup/internal/testkit"
 	"dedup/offsets"
 	"dedup/processor/lease"
 )
@@ -153,7 +154,7 @@ func TestProduceStalledPastFenceNotSent(t *testing.T) {
 
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			offs, err := offsets.List(ctx, &kafka.Client{Addr: kafka.TCP(e.brokers...)}, outTopic, []int{0})
+			offs, err := offsets.List(ctx, testkit.KafkaClient(t, e.brokers...), outTopic, []int{0})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"dedup/internal/testkit"
 	"dedup/processor/cluster"
 )
 
@@ -20,18 +21,15 @@ const (
 
 // testEnv is an in-process kfake broker with an input and an output topic.
 type testEnv struct {
+	t       testing.TB
 	cluster *kfake.Cluster
 	brokers []string
 }
 
 func newTestEnv(t testing.TB, inParts, outParts int32) *testEnv {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(inParts, inTopic), kfake.SeedTopics(outParts, outTopic))
-	if err != nil {
-		t.Fatalf("start kfake: %v", err)
-	}
-	t.Cleanup(c.Close)
-	return &testEnv{cluster: c, brokers: c.ListenAddrs()}
+	c := testkit.NewCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(inParts, inTopic), kfake.SeedTopics(outParts, outTopic))
+	return &testEnv{t: t, cluster: c, brokers: c.ListenAddrs()}
 }
 
 // config is an output's configuration on e with its own metrics.
@@ -39,7 +37,7 @@ func (e *testEnv) config(transport *kafka.Transport, fence func() error) Config 
 	return Config{
 		Brokers: e.brokers, Transport: transport, Topic: outTopic, InputTopic: inTopic,
 		BatchSize: 1000, BatchBytes: 1 << 20, BatchTimeout: 5 * time.Millisecond,
-		Admin:         cluster.Admin{Client: &kafka.Client{Addr: kafka.TCP(e.brokers...)}, Input: inTopic, Output: outTopic},
+		Admin:         cluster.Admin{Client: testkit.KafkaClient(e.t, e.brokers...), Input: inTopic, Output: outTopic},
 		Fence:         fence,
 		OutputErrors:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "output_errors"}, []string{"kind"}),
 		ProduceErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "produce_errors"}),

@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"dedup/internal/testkit"
 	"encoding/binary"
 	"errors"
 	"strconv"
@@ -15,6 +16,8 @@ import (
 // BatchBytes: a writer whose BatchBytes is the size takes the record, one
 // byte less refuses it.
 func TestMessageSize(t *testing.T) {
+	tr := testkit.KafkaTransport(t)
+	tr.DialTimeout = 100 * time.Millisecond
 	for _, m := range []kafka.Message{
 		{},
 		{Key: []byte("k"), Value: []byte("v")},
@@ -22,14 +25,14 @@ func TestMessageSize(t *testing.T) {
 			Headers: []kafka.Header{{Key: "a", Value: []byte("b")}, {Key: strings.Repeat("h", 130), Value: make([]byte, 300)}}},
 	} {
 		size := MessageSize(&m)
-		w := &kafka.Writer{Addr: kafka.TCP("127.0.0.1:1"), Topic: "t", Async: true, BatchBytes: size - 1}
+		w := &kafka.Writer{Addr: kafka.TCP("127.0.0.1:1"), Topic: "t", Async: true, BatchBytes: size - 1, Transport: tr}
 		var tooLarge kafka.MessageTooLargeError
 		if err := w.WriteMessages(t.Context(), m); !errors.As(err, &tooLarge) {
 			t.Errorf("record of MessageSize %d: writer with BatchBytes %d answered %v, want MessageTooLargeError", size, size-1, err)
 		}
 		w.Close()
 		// At the size it passes the check and fails later (no broker there).
-		w = &kafka.Writer{Addr: kafka.TCP("127.0.0.1:1"), Topic: "t", BatchBytes: size, Transport: &kafka.Transport{DialTimeout: 100 * time.Millisecond}}
+		w = &kafka.Writer{Addr: kafka.TCP("127.0.0.1:1"), Topic: "t", BatchBytes: size, Transport: tr}
 		if err := w.WriteMessages(t.Context(), m); errors.As(err, &tooLarge) || err == nil {
 			t.Errorf("record of MessageSize %d: writer with BatchBytes %d answered %v, want a dial error", size, size, err)
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"dedup/internal/kfaketest"
+	"dedup/internal/testkit"
 	"dedup/key"
 	"dedup/processor/cluster"
 )
@@ -86,12 +87,8 @@ func startMember(t *testing.T, brokers []string, recovery time.Duration) *member
 
 func newCluster(t *testing.T, inParts int32) (*kfake.Cluster, *kgo.Client) {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(100*time.Millisecond),
+	c := testkit.NewCluster(t, kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(100*time.Millisecond),
 		kfake.SeedTopics(inParts, inTopic), kfake.SeedTopics(2, reTopic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
 	prod, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic(inTopic),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
