@@ -89,9 +89,11 @@ func TestRepartitionTopicRecreatedUnderHop1(t *testing.T) {
 // Hop 1 names each partition at error, counts it in
 // dedup_input_truncations_total{topic=<input>} and reads on from the new
 // log's end: records written there afterwards are re-keyed and forwarded
-// (waiting for the log to pass the old offsets, they would not be). Hop 2
-// still takes those below its high-water marks of the old log for
-// re-sends (docs/faults.md, "Input truncated"): only hop 1 is checked.
+// (waiting for the log to pass the old offsets, they would not be). Before
+// it sends them, hop 1 has a reset acknowledged on every repartition
+// partition, and hop 2 lowers its high-water marks of the old log: the new
+// log's records, their offsets at or below the marks, are forwarded once,
+// not dropped as re-sends (docs/faults.md, "Input truncated").
 func TestInputRecreatedUnderHop1(t *testing.T) {
 	cluster := testkit.Cluster(t, 2)
 	bin, env := stageAgainst(t, cluster, testkit.Env{"REPARTITION_TOPIC": reTopic})
@@ -134,6 +136,37 @@ func TestInputRecreatedUnderHop1(t *testing.T) {
 		}
 		return sum == int64(len(fresh)), nil
 	})
+	// Hop 2 read hop 1's resets, one per input partition on each
+	// repartition partition, ahead of the new log, and forwarded the new
+	// log's records once: offsets 0 and 1 of each input partition, at or
+	// below its marks of the old log.
+	waitMetric(t, metrics, "dedup_repartition_control_records_total", 4, `kind="reset"`)
+	testkit.WaitFor(t, "hop 2 committed the repartition topic's end", 30*time.Second, func() (bool, error) {
+		end, err := testkit.SumEndOffsets(addr, reTopic, 2)
+		var sum int64
+		if g := cluster.GroupInfo("dedup"); g != nil {
+			for _, c := range g.Commits[reTopic] {
+				sum += c.Offset
+			}
+		}
+		return err == nil && end == int64(keys+len(fresh)+4) && sum == end, err
+	})
+	out := testkit.ConsumeN(t, []kgo.Opt{kgo.SeedBrokers(addr)}, "events-deduped", keys+len(fresh))
+	seen := map[string]int{}
+	for _, r := range out {
+		seen[string(r.Key)]++
+	}
+	for _, r := range append(spreadDuplicates(keys, 1, 2), fresh...) {
+		if seen[string(r.Key)] != 1 {
+			t.Errorf("key %s forwarded %d times, want once", r.Key, seen[string(r.Key)])
+		}
+	}
+	if n := testkit.EndOffsets(t, addr, "events-deduped", 2); n != int64(keys+len(fresh)) {
+		t.Errorf("%d records in the output, want %d", n, keys+len(fresh))
+	}
+	if lines := logLines(bin.stderr.String(), "input partition reset by the re-key hop", "input_topic=events", "input_offset=0"); len(lines) != 4 {
+		t.Errorf("%d lines name a reset, want 4", len(lines))
+	}
 	bin.stopOK(t, "")
 }
 

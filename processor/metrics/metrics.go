@@ -21,6 +21,12 @@ const (
 	OutcomeRefused      = "refused"
 )
 
+// Kinds of dedup_repartition_control_records_total.
+const (
+	ControlReset   = "reset"   // dedup_repartition_control_records_total: marks lowered
+	ControlUnknown = "unknown" // dedup_repartition_control_records_total: unknown trailer flags, skipped
+)
+
 // Kinds of dedup_timestamp_anomalies_total: records decided without moving
 // event time.
 const (
@@ -39,6 +45,9 @@ type Metrics struct {
 	// origin trailer; labelled by the repartition topic and partition.
 	RepartitionResent   *prometheus.CounterVec
 	RepartitionUnmarked *prometheus.CounterVec
+	// Control records of the repartition topic hop 2 applied or skipped,
+	// by kind (ControlReset, ControlUnknown).
+	RepartitionControl *prometheus.CounterVec
 	// Hop 1 (processor/repartition), labelled by input topic and
 	// partition: records acknowledged by the repartition topic, failed
 	// batches sent again, and input records not yet acknowledged there.
@@ -104,6 +113,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		ReplaySuppressed:     r.counterVec("dedup_replay_suppressed_total", "Replayed input records whose output was already in the output topic, not forwarded again.", pt),
 		RepartitionResent:    r.counterVec("dedup_repartition_resends_dropped_total", "Records of the repartition topic dropped as re-sends of the re-key hop: their origin offset was at or below the highest one the partition had taken from that input partition.", pt),
 		RepartitionUnmarked:  r.counterVec("dedup_repartition_unmarked_total", "Records of the repartition topic whose value does not end in a (well-formed) origin trailer, decided as records of their own: not written by the re-key hop.", pt),
+		RepartitionControl:   r.counterVec("dedup_repartition_control_records_total", "Records of the repartition topic that copy no input record, by kind: reset (the re-key hop's input partition went back; the partition's high-water marks of it lowered to where the re-key hop reads on), unknown (origin trailer flags this build does not know, written by a newer re-key hop: skipped, not forwarded).", []string{"topic", "partition", "kind"}),
 		RepartitionRekeyed:   r.counterVec("dedup_repartition_rekeyed_total", "Input records the re-key hop sent to the repartition topic and had acknowledged (re-sends included).", pt),
 		RepartitionRestarts:  r.counterVec("dedup_repartition_restarts_total", "Batches of the re-key hop that failed (an error or an unknown outcome), each followed by a re-send from the first input record not acknowledged.", pt),
 		RepartitionInputLag:  r.gaugeVec("dedup_repartition_input_lag", "Input records the re-key hop has not yet had acknowledged by the repartition topic, per input partition.", pt),
@@ -173,7 +183,7 @@ func (m *Metrics) Forget(topic string, part int) {
 	for _, v := range []interface {
 		DeletePartialMatch(prometheus.Labels) int
 	}{
-		m.Messages, m.ReplaySuppressed, m.RepartitionResent, m.RepartitionUnmarked, m.TimestampAnomalies, m.TimestampRewritten, m.Fill, m.EstimatedKeys, m.FPRate,
+		m.Messages, m.ReplaySuppressed, m.RepartitionResent, m.RepartitionUnmarked, m.RepartitionControl, m.TimestampAnomalies, m.TimestampRewritten, m.Fill, m.EstimatedKeys, m.FPRate,
 		m.Saturated, m.WindowElapsed, m.FilterBytes, m.Rotations, m.Overflows, m.EarlyRotations,
 		m.ForgottenKeys, m.Stashed, m.Lag, m.CheckpointSize,
 		m.CheckpointLast, m.Checkpoints, m.CheckpointFails, m.InputSkipped, m.InputTruncations, m.CheckpointDamaged, m.CheckpointMissing, m.CheckpointWritten,
@@ -187,6 +197,8 @@ func (m *Metrics) Repartitioned(pm *partition.Metrics, topic string, part int) {
 	p := strconv.Itoa(part)
 	pm.RepartitionResent = m.RepartitionResent.WithLabelValues(topic, p)
 	pm.RepartitionUnmarked = m.RepartitionUnmarked.WithLabelValues(topic, p)
+	pm.RepartitionResets = m.RepartitionControl.WithLabelValues(topic, p, ControlReset)
+	pm.RepartitionUnknown = m.RepartitionControl.WithLabelValues(topic, p, ControlUnknown)
 }
 
 // Partition returns one partition's series; storeKind labels its

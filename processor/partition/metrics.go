@@ -18,9 +18,12 @@ type Metrics struct {
 	// dropped by their origin offset, and records without an origin trailer
 	// (not written by hop 1). Nil outside repartition mode.
 	RepartitionResent, RepartitionUnmarked prometheus.Counter
-	Fill, EstKeys, FPRate, Saturated       [2]prometheus.Gauge // current, previous
-	WindowElapsed, Bytes, Lag              prometheus.Gauge
-	Rotations                              prometheus.Counter
+	// A repartitioned partition's control records: resets (marks
+	// lowered) and records with unknown trailer flags (skipped).
+	RepartitionResets, RepartitionUnknown prometheus.Counter
+	Fill, EstKeys, FPRate, Saturated      [2]prometheus.Gauge // current, previous
+	WindowElapsed, Bytes, Lag             prometheus.Gauge
+	Rotations                             prometheus.Counter
 	// Fingerprint mode's overload (rotation.Stats): inserts kept in a
 	// generation's exact stash, early rotations forced by a full stash,
 	// the keys those dropped; stash entries per generation.
@@ -85,6 +88,7 @@ type counts struct {
 	refused, deadLettered                                       uint64
 	future, missing, rewritten                                  uint64
 	resent, unmarked                                            uint64
+	resets, unknown                                             uint64 // control records (controlRecord)
 }
 
 func (w *Worker) publishCounts() {
@@ -110,6 +114,12 @@ func (w *Worker) publishCounts() {
 	}
 	if c.unmarked > 0 && pm.RepartitionUnmarked != nil {
 		pm.RepartitionUnmarked.Add(float64(c.unmarked))
+	}
+	if c.resets > 0 && pm.RepartitionResets != nil {
+		pm.RepartitionResets.Add(float64(c.resets))
+	}
+	if c.unknown > 0 && pm.RepartitionUnknown != nil {
+		pm.RepartitionUnknown.Add(float64(c.unknown))
 	}
 	for _, a := range [...]struct {
 		n uint64

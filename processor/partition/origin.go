@@ -35,6 +35,17 @@ import (
 // everything after the fourth slash is the key, whatever its bytes. Flag 1
 // is a null value.
 //
+// Flag 4 makes the record a reset, not a copy of an input record: hop 1
+// found the input partition's log gone back (truncated, or the topic
+// created again) and reads on from offset E, the origin's offset; hop 2
+// lowers every mark of that input partition to E-1 (resetMarks) and
+// forwards nothing. A reset has no value bytes and no key part. Hop 1
+// writes one to every repartition partition and has them all acknowledged
+// before it sends anything of the new log, so on each partition the reset
+// is behind every record of the old log and ahead of every record of the
+// new one. Any other flag is refused loudly by hop 2 (a record of a newer
+// hop 1), never forwarded.
+//
 // In the value, not in headers: kafka-go decodes every header with two
 // allocations and a headers slice per record, and hop 2 would pay them
 // for every record (the repartition record's own key is the dedup key).
@@ -47,6 +58,9 @@ type Origin struct {
 	// Dedup is the repartition record's key: an input key equal to it is
 	// not repeated in the trailer.
 	Dedup []byte
+	// Reset: the trailer of a reset record (flag 4, no value, no key):
+	// the input partition reads on from Offset.
+	Reset bool
 }
 
 // The trailer's fixed end: flags, length and magic.
@@ -55,6 +69,8 @@ const (
 	originFooterLen  = 1 + 4 + len(originMagic)
 	originNullValue  = 1 // flag: the input record's value was null
 	originKeyIsDedup = 2 // flag: the input record's key is the repartition record's
+	originReset      = 4 // flag: a reset record (hop 1's input went back), no input record
+	originKnown      = originNullValue | originKeyIsDedup | originReset
 )
 
 // AppendTrailer appends to b the trailer naming o that follows value in
@@ -70,6 +86,8 @@ func (o *Origin) AppendTrailer(b, value []byte) []byte {
 	b = strconv.AppendInt(b, int64(o.Count), 10)
 	var flags byte
 	switch {
+	case o.Reset:
+		flags |= originReset
 	case o.Key != nil && o.Dedup != nil && bytes.Equal(o.Key, o.Dedup):
 		flags |= originKeyIsDedup
 	case o.Key != nil:
@@ -77,7 +95,7 @@ func (o *Origin) AppendTrailer(b, value []byte) []byte {
 		b = append(b, o.Key...)
 	}
 	n := len(b) - start
-	if value == nil {
+	if value == nil && !o.Reset {
 		flags |= originNullValue
 	}
 	b = append(b, flags)
@@ -87,7 +105,9 @@ func (o *Origin) AppendTrailer(b, value []byte) []byte {
 
 // splitOrigin splits a repartition record's value into the input record's
 // value and the fields of its trailer, without allocating; ok is false
-// when the value does not end in a well-formed trailer.
+// when the value does not end in a well-formed trailer. A trailer well
+// formed but for flags this build does not know is not ok, with
+// f.unknown set to its flags.
 func splitOrigin(v []byte) (value []byte, f originFields, ok bool) {
 	n := len(v)
 	if n < originFooterLen || string(v[n-len(originMagic):]) != originMagic {
@@ -95,12 +115,27 @@ func splitOrigin(v []byte) (value []byte, f originFields, ok bool) {
 	}
 	flags := v[n-originFooterLen]
 	l := binary.BigEndian.Uint32(v[n-originFooterLen+1:])
-	if uint64(l) > uint64(n-originFooterLen) || flags&^(originNullValue|originKeyIsDedup) != 0 {
+	if uint64(l) > uint64(n-originFooterLen) {
 		return nil, f, false
 	}
 	start := n - originFooterLen - int(l)
-	if f, ok = parseOrigin(v[start : n-originFooterLen]); !ok || (f.keyed && flags&originKeyIsDedup != 0) {
+	if f, ok = parseOrigin(v[start : n-originFooterLen]); !ok {
 		return nil, f, false
+	}
+	if flags&^originKnown != 0 {
+		return nil, originFields{unknown: flags}, false
+	}
+	if f.keyed && flags&originKeyIsDedup != 0 {
+		return nil, f, false
+	}
+	if flags&originReset != 0 {
+		// A reset carries nothing else: any other flag, a key or value
+		// bytes make it malformed.
+		if flags != originReset || f.keyed || start != 0 {
+			return nil, originFields{}, false
+		}
+		f.reset = true
+		return nil, f, true
 	}
 	f.keyIsDedup = flags&originKeyIsDedup != 0
 	switch {
@@ -121,6 +156,8 @@ type originFields struct {
 	keyIsDedup               bool // the key is the repartition record's
 	key                      []byte
 	keyed                    bool
+	reset                    bool // a reset record (flag 4)
+	unknown                  byte // flags this build does not know (then nothing else is set)
 }
 
 // parseOrigin splits an origin text without allocating, in one pass;
@@ -202,7 +239,20 @@ type originOf struct {
 	// dedup is the repartition record's key: the dedup key hop 1 took
 	// from the input record (empty when it had none), not taken again.
 	dedup []byte
+	// control is a record that copies no input record: a reset (at and
+	// offset name the input partition and where hop 1 reads on), or one
+	// with trailer flags this build does not know (ok false).
+	control control
 }
+
+// control is the kind of a repartition record that is not a copy.
+type control uint8
+
+const (
+	controlNone    control = iota
+	controlReset           // hop 1's input partition went back: lower its marks
+	controlUnknown         // trailer flags of a newer hop 1: skipped, named at error
+)
 
 // unwrap turns a record read from the repartition topic back into the
 // input record it copies, in place: its value without the origin trailer
@@ -215,6 +265,10 @@ func (w *Worker) unwrap(r *record) {
 	value, f, ok := splitOrigin(m.Value)
 	if !ok {
 		r.origin = originOf{}
+		if f.unknown != 0 {
+			r.origin.control = controlUnknown
+			return
+		}
 		w.counts.unmarked++
 		return
 	}
@@ -225,6 +279,10 @@ func (w *Worker) unwrap(r *record) {
 	r.origin = originOf{
 		at:     origin{topic: w.originTopic, partition: int32(f.partition), count: int32(f.count)},
 		offset: f.offset, ok: true, source: f.text, dedup: m.Key,
+	}
+	if f.reset {
+		r.origin.ok, r.origin.control, r.origin.dedup = false, controlReset, nil
+		return
 	}
 	switch {
 	case f.keyIsDedup: // the repartition record's key is the input's
@@ -246,6 +304,52 @@ func (w *Worker) resent(r *record) bool {
 	}
 	w.origins[r.origin.at] = r.origin.offset
 	return false
+}
+
+// resetMarks lowers every mark of input partition at (whatever the
+// partition count) to offset-1, the last offset of the old log hop 1 may
+// have sent from below where it reads on: records of the new log, from
+// offset on, are then taken. A mark already lower stays: a reset sent
+// again (hop 1 failed or crashed before committing offset) names the
+// same offset, or, when hop 1 sent records of the new log meanwhile, the
+// new log's end, above them. With offset 0 the mark goes, nothing below
+// being taken. It returns how many marks it lowered.
+func (w *Worker) resetMarks(at origin, offset int64) int {
+	n := 0
+	for k, hwm := range w.origins {
+		if k.topic != at.topic || k.partition != at.partition || hwm < offset {
+			continue
+		}
+		n++
+		if offset == 0 {
+			delete(w.origins, k)
+		} else {
+			w.origins[k] = offset - 1
+		}
+	}
+	return n
+}
+
+// controlRecord applies a record that copies no input record and forwards
+// nothing of it: a reset lowers its input partition's marks; one with
+// trailer flags this build does not know (a newer hop 1: hop 2 is
+// upgraded first) is skipped and named at error rather than forwarded
+// with its trailer as its value.
+func (w *Worker) controlRecord(r *record) {
+	switch r.origin.control {
+	case controlReset:
+		w.counts.resets++
+		n := w.resetMarks(r.origin.at, r.origin.offset)
+		w.log.Warn("input partition reset by the re-key hop: its high-water marks lowered, the new log's records taken",
+			"offset", r.msg.Offset, "input_topic", r.origin.at.topic, "input_partition", r.origin.at.partition,
+			"input_offset", r.origin.offset, "marks_lowered", n)
+	default:
+		w.counts.unknown++
+		n := len(r.msg.Value)
+		w.log.Error("repartition record with origin trailer flags this build does not know: skipped, not forwarded "+
+			"(written by a newer re-key hop? upgrade hop 2 first)",
+			"offset", r.msg.Offset, "flags", r.msg.Value[n-originFooterLen])
+	}
 }
 
 // The high-water marks go into every checkpoint piece of a repartitioned

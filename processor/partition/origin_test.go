@@ -3,6 +3,7 @@ package partition
 import (
 	"bytes"
 	"errors"
+	"log/slog"
 	"maps"
 	"math"
 	"strconv"
@@ -175,8 +176,8 @@ func TestUnwrap(t *testing.T) {
 	for i, bad := range [][]byte{
 		nil, []byte("plain value"), []byte(originMagic), good[:len(good)-1],
 		damage(len(good)-1, '2'),                               // magic
-		damage(footer, 4),                                      // unknown flag
 		damage(footer, originNullValue),                        // a null value with bytes
+		damage(footer, originReset),                            // a reset with value bytes
 		damage(footer+1, 1),                                    // length beyond the value
 		damage(footer-2, 'x'),                                  // a slash lost: three fields
 		[]byte("raw/3/1234\x00\x00\x00\x00\x0a" + originMagic), // three fields
@@ -201,6 +202,107 @@ func TestUnwrap(t *testing.T) {
 		if got := w.resent(&r); got != c.want {
 			t.Errorf("%d/%d resent %v, want %v", c.part, c.off, got, c.want)
 		}
+	}
+}
+
+// TestOriginReset: a reset trailer (hop 1's input partition went back)
+// reads back as a reset naming the input partition and where hop 1 reads
+// on, with no value and no key; applied, it lowers every mark of that
+// input partition above offset-1 (of any partition count) to offset-1,
+// leaves lower marks and other partitions' alone, and forwards nothing.
+// A reset with anything else, and a trailer with flags this build does
+// not know, are never taken for an input record: the unknown one is
+// skipped and counted, not forwarded as unmarked.
+func TestOriginReset(t *testing.T) {
+	var logs bytes.Buffer
+	w := &Worker{origins: origins{}, log: slog.New(slog.NewTextHandler(&logs, nil))}
+	reset := Origin{Topic: "raw", Partition: 3, Offset: 2, Count: 8, Reset: true}
+	v := reset.AppendTrailer(nil, nil)
+	if want := "raw/3/2/8\x04\x00\x00\x00\x09" + originMagic; string(v) != want || string(reset.AppendTrailer(nil, []byte{})) != want {
+		t.Fatalf("reset trailer %q, want %q whatever the value", v, want)
+	}
+	value, f, ok := splitOrigin(v)
+	if !ok || !f.reset || value != nil || f.keyed || f.offset != 2 || f.partition != 3 || f.count != 8 || string(f.text[0]) != "raw" {
+		t.Fatalf("reset read back as %q %+v, %v", value, f, ok)
+	}
+	// An input record's trailer is never a reset.
+	if _, f, ok := splitOrigin((&Origin{Topic: "raw", Partition: 3, Offset: 2, Count: 8}).AppendTrailer(nil, nil)); !ok || f.reset {
+		t.Fatalf("record read back as %+v, %v", f, ok)
+	}
+
+	// Marks of the old log: partition 3 under two counts, partition 4.
+	w.origins = origins{{"raw", 3, 8}: 9, {"raw", 3, 4}: 1, {"raw", 3, 2}: 5, {"raw", 4, 8}: 9, {"other", 3, 8}: 9}
+	r := record{msg: kafka.Message{Offset: 77, Key: []byte("k"), Value: v}}
+	w.unwrap(&r)
+	if r.origin.ok || r.origin.control != controlReset || r.source() != nil || r.origin.at != (origin{"raw", 3, 8}) || r.origin.offset != 2 {
+		t.Fatalf("reset unwrapped as %+v", r.origin)
+	}
+	w.controlRecord(&r)
+	want := origins{{"raw", 3, 8}: 1, {"raw", 3, 4}: 1, {"raw", 3, 2}: 1, {"raw", 4, 8}: 9, {"other", 3, 8}: 9}
+	if !maps.Equal(w.origins, want) || w.counts.resets != 1 || w.counts.unmarked != 0 {
+		t.Fatalf("after the reset: marks %v, want %v; resets %d unmarked %d", w.origins, want, w.counts.resets, w.counts.unmarked)
+	}
+	if !strings.Contains(logs.String(), "input_partition=3 input_offset=2 marks_lowered=2") {
+		t.Errorf("log %q", logs.String())
+	}
+	// The new log's records are taken, from offset 2 on; a reset sent
+	// again after hop 1 sent some leaves the mark where they raised it.
+	for i, c := range []struct {
+		off  int64
+		want bool
+	}{{2, false}, {3, false}, {3, true}} {
+		r := record{origin: originOf{at: origin{"raw", 3, 8}, offset: c.off, ok: true}}
+		if got := w.resent(&r); got != c.want {
+			t.Fatalf("new log record %d (offset %d): resent %v, want %v", i, c.off, got, c.want)
+		}
+	}
+	// Hop 1 crashed before committing them: it finds the truncation
+	// again, at the new log's end, past what it sent.
+	r = record{msg: kafka.Message{Value: (&Origin{Topic: "raw", Partition: 3, Offset: 4, Count: 8, Reset: true}).AppendTrailer(nil, nil)}}
+	w.unwrap(&r)
+	w.controlRecord(&r)
+	if w.origins[origin{"raw", 3, 8}] != 3 || w.counts.resets != 2 {
+		t.Fatalf("a reset sent again moved the mark: %v", w.origins)
+	}
+	// From offset 0: the marks go.
+	r = record{msg: kafka.Message{Value: (&Origin{Topic: "raw", Partition: 4, Offset: 0, Count: 8, Reset: true}).AppendTrailer(nil, nil)}}
+	w.unwrap(&r)
+	w.controlRecord(&r)
+	if _, ok := w.origins[origin{"raw", 4, 8}]; ok {
+		t.Fatalf("a reset from 0 left a mark: %v", w.origins)
+	}
+
+	// A reset with a key part or other flags is malformed: unmarked.
+	footer := len(v) - originFooterLen
+	keyed := (&Origin{Topic: "raw", Partition: 3, Offset: 2, Count: 8, Key: []byte("k")}).AppendTrailer(nil, []byte{})
+	keyed[len(keyed)-originFooterLen] = originReset
+	for i, bad := range [][]byte{keyed, func() []byte { d := bytes.Clone(v); d[footer] |= originNullValue; return d }()} {
+		r = record{msg: kafka.Message{Value: bad}}
+		w.unwrap(&r)
+		if r.origin.ok || r.origin.control != controlNone || w.counts.unmarked != uint64(i+1) {
+			t.Fatalf("malformed reset %q: %+v, unmarked %d", bad, r.origin, w.counts.unmarked)
+		}
+	}
+
+	// Flags this build does not know, on an otherwise good trailer:
+	// skipped and counted, named at error, not forwarded.
+	for _, flags := range []byte{0x08, 0x80, 0x08 | originReset} {
+		d := (&Origin{Topic: "raw", Partition: 3, Offset: 12, Count: 8}).AppendTrailer([]byte("v"), []byte("v"))
+		d[len(d)-originFooterLen] = flags
+		r = record{msg: kafka.Message{Offset: 78, Key: []byte("k"), Value: d}}
+		w.unwrap(&r)
+		if r.origin.ok || r.origin.control != controlUnknown {
+			t.Fatalf("flags %#x: %+v", flags, r.origin)
+		}
+		before := maps.Clone(w.origins)
+		w.controlRecord(&r)
+		if !maps.Equal(before, w.origins) {
+			t.Fatalf("flags %#x moved the marks: %v", flags, w.origins)
+		}
+	}
+	if w.counts.unknown != 3 || w.counts.unmarked != 2 || !strings.Contains(logs.String(), "level=ERROR") ||
+		!strings.Contains(logs.String(), "offset=78 flags=8") {
+		t.Fatalf("unknown %d unmarked %d, log %q", w.counts.unknown, w.counts.unmarked, logs.String())
 	}
 }
 

@@ -216,6 +216,10 @@ func (w *Worker) process(r *record) error {
 	w.position = m.Offset + 1
 	w.hwm = m.HighWaterMark
 	w.counts.in++
+	if r.origin.control != controlNone {
+		w.controlRecord(r)
+		return w.flushIfCaughtUp()
+	}
 	if w.origins != nil && w.resent(r) {
 		// Sent again by hop 1 after a failure: taken before, whatever it
 		// was decided then.

@@ -33,6 +33,10 @@ type worker struct {
 	acked     int64 // next input offset to send: everything below is acknowledged (-1: none yet)
 	committed int64
 	partText  []byte
+	// resetFrom is where the input partition's new log is read from
+	// after the session's seek found it truncated, until hop 1 has the
+	// reset records acknowledged (-1: none due).
+	resetFrom int64
 }
 
 // tick bounds how long the worker waits for a first record before it
@@ -43,7 +47,7 @@ const tick = 100 * time.Millisecond
 // what is acknowledged, and after a failed batch start again from the
 // first record not acknowledged, until the generation ends.
 func (w *worker) run(ctx context.Context) {
-	w.acked, w.committed = -1, w.start
+	w.acked, w.committed, w.resetFrom = -1, w.start, -1
 	w.partText = []byte(strconv.Itoa(w.part))
 	backoff := w.o.RetryBackoff
 	for _, c := range []*prometheus.CounterVec{w.o.Metrics.Rekeyed, w.o.Metrics.Restarts, w.o.Metrics.InputTruncations} {
@@ -111,6 +115,17 @@ func (w *worker) session(ctx context.Context) error {
 		return err
 	}
 	defer f.close()
+	if w.resetFrom >= 0 {
+		// Before anything of the new log is sent, and before the new
+		// position is acknowledged (so that a failure or a crash before
+		// they land finds the truncation again and sends them again).
+		if err := w.sendResets(client, start); err != nil {
+			return err
+		}
+		w.resetFrom = -1
+		w.acked = start
+		w.commit(true) // at once: a log that grows past the old offsets would hide the truncation
+	}
 	// Where this session starts is acknowledged as far as hop 1 goes: a
 	// logical start (KAFKA_START_OFFSET) is resolved once, so a session
 	// started again after a failure goes on from here, not from the log's
@@ -206,6 +221,52 @@ func (w *worker) truncatedInput(expected, end int64) {
 	w.log.Error("input truncated: the partition's log ends below the offset the re-key hop was to read next "+
 		"(an unclean leader election, or the topic deleted and created again); reading from its end",
 		"expected_offset", expected, "end_offset", end)
+	w.resetFrom = end
+}
+
+// sendResets writes a reset record naming the input partition and from,
+// where hop 1 reads its new log on, to every repartition partition and
+// waits for every acknowledgement: hop 2 lowers its high-water marks of
+// the partition to from-1 (partition.Origin, flag Reset), which would
+// otherwise drop the new log's records, their offsets at or below the old
+// log's, as re-sends. On each repartition partition the reset lands
+// behind every record of the old log hop 1 sent (each batch is
+// acknowledged before the next is sent, and a failed session's requests
+// are gone before the next session starts) and ahead of every record of
+// the new log; each partition keeps its own marks, so no order across
+// partitions matters. A reset sent again (a failure or a crash before the
+// new position is committed) is harmless: hop 2 only ever lowers a mark
+// that is above from-1.
+func (w *worker) sendResets(client *kafka.Client, from int64) error {
+	o := partition.Origin{Topic: w.o.InputTopic, Partition: int32(w.part), Offset: from, Count: w.parts, Reset: true}
+	trailer := o.AppendTrailer(nil, nil)
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
+	for p := range w.parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rec := kafka.Record{Time: time.Now(), Value: kafka.NewBytes(trailer)}
+			base, err := produce(client, w.o.Topic, p, w.o.Compression, []kafka.Record{rec})
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("send reset: %w", err))
+				mu.Unlock()
+				return
+			}
+			w.truncated.Acked(int32(p), base)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	w.log.Warn("input truncated: reset records acknowledged by every repartition partition; hop 2 takes the new log from its offset on",
+		"offset", from, "repartition_partitions", w.parts)
+	return nil
 }
 
 // commit commits the acknowledged position when it moved. final: at the

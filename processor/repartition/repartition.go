@@ -31,7 +31,10 @@
 //     acknowledged before to the same input partition's worker
 //     (Metrics.OutputTruncations), and an input partition whose log ends
 //     below the offset a session resumes at (Metrics.InputTruncations),
-//     which is then read on from its end.
+//     which is then read on from its end once a reset naming it and the
+//     end (partition.Origin.Reset) is acknowledged by every repartition
+//     partition: hop 2 lowers its marks of the old log, so the new log's
+//     records are not taken for re-sends (worker.sendResets).
 //
 // Files: repartition.go (Options, Run, the group), partition.go (one
 // input partition's loop), fetch.go (its fetches), topic.go (creating and
