@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"dedup/processor/cluster"
@@ -74,4 +75,30 @@ func (p *Processor) damagedErr() error {
 	parts := slices.Sorted(maps.Keys(p.damaged))
 	return fmt.Errorf("%s partitions %v not started: %w; repair or remove their damaged snapshots (dedup inspect)",
 		p.o.InputTopic, parts, ErrCheckpointDamaged)
+}
+
+// setUnknown records (e non-nil) or clears a partition stopped at a
+// record of a newer re-key hop.
+func (p *Processor) setUnknown(part int, e *partition.UnknownRecordError) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e == nil {
+		delete(p.unknown, part)
+		return
+	}
+	if p.unknown == nil {
+		p.unknown = map[int]*partition.UnknownRecordError{}
+	}
+	p.unknown[part] = e
+}
+
+// unknownErr is Readiness's answer while partitions are stopped at
+// records of a newer re-key hop. Called with p.mu held.
+func (p *Processor) unknownErr() error {
+	var at []string
+	for _, part := range slices.Sorted(maps.Keys(p.unknown)) {
+		at = append(at, fmt.Sprintf("%d at offset %d", part, p.unknown[part].Offset))
+	}
+	return fmt.Errorf("%s partitions %s stopped: %w; upgrade hop 2 (written by a newer re-key hop)",
+		p.o.InputTopic, strings.Join(at, ", "), partition.ErrUnknownRecord)
 }

@@ -133,7 +133,18 @@ func (p *Processor) runPartition(ctx context.Context, g *generation, a kafka.Par
 
 	err = w.Run(ctx)
 	var perr *ProduceError
+	var uerr *partition.UnknownRecordError
 	switch {
+	case errors.As(err, &uerr):
+		// Stopped at a record of a newer re-key hop: the partition waits
+		// at it, not ready, for the rest of the generation; the next one
+		// meets it again until hop 2 is upgraded. A restart would not help.
+		p.setUnknown(a.ID, uerr)
+		defer p.setUnknown(a.ID, nil)
+		p.mu.Lock()
+		p.readyN--
+		p.mu.Unlock()
+		<-ctx.Done()
 	case errors.As(err, &perr):
 		if p.failures.Failed(g.out, perr) {
 			// Stopped for good: the generation goes on for the other

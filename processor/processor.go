@@ -185,6 +185,9 @@ type Processor struct {
 	// damaged: input partitions not started because every snapshot of
 	// each is damaged (CHECKPOINT_ON_DAMAGE=refuse).
 	damaged map[int]*partition.DamagedError
+	// unknown: input partitions stopped at a repartition record of a
+	// newer re-key hop, until hop 2 is upgraded.
+	unknown map[int]*partition.UnknownRecordError
 
 	cluster *cluster.Watch // the cluster watch and what it last saw
 }
@@ -335,6 +338,8 @@ func (p *Processor) Readiness() error {
 		return errors.New("not in a consumer-group generation")
 	case len(p.damaged) > 0:
 		return p.damagedErr()
+	case len(p.unknown) > 0:
+		return p.unknownErr()
 	case p.readyN != p.assigned:
 		return fmt.Errorf("%d of %d assigned partitions consuming", p.readyN, p.assigned)
 	}

@@ -2,8 +2,10 @@ package processor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"dedup/checkpoint"
+	"dedup/internal/testkit"
 	"dedup/processor/partition"
 )
 
@@ -354,4 +357,45 @@ func TestRepartitionedReplayScan(t *testing.T) {
 		}
 		t.Logf("replay suppressed %d, re-sends dropped %d", b.p.progress.Suppressed.Load(), b.p.progress.Resent.Load())
 	})
+}
+
+// TestRepartitionedUnknownRecordStops: a repartition record whose origin
+// trailer has flags this build does not know (a newer re-key hop wrote it)
+// stops its partition at it: what came before is decided and committed,
+// neither it nor anything after it is decided or forwarded, the commit
+// never passes it, and readiness names the partition and the offset, until
+// a hop 2 that knows the flags takes over.
+func TestRepartitionedUnknownRecordStops(t *testing.T) {
+	e := newTestEnv(t, 1, 1)
+	o := e.options("unknown")
+	o.Repartitioned = true
+	out := e.collect()
+	r := start(t, o)
+	r.waitReady(t)
+
+	before, after := originStream(1, 10, 0), originStream(1, 5, 11)
+	e.produce(records(before, t0)...)
+	newer := originRec{key: "id-new", off: 10}.record(t0)
+	newer.Value[len(newer.Value)-9] |= 0x40 // a flag this build does not know
+	e.produce(newer)
+	e.produce(records(after, t0)...)
+
+	want := len(wantOnce(before))
+	out.until("the records before it forwarded", func(rs []outRec) bool { return len(rs) >= want })
+	eventually(t, 20*time.Second, "readiness naming the stopped partition", func() bool {
+		err := r.p.Readiness()
+		return errors.Is(err, partition.ErrUnknownRecord) && strings.Contains(err.Error(), "0 at offset 10")
+	})
+	if n := r.p.Progress().In; n != uint64(len(before)) {
+		t.Errorf("%d records decided, want the %d before the unknown one", n, len(before))
+	}
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if c := committed(t, e, "unknown", 0); c != 10 {
+		t.Errorf("committed offset %d, want 10: not past the unknown record", c)
+	}
+	if got := testkit.EndOffsets(t, e.brokers[0], outTopic, 1); got != int64(want) {
+		t.Errorf("the output holds %d records, want %d: nothing at or after the unknown record", got, want)
+	}
 }

@@ -24,7 +24,7 @@ const (
 // Kinds of dedup_repartition_control_records_total.
 const (
 	ControlReset   = "reset"   // dedup_repartition_control_records_total: marks lowered
-	ControlUnknown = "unknown" // dedup_repartition_control_records_total: unknown trailer flags, skipped
+	ControlUnknown = "unknown" // dedup_repartition_control_records_total: unknown trailer flags, the partition stopped
 )
 
 // Kinds of dedup_timestamp_anomalies_total: records decided without moving
@@ -113,7 +113,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		ReplaySuppressed:     r.counterVec("dedup_replay_suppressed_total", "Replayed input records whose output was already in the output topic, not forwarded again.", pt),
 		RepartitionResent:    r.counterVec("dedup_repartition_resends_dropped_total", "Records of the repartition topic dropped as re-sends of the re-key hop: their origin offset was at or below the highest one the partition had taken from that input partition.", pt),
 		RepartitionUnmarked:  r.counterVec("dedup_repartition_unmarked_total", "Records of the repartition topic whose value does not end in a (well-formed) origin trailer, decided as records of their own: not written by the re-key hop.", pt),
-		RepartitionControl:   r.counterVec("dedup_repartition_control_records_total", "Records of the repartition topic that copy no input record, by kind: reset (the re-key hop's input partition went back; the partition's high-water marks of it lowered to where the re-key hop reads on), unknown (origin trailer flags this build does not know, written by a newer re-key hop: skipped, not forwarded).", []string{"topic", "partition", "kind"}),
+		RepartitionControl:   r.counterVec("dedup_repartition_control_records_total", "Records of the repartition topic that copy no input record, by kind: reset (the re-key hop's input partition went back; the partition's high-water marks of it lowered to where the re-key hop reads on), unknown (a record with origin trailer flags this build does not know, written by a newer re-key hop: the partition stops at it, neither forwarding nor skipping it, until hop 2 is upgraded; counted once per stop).", []string{"topic", "partition", "kind"}),
 		RepartitionRekeyed:   r.counterVec("dedup_repartition_rekeyed_total", "Input records the re-key hop sent to the repartition topic and had acknowledged (re-sends included).", pt),
 		RepartitionRestarts:  r.counterVec("dedup_repartition_restarts_total", "Batches of the re-key hop that failed (an error or an unknown outcome), each followed by a re-send from the first input record not acknowledged.", pt),
 		RepartitionInputLag:  r.gaugeVec("dedup_repartition_input_lag", "Input records the re-key hop has not yet had acknowledged by the repartition topic, per input partition.", pt),

@@ -19,7 +19,7 @@ type Metrics struct {
 	// (not written by hop 1). Nil outside repartition mode.
 	RepartitionResent, RepartitionUnmarked prometheus.Counter
 	// A repartitioned partition's control records: resets (marks
-	// lowered) and records with unknown trailer flags (skipped).
+	// lowered) and stops at records with unknown trailer flags.
 	RepartitionResets, RepartitionUnknown prometheus.Counter
 	Fill, EstKeys, FPRate, Saturated      [2]prometheus.Gauge // current, previous
 	WindowElapsed, Bytes, Lag             prometheus.Gauge
@@ -88,7 +88,7 @@ type counts struct {
 	refused, deadLettered                                       uint64
 	future, missing, rewritten                                  uint64
 	resent, unmarked                                            uint64
-	resets, unknown                                             uint64 // control records (controlRecord)
+	resets                                                      uint64 // reset records (controlRecord)
 }
 
 func (w *Worker) publishCounts() {
@@ -117,9 +117,6 @@ func (w *Worker) publishCounts() {
 	}
 	if c.resets > 0 && pm.RepartitionResets != nil {
 		pm.RepartitionResets.Add(float64(c.resets))
-	}
-	if c.unknown > 0 && pm.RepartitionUnknown != nil {
-		pm.RepartitionUnknown.Add(float64(c.unknown))
 	}
 	for _, a := range [...]struct {
 		n uint64

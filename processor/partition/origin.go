@@ -251,7 +251,7 @@ type control uint8
 const (
 	controlNone    control = iota
 	controlReset           // hop 1's input partition went back: lower its marks
-	controlUnknown         // trailer flags of a newer hop 1: skipped, named at error
+	controlUnknown         // trailer flags of a newer hop 1: the partition stops at it
 )
 
 // unwrap turns a record read from the repartition topic back into the
@@ -330,26 +330,50 @@ func (w *Worker) resetMarks(at origin, offset int64) int {
 	return n
 }
 
-// controlRecord applies a record that copies no input record and forwards
-// nothing of it: a reset lowers its input partition's marks; one with
-// trailer flags this build does not know (a newer hop 1: hop 2 is
-// upgraded first) is skipped and named at error rather than forwarded
-// with its trailer as its value.
+// controlRecord applies a reset: it lowers its input partition's marks
+// and forwards nothing.
 func (w *Worker) controlRecord(r *record) {
-	switch r.origin.control {
-	case controlReset:
-		w.counts.resets++
-		n := w.resetMarks(r.origin.at, r.origin.offset)
-		w.log.Warn("input partition reset by the re-key hop: its high-water marks lowered, the new log's records taken",
-			"offset", r.msg.Offset, "input_topic", r.origin.at.topic, "input_partition", r.origin.at.partition,
-			"input_offset", r.origin.offset, "marks_lowered", n)
-	default:
-		w.counts.unknown++
-		n := len(r.msg.Value)
-		w.log.Error("repartition record with origin trailer flags this build does not know: skipped, not forwarded "+
-			"(written by a newer re-key hop? upgrade hop 2 first)",
-			"offset", r.msg.Offset, "flags", r.msg.Value[n-originFooterLen])
+	w.counts.resets++
+	n := w.resetMarks(r.origin.at, r.origin.offset)
+	w.log.Warn("input partition reset by the re-key hop: its high-water marks lowered, the new log's records taken",
+		"offset", r.msg.Offset, "input_topic", r.origin.at.topic, "input_partition", r.origin.at.partition,
+		"input_offset", r.origin.offset, "marks_lowered", n)
+}
+
+// ErrUnknownRecord is what an *UnknownRecordError unwraps to.
+var ErrUnknownRecord = errors.New("repartition record with origin trailer flags this build does not know")
+
+// UnknownRecordError stops a partition at a repartition record whose
+// origin trailer has flags this build does not know: written by a newer
+// re-key hop (hop 2 is to be upgraded first). Neither forwarded with its
+// trailer as its value nor skipped: the partition waits at it, its
+// position not past it, until a hop 2 that knows the flags takes it.
+type UnknownRecordError struct {
+	Topic     string
+	Partition int
+	Offset    int64
+	Flags     byte
+}
+
+func (e *UnknownRecordError) Error() string {
+	return fmt.Sprintf("stop %s/%d at offset %d: origin trailer flags %#x: %v (written by a newer re-key hop: upgrade hop 2 first)",
+		e.Topic, e.Partition, e.Offset, e.Flags, ErrUnknownRecord)
+}
+
+func (e *UnknownRecordError) Unwrap() error { return ErrUnknownRecord }
+
+// unknownRecord stops the partition at r, a record of a newer hop 1:
+// named at error, counted, nothing of it or after it decided.
+func (w *Worker) unknownRecord(r *record) error {
+	if c := w.d.Metrics.RepartitionUnknown; c != nil {
+		c.Inc()
 	}
+	err := &UnknownRecordError{Topic: w.d.Topic, Partition: w.d.Partition, Offset: r.msg.Offset,
+		Flags: r.msg.Value[len(r.msg.Value)-originFooterLen]}
+	w.log.Error("repartition record with origin trailer flags this build does not know (written by a newer re-key hop): "+
+		"the partition stops at it, nothing lost; upgrade hop 2 and it goes on",
+		"offset", err.Offset, "flags", err.Flags)
+	return err
 }
 
 // The high-water marks go into every checkpoint piece of a repartitioned

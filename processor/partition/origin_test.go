@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/segmentio/kafka-go"
 
 	"dedup/rotation"
@@ -211,8 +213,8 @@ func TestUnwrap(t *testing.T) {
 // input partition above offset-1 (of any partition count) to offset-1,
 // leaves lower marks and other partitions' alone, and forwards nothing.
 // A reset with anything else, and a trailer with flags this build does
-// not know, are never taken for an input record: the unknown one is
-// skipped and counted, not forwarded as unmarked.
+// not know, are never taken for an input record: the partition stops at
+// the unknown one, counted, rather than forward it as unmarked.
 func TestOriginReset(t *testing.T) {
 	var logs bytes.Buffer
 	w := &Worker{origins: origins{}, log: slog.New(slog.NewTextHandler(&logs, nil))}
@@ -284,8 +286,11 @@ func TestOriginReset(t *testing.T) {
 		}
 	}
 
-	// Flags this build does not know, on an otherwise good trailer:
-	// skipped and counted, named at error, not forwarded.
+	// Flags this build does not know, on an otherwise good trailer: the
+	// partition stops at the record (an *UnknownRecordError naming it),
+	// named at error and counted; the marks stay.
+	unknown := prometheus.NewCounter(prometheus.CounterOpts{Name: "unknown"})
+	w.d = Deps{Topic: "raw-by-key", Partition: 1, Metrics: &Metrics{RepartitionUnknown: unknown}}
 	for _, flags := range []byte{0x08, 0x80, 0x08 | originReset} {
 		d := (&Origin{Topic: "raw", Partition: 3, Offset: 12, Count: 8}).AppendTrailer([]byte("v"), []byte("v"))
 		d[len(d)-originFooterLen] = flags
@@ -295,14 +300,20 @@ func TestOriginReset(t *testing.T) {
 			t.Fatalf("flags %#x: %+v", flags, r.origin)
 		}
 		before := maps.Clone(w.origins)
-		w.controlRecord(&r)
+		err := w.unknownRecord(&r)
+		var ue *UnknownRecordError
+		if !errors.As(err, &ue) || !errors.Is(err, ErrUnknownRecord) || ue.Offset != 78 || ue.Flags != flags ||
+			ue.Topic != "raw-by-key" || ue.Partition != 1 {
+			t.Fatalf("flags %#x: %v (%+v), want an *UnknownRecordError at offset 78", flags, err, ue)
+		}
 		if !maps.Equal(before, w.origins) {
 			t.Fatalf("flags %#x moved the marks: %v", flags, w.origins)
 		}
 	}
-	if w.counts.unknown != 3 || w.counts.unmarked != 2 || !strings.Contains(logs.String(), "level=ERROR") ||
-		!strings.Contains(logs.String(), "offset=78 flags=8") {
-		t.Fatalf("unknown %d unmarked %d, log %q", w.counts.unknown, w.counts.unmarked, logs.String())
+	var m dto.Metric
+	if err := unknown.Write(&m); err != nil || m.GetCounter().GetValue() != 3 || w.counts.unmarked != 2 ||
+		!strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "offset=78 flags=8") {
+		t.Fatalf("unknown %v unmarked %d, log %q", m.GetCounter().GetValue(), w.counts.unmarked, logs.String())
 	}
 }
 

@@ -213,10 +213,13 @@ func (w *Worker) fetch(fctx context.Context) error {
 // replayed record already in the output, queues its output.
 func (w *Worker) process(r *record) error {
 	m, key := &r.msg, r.key
+	if r.origin.control == controlUnknown {
+		return w.unknownRecord(r) // the position stays at it
+	}
 	w.position = m.Offset + 1
 	w.hwm = m.HighWaterMark
 	w.counts.in++
-	if r.origin.control != controlNone {
+	if r.origin.control == controlReset {
 		w.controlRecord(r)
 		return w.flushIfCaughtUp()
 	}
