@@ -56,14 +56,20 @@ func (p *Processor) startPartition(ctx context.Context, d partition.Deps) (*part
 func (p *Processor) setDamaged(part int, de *partition.DamagedError) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if de == nil {
-		delete(p.damaged, part)
+	putOrDelete(&p.damaged, part, de)
+}
+
+// putOrDelete sets (*m)[k] to v, or deletes k when v is nil.
+func putOrDelete[V comparable](m *map[int]V, k int, v V) {
+	var none V
+	if v == none {
+		delete(*m, k)
 		return
 	}
-	if p.damaged == nil {
-		p.damaged = map[int]*partition.DamagedError{}
+	if *m == nil {
+		*m = map[int]V{}
 	}
-	p.damaged[part] = de
+	(*m)[k] = v
 }
 
 // damagedErr is Readiness's answer while partitions are refused. Called
@@ -82,14 +88,7 @@ func (p *Processor) damagedErr() error {
 func (p *Processor) setUnknown(part int, e *partition.UnknownRecordError) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if e == nil {
-		delete(p.unknown, part)
-		return
-	}
-	if p.unknown == nil {
-		p.unknown = map[int]*partition.UnknownRecordError{}
-	}
-	p.unknown[part] = e
+	putOrDelete(&p.unknown, part, e)
 }
 
 // unknownErr is Readiness's answer while partitions are stopped at
