@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"dedup/internal/testkit"
@@ -25,6 +26,19 @@ func repartitionedPartitions(t *testing.T, addr string, n int) map[int32]bool {
 	return parts
 }
 
+// twoHopsThrough starts the binary with both hops and has keys keys, each
+// on both input partitions, decided by both; it returns the cluster, the
+// binary and its metrics address.
+func twoHopsThrough(t *testing.T, keys int) (*kfake.Cluster, *binary, string) {
+	t.Helper()
+	cluster := testkit.Cluster(t, 2)
+	bin, env := stageAgainst(t, cluster, testkit.Env{"REPARTITION_TOPIC": reTopic})
+	addr := cluster.ListenAddrs()[0]
+	testkit.Produce(t, manual([]kgo.Opt{kgo.SeedBrokers(addr)}), spreadDuplicates(keys, 1, 2)...)
+	waitBothHopsDone(t, cluster, addr, keys)
+	return cluster, bin, env["METRICS_ADDR"]
+}
+
 // TestRepartitionTopicRecreatedUnderHop1: the repartition topic deleted and
 // created again under a running two-hop stage loses what hop 1 wrote and
 // had acknowledged, its input committed past it. Hop 1's next acknowledged
@@ -34,14 +48,10 @@ func repartitionedPartitions(t *testing.T, addr string, n int) map[int32]bool {
 // error with the offsets, once per input partition of hop 1 that wrote to
 // it before and after (each compares its own produces), and no other is.
 func TestRepartitionTopicRecreatedUnderHop1(t *testing.T) {
-	cluster := testkit.Cluster(t, 2)
-	bin, env := stageAgainst(t, cluster, testkit.Env{"REPARTITION_TOPIC": reTopic})
-	metrics := env["METRICS_ADDR"]
+	const keys = 10 // 5 per input partition
+	cluster, bin, metrics := twoHopsThrough(t, keys)
 	addr := cluster.ListenAddrs()[0]
 	client := manual([]kgo.Opt{kgo.SeedBrokers(addr)})
-	const keys = 10
-	testkit.Produce(t, client, spreadDuplicates(keys, 1, 2)...)
-	waitBothHopsDone(t, cluster, addr, keys)
 	before := repartitionedPartitions(t, addr, keys)
 
 	if err := cluster.DeleteTopic(reTopic); err != nil {
@@ -95,14 +105,10 @@ func TestRepartitionTopicRecreatedUnderHop1(t *testing.T) {
 // log's records, their offsets at or below the marks, are forwarded once,
 // not dropped as re-sends (docs/faults.md, "Input truncated").
 func TestInputRecreatedUnderHop1(t *testing.T) {
-	cluster := testkit.Cluster(t, 2)
-	bin, env := stageAgainst(t, cluster, testkit.Env{"REPARTITION_TOPIC": reTopic})
-	metrics := env["METRICS_ADDR"]
+	const keys = 10 // 5 per input partition
+	cluster, bin, metrics := twoHopsThrough(t, keys)
 	addr := cluster.ListenAddrs()[0]
 	client := manual([]kgo.Opt{kgo.SeedBrokers(addr)})
-	const keys = 10 // 5 per input partition
-	testkit.Produce(t, client, spreadDuplicates(keys, 1, 2)...)
-	waitBothHopsDone(t, cluster, addr, keys)
 
 	if err := cluster.DeleteTopic("events"); err != nil {
 		t.Fatal(err)
