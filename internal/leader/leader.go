@@ -52,23 +52,44 @@ func (f *Transport) Refreshes() int64 { return f.renewed.Load() }
 // writer retries it by its own rules.
 func (f *Transport) RoundTrip(ctx context.Context, addr net.Addr, req kafka.Request) (kafka.Response, error) {
 	res, err := f.t.RoundTrip(ctx, addr, req)
-	if !moved(err) && (err != nil || !answeredMoved(res)) {
+	if !refused(res, err) {
 		return res, err
 	}
 	f.refresh()
 	switch req.(type) {
 	case *listOffsetsAPI.Request, *fetchAPI.Request:
-		return f.t.RoundTrip(ctx, addr, req)
+	default:
+		return res, err
 	}
-	return res, err
+	if res, err = f.t.RoundTrip(ctx, addr, req); !refused(res, err) {
+		return res, err
+	}
+	// Refused again: the leader moved after the last refresh, which may
+	// have been another answer's moments before, within the spacing. The
+	// read refreshes for itself and is sent once more.
+	f.drop(time.Now().UnixNano())
+	return f.t.RoundTrip(ctx, addr, req)
 }
 
+// refused reports whether a round trip's outcome says a leader moved.
+func refused(res kafka.Response, err error) bool {
+	return moved(err) || (err == nil && answeredMoved(res))
+}
+
+// refresh drops the cached metadata unless that was done within
+// minRefresh.
 func (f *Transport) refresh() {
 	now := time.Now().UnixNano()
 	last := f.last.Load()
 	if now-last < int64(minRefresh) || !f.last.CompareAndSwap(last, now) {
 		return
 	}
+	f.drop(now)
+}
+
+// drop drops the cached metadata now.
+func (f *Transport) drop(now int64) {
+	f.last.Store(now)
 	f.renewed.Add(1)
 	f.t.CloseIdleConnections()
 }

@@ -107,3 +107,33 @@ func TestRefreshesAreSpaced(t *testing.T) {
 		t.Errorf("%d refreshes for 10 answers at once, want 1", n)
 	}
 }
+
+// TestListOffsetsAfterTwoQuickMoves: a leader that moves again right
+// after a refresh (within the spacing of refreshes) still does not fail a
+// read: the read refused again forces a refresh of its own.
+func TestListOffsetsAfterTwoQuickMoves(t *testing.T) {
+	c, tr, client := followingClient(t)
+	list := func() error {
+		res, err := client.ListOffsets(context.Background(), &kafka.ListOffsetsRequest{
+			Topics: map[string][]kafka.OffsetRequest{"t": {kafka.LastOffsetOf(0)}},
+		})
+		if err != nil {
+			return err
+		}
+		return res.Topics["t"][0].Error
+	}
+	if err := list(); err != nil {
+		t.Fatalf("list before the moves: %v", err)
+	}
+	moveLeader(t, c, "t")
+	if err := list(); err != nil {
+		t.Fatalf("list after the first move: %v", err)
+	}
+	moveLeader(t, c, "t") // within minRefresh of the refresh the first move caused
+	if err := list(); err != nil {
+		t.Fatalf("list after the second move: %v, want it answered by the new leader", err)
+	}
+	if n := tr.Refreshes(); n != 2 {
+		t.Errorf("%d metadata refreshes, want 2 (one per move)", n)
+	}
+}
