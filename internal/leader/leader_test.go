@@ -76,15 +76,7 @@ func TestProduceAfterLeaderMove(t *testing.T) {
 // again after the refresh: the caller sees no error.
 func TestListOffsetsAfterLeaderMove(t *testing.T) {
 	c, tr, client := followingClient(t)
-	list := func() error {
-		res, err := client.ListOffsets(context.Background(), &kafka.ListOffsetsRequest{
-			Topics: map[string][]kafka.OffsetRequest{"t": {kafka.LastOffsetOf(0)}},
-		})
-		if err != nil {
-			return err
-		}
-		return res.Topics["t"][0].Error
-	}
+	list := func() error { return listEnd(client) }
 	if err := list(); err != nil {
 		t.Fatalf("list before the move: %v", err)
 	}
@@ -95,6 +87,17 @@ func TestListOffsetsAfterLeaderMove(t *testing.T) {
 	if n := tr.Refreshes(); n != 1 {
 		t.Errorf("%d metadata refreshes, want 1 (the old leader refused the first attempt)", n)
 	}
+}
+
+// listEnd asks for the end offset of t/0, and returns what failed.
+func listEnd(client *kafka.Client) error {
+	res, err := client.ListOffsets(context.Background(), &kafka.ListOffsetsRequest{
+		Topics: map[string][]kafka.OffsetRequest{"t": {kafka.LastOffsetOf(0)}},
+	})
+	if err != nil {
+		return err
+	}
+	return res.Topics["t"][0].Error
 }
 
 // TestRefreshesAreSpaced: answers that arrive together cost one refresh.
@@ -113,15 +116,7 @@ func TestRefreshesAreSpaced(t *testing.T) {
 // read: the read refused again forces a refresh of its own.
 func TestListOffsetsAfterTwoQuickMoves(t *testing.T) {
 	c, tr, client := followingClient(t)
-	list := func() error {
-		res, err := client.ListOffsets(context.Background(), &kafka.ListOffsetsRequest{
-			Topics: map[string][]kafka.OffsetRequest{"t": {kafka.LastOffsetOf(0)}},
-		})
-		if err != nil {
-			return err
-		}
-		return res.Topics["t"][0].Error
-	}
+	list := func() error { return listEnd(client) }
 	if err := list(); err != nil {
 		t.Fatalf("list before the moves: %v", err)
 	}
