@@ -33,9 +33,10 @@ func testCrash(t *testing.T, store string) {
 	guard := func() error { return errors.Join(pr.check(), alive(p)) }
 
 	// One kill, at a random turn, lands as soon as the new process answers
-	// /readyz 200: restored, before it has forwarded anything new. (Not
-	// earlier: a process killed while its JoinGroup is in flight stays in
-	// kfake's group for good; see waitSettled.)
+	// /readyz 200: restored, before it has forwarded anything new. The
+	// others land at output progress, but never before the process joined
+	// its generation: one killed while its JoinGroup is in flight stays in
+	// kfake's group for good (see waitJoined).
 	startupKill := rng.IntN(crashKills)
 	base := obs.progress()
 	for i, at := range killPoints(rng, w.nFirsts, crashKills) {
@@ -49,6 +50,7 @@ func testCrash(t *testing.T, store string) {
 			waitReady(t, p, 30*time.Second)
 			when = "as soon as /readyz answered 200, every first occurrence already forwarded"
 		default:
+			waitJoined(t, p, 30*time.Second, guard)
 			obs.waitProgress(t, 60*time.Second, target, fmt.Sprintf("the output to reach kill point %d (%d keys)", i+1, target), guard)
 			when = fmt.Sprintf("at %d keys forwarded", target)
 		}

@@ -375,6 +375,28 @@ func waitSettled(t *testing.T, timeout time.Duration, guard func() error, ps ...
 	})
 }
 
+// waitJoined waits until p has joined a consumer-group generation
+// (dedup_group_generations_total of at least 1), so that a stop sent next
+// cannot land while p's JoinGroup is in flight: kfake would keep such a
+// member for good (see waitSettled). A stop may still land while p
+// restores, before /readyz answers 200.
+func waitJoined(t *testing.T, p *proc, timeout time.Duration, guard func() error) {
+	t.Helper()
+	waitFor(t, timeout, p.name+" to join a generation", func() error {
+		if err := guard(); err != nil {
+			return err
+		}
+		samples, err := scrape(p, 2*time.Second)
+		if err != nil {
+			return fmt.Errorf("%w: %v", errNotYet, err)
+		}
+		if n, _ := sum(samples, "dedup_group_generations_total", nil); n < 1 {
+			return errNotYet
+		}
+		return nil
+	})
+}
+
 // mustScrape reads p's /metrics, failing the test if p does not answer.
 func mustScrape(t *testing.T, p *proc) []sample {
 	t.Helper()

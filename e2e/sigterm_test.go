@@ -29,6 +29,7 @@ func TestSigterm(t *testing.T) {
 	for i, at := range killPoints(rng, w.nFirsts, sigtermStops) {
 		when := "as soon as /readyz answered 200, every first occurrence already forwarded"
 		if target, left := stopTarget(at, base, w.nFirsts); left {
+			waitJoined(t, p, 30*time.Second, guard)
 			obs.waitProgress(t, 60*time.Second, target, fmt.Sprintf("the output to reach stop point %d (%d keys)", i+1, target), guard)
 			when = fmt.Sprintf("at %d keys forwarded", target)
 		} else {
