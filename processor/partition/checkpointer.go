@@ -285,9 +285,8 @@ func (c *checkpointer) release() {
 	}
 }
 
-// maybeStart begins a checkpoint when one is due, none is running and the
-// position moved since the last one. Worker goroutine.
-func (c *checkpointer) maybeStart(w *Worker, now time.Time) {
+// reap takes the result of a finished checkpoint. Worker goroutine.
+func (c *checkpointer) reap() {
 	select {
 	case r := <-c.done:
 		c.busy = false
@@ -296,6 +295,11 @@ func (c *checkpointer) maybeStart(w *Worker, now time.Time) {
 		}
 	default:
 	}
+}
+
+// maybeStart begins a checkpoint when one is due, none is running and the
+// position moved since the last one. Worker goroutine; reap first.
+func (c *checkpointer) maybeStart(w *Worker, now time.Time) {
 	if c.busy || now.Before(c.next) || w.position == c.last || w.position < 0 {
 		return
 	}

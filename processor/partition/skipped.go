@@ -2,11 +2,14 @@ package partition
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
 	"sync"
 	"time"
+
+	"github.com/segmentio/kafka-go"
 )
 
 // Input below a partition's log start (deleted by retention or
@@ -30,6 +33,10 @@ const (
 	fmtInit     = "initializing kafka reader for partition %d of %s starting at offset %d"
 	fmtSeek     = "the kafka reader for partition %d of %s is seeking to offset %d"
 	fmtPastEnd  = "the kafka reader is reading passed the last offset for partition %d of %s at offset %d"
+	// fmtInitError with OFFSET_OUT_OF_RANGE: the reader (re)connected and
+	// could not seek to its offset, which lies past the log's end (below
+	// the start it would have clamped, fmtSeek). It retries every second.
+	fmtInitError = "error initializing the kafka reader for partition %d of %s: %s"
 )
 
 // transient are the reader's error-logger messages about conditions it
@@ -37,7 +44,7 @@ const (
 // errors the reader returns report their causes once; a line per retry
 // would repeat them every back-off, so they go to debug.
 var transient = map[string]bool{
-	"error initializing the kafka reader for partition %d of %s: %s":                                                                                                true,
+	fmtInitError: true,
 	"failed to read from current broker %v for partition %d of %s at offset %d: %v":                                                                                 true,
 	"failed to read from current broker for partition %d of %s at offset %d: %v":                                                                                    true,
 	"the kafka reader got an unknown error reading partition %d of %s at offset %d: %s":                                                                             true,
@@ -63,12 +70,12 @@ type readerSkips struct {
 
 	mu        sync.Mutex
 	requested int64                // offset the reader was last asked to start at; -1: none pending
-	pastEnd   int64                // offset last reported past the log's end; -1: none
+	seeking   int64                // offset the reader last seeks to (fmtSeek); -1: none
 	warned    map[string]time.Time // format -> last warn line
 }
 
 func newReaderLoggers(w *Worker) (logger, errorLogger readerLog) {
-	s := &readerSkips{w: w, requested: -1, pastEnd: -1, warned: map[string]time.Time{}}
+	s := &readerSkips{w: w, requested: -1, seeking: -1, warned: map[string]time.Time{}}
 	return readerLog{s: s}, readerLog{s: s, error: true}
 }
 
@@ -96,31 +103,42 @@ func (l readerLog) Printf(format string, args ...any) {
 		s.mu.Lock()
 		from := s.requested
 		s.requested = -1
+		if ok {
+			s.seeking = off
+		}
 		s.mu.Unlock()
 		if ok && from >= 0 && off > from {
 			s.w.skipped(from, off, "reader: seek clamped to the log start")
 		}
 	case fmtPastEnd:
-		// The log ends below the offset the reader is at: truncated under
-		// it. The reader retries until the log passes the offset; named
-		// and counted once per offset, not per retry.
-		off, ok := offsetArg(args, 2)
-		s.mu.Lock()
-		first := ok && off != s.pastEnd
-		if first {
-			s.pastEnd = off
-		}
-		s.mu.Unlock()
-		if first {
-			s.w.truncatedUnder(off)
+		// The log may end below the offset the reader is at: truncated
+		// under it. The reader would retry until the log passed the
+		// offset; the worker checks the log's end at its next tick and
+		// reads on from there (Worker.readPastEnd), naming and counting
+		// it then.
+		if off, ok := offsetArg(args, 2); ok {
+			s.w.pastEnd.Store(off)
 		}
 		return
+	case fmtInitError:
+		// The same past the end, found when the reader (re)connects (a
+		// new leader, the topic created again): logged at debug below,
+		// as the worker names it once it has read the log's end.
+		if len(args) > 2 {
+			if err, ok := args[2].(error); ok && errors.Is(err, kafka.OffsetOutOfRange) {
+				s.mu.Lock()
+				off := s.seeking
+				s.mu.Unlock()
+				if off >= 0 {
+					s.w.pastEnd.Store(off)
+				}
+			}
+		}
 	}
 	level := slog.LevelDebug
 	if l.error && !transient[format] {
-		// Anything else the reader decides (reading past the end of a
-		// truncated partition, or a message this version does not know)
-		// is said at warn, once per minute while it repeats.
+		// Anything else the reader decides (a message this version does
+		// not know) is said at warn, once per minute while it repeats.
 		now := time.Now()
 		s.mu.Lock()
 		if last, seen := s.warned[format]; !seen || now.Sub(last) >= readerWarnEvery {
@@ -174,16 +192,4 @@ func (w *Worker) truncated(expected, end int64, at string) {
 	w.log.Error("input truncated: the partition's log ends below the offset the stage was to read next "+
 		"(an unclean leader election, or the topic deleted and created again); reading from its end",
 		"expected_offset", expected, "end_offset", end, "at", at)
-}
-
-// truncatedUnder names and counts a log truncated under the reader, which
-// is at offset: kafka-go's reader waits there until the log passes it.
-func (w *Worker) truncatedUnder(offset int64) {
-	if c := w.d.Metrics.InputTruncations; c != nil {
-		c.Inc()
-	}
-	w.log.Error("input truncated: the partition's log ends below the offset the reader is at "+
-		"(an unclean leader election, or the topic deleted and created again); the reader waits until the log passes it, "+
-		"so records written below it are not read; the partition's next start reads from the log's end",
-		"offset", offset, "at", "reader: fetch past the log end")
 }

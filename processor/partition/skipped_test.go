@@ -2,6 +2,8 @@ package partition
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/segmentio/kafka-go"
 )
 
 // humanOffset stands for kafka-go's offset type of the same name: an
@@ -26,6 +29,7 @@ func readerLogTest(t *testing.T) (*Worker, prometheus.Counter, *bytes.Buffer) {
 		d:   Deps{Metrics: &Metrics{SkippedOffsets: c}},
 		log: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
+	w.pastEnd.Store(-1)
 	return w, c, &buf
 }
 
@@ -103,31 +107,56 @@ func TestReaderLogLevels(t *testing.T) {
 	}
 }
 
-// TestReaderPastEnd: the reader retrying a fetch past the log's end (the
-// log truncated under it) is named at error and counted as a truncation
-// once per offset, however often the reader retries; nothing is counted
-// as skipped.
+// TestReaderPastEnd: the reader finding its offset past the log's end (the
+// log truncated under it), in a fetch or when it (re)connects and cannot
+// seek there, hands the offset to the worker, which reads the log's end
+// before it names and counts anything (Worker.readPastEnd;
+// TestTruncatedAtRuntime in processor runs it against a broker). Nothing is
+// counted as skipped or truncated by the logger itself, and the reader's
+// retries add no line above debug.
 func TestReaderPastEnd(t *testing.T) {
-	w, skipped, buf := readerLogTest(t)
-	truncations := prometheus.NewCounter(prometheus.CounterOpts{Name: "truncations"})
-	w.d.Metrics.InputTruncations = truncations
-	_, errorLogger := newReaderLoggers(w)
-	for _, off := range []int64{900, 900, 900, 950, 950} {
-		errorLogger.Printf(fmtPastEnd, 0, "events", humanOffset(off))
-	}
-	if got := counterValue(t, truncations); got != 2 {
-		t.Errorf("counted %v truncations, want 2 (one per offset)", got)
-	}
-	if got := counterValue(t, skipped); got != 0 {
-		t.Errorf("counted %v skipped offsets, want none", got)
-	}
-	errs := levelLines(buf.String(), "ERROR")
-	if len(errs) != 2 || !strings.Contains(errs[0], "offset=900") || !strings.Contains(errs[1], "offset=950") ||
-		!strings.Contains(errs[0], "input truncated") {
-		t.Errorf("error lines %q, want two naming the truncation at 900 and 950", errs)
-	}
-	if n := len(levelLines(buf.String(), "WARN")); n != 0 {
-		t.Errorf("%d warn lines, want none: the error lines say it", n)
+	oor := fmt.Errorf("[1] Offset Out Of Range: %w", kafka.OffsetOutOfRange)
+	for _, tc := range []struct {
+		name  string
+		lines func(logger, errorLogger readerLog)
+		want  int64
+	}{
+		{"fetch", func(_, e readerLog) {
+			for _, off := range []int64{900, 900, 950} {
+				e.Printf(fmtPastEnd, 0, "events", humanOffset(off))
+			}
+		}, 950},
+		{"reconnect", func(l, e readerLog) {
+			l.Printf(fmtInit, 0, "events", humanOffset(900))
+			l.Printf(fmtSeek, 0, "events", humanOffset(900))
+			e.Printf(fmtInitError, 0, "events", oor)
+		}, 900},
+		{"reconnect, other error", func(l, e readerLog) {
+			l.Printf(fmtInit, 0, "events", humanOffset(900))
+			l.Printf(fmtSeek, 0, "events", humanOffset(900))
+			e.Printf(fmtInitError, 0, "events", errors.New("dial tcp: connection refused"))
+		}, -1},
+		{"no seek yet", func(_, e readerLog) {
+			e.Printf(fmtInitError, 0, "events", oor)
+		}, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, skipped, buf := readerLogTest(t)
+			truncations := prometheus.NewCounter(prometheus.CounterOpts{Name: "truncations"})
+			w.d.Metrics.InputTruncations = truncations
+			tc.lines(newReaderLoggers(w))
+			if got := w.pastEnd.Load(); got != tc.want {
+				t.Errorf("offset handed to the worker %d, want %d", got, tc.want)
+			}
+			if got := counterValue(t, truncations) + counterValue(t, skipped); got != 0 {
+				t.Errorf("counted %v truncations and skips, want none before the worker reads the log's end", got)
+			}
+			for _, level := range []string{"INFO", "WARN", "ERROR"} {
+				if lines := levelLines(buf.String(), level); len(lines) != 0 {
+					t.Errorf("%s lines %q, want none", level, lines)
+				}
+			}
+		})
 	}
 }
 

@@ -42,6 +42,7 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 		position:  -1,
 		recoverAt: d.RecoverAt,
 	}
+	w.pastEnd.Store(-1)
 	w.acks = newAckTracker(part, d.InflightCap)
 	if w.d.Limit.Bytes <= 0 {
 		w.d.Limit = Limit{Bytes: math.MaxInt64, Setting: "none"}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -33,6 +34,10 @@ type Worker struct {
 	position int64     // next input offset to read: everything below is decided
 	hwm      int64     // high-water mark seen with the last record
 	lastTime time.Time // timestamp of the last record with a usable one, late ones too (gauges only)
+
+	// pastEnd is the offset kafka-go's reader last reported past the
+	// log's end (its error logger, from the reader's goroutine); -1: none.
+	pastEnd atomic.Int64
 
 	// futureAfter is the wall clock plus the allowed skew, computed once
 	// per tick: a record stamped after it does not move event time.
@@ -90,7 +95,10 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 		case ferr != nil && !errors.Is(ferr, context.DeadlineExceeded):
 			return ferr
 		}
-		if err := w.periodic(time.Now()); err != nil {
+		if err := w.periodic(ctx, time.Now()); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
 			return err
 		}
 	}
@@ -436,7 +444,7 @@ var noTimestamp = time.UnixMilli(-1)
 // periodic runs between hot-loop slices, at least every tickInterval. now
 // schedules gauges and checkpoints; the skew rule reads Deps.Clock, which
 // tests replace.
-func (w *Worker) periodic(now time.Time) error {
+func (w *Worker) periodic(ctx context.Context, now time.Time) error {
 	w.futureAfter = w.d.Clock.Now().Add(w.d.MaxClockSkew)
 	if err := w.flush(); err != nil {
 		return err
@@ -460,6 +468,54 @@ func (w *Worker) periodic(now time.Time) error {
 			return err
 		}
 	}
+	w.cp.reap()
+	if w.pastEnd.Load() >= 0 && !w.cp.busy {
+		if err := w.readPastEnd(ctx); err != nil {
+			return err
+		}
+	}
 	w.cp.maybeStart(w, now)
+	return nil
+}
+
+// readPastEnd handles kafka-go's reader reporting its offset past the log's
+// end. If the log does end below the position, it was truncated under the
+// reader (an unclean leader election, or the topic deleted and created
+// again while the partition ran), and the reader would wait until the log
+// passed the position, never reading the records written below it. The
+// worker reads on from the log's end instead, at once, as a start would:
+// it waits until every output of the old log is acknowledged (so the ack
+// tracker's offsets keep rising), seeks the reader, and drops what the
+// restore's replay scan found (offsets of the old log). No checkpoint is
+// in flight (busy is false), so the saver reads the cleared replay mark
+// only after the next start. A log that does not end below the position
+// (the log grew meanwhile, or the answer came from a stale leader) changes
+// nothing: the reader reads on.
+func (w *Worker) readPastEnd(ctx context.Context) error {
+	reported := w.pastEnd.Swap(-1)
+	_, end, err := w.d.Offsets.Bounds(ctx)
+	if err != nil {
+		w.pastEnd.CompareAndSwap(-1, reported) // asked again at the next tick
+		w.log.Debug("read log bounds after a fetch past the log end", "offset", reported, "err", err)
+		return nil
+	}
+	if end >= w.position {
+		return nil
+	}
+	if err := w.acks.waitAcknowledged(ctx, w.position); err != nil {
+		w.pastEnd.CompareAndSwap(-1, reported)
+		return err
+	}
+	if w.recoverAt >= 0 && w.d.Owner != nil {
+		w.d.Owner.Delivered(w.recoverAt)
+	}
+	w.recoverAt = -1
+	w.truncated(w.position, end, "reader: fetch past the log end")
+	if err := w.reader.SetOffset(end); err != nil {
+		return fmt.Errorf("seek %s/%d to %d: %w", w.d.Topic, w.d.Partition, end, err)
+	}
+	w.position, w.hwm = end, end
+	w.suppress, w.suppressTo = nil, 0
+	w.cp.replay = replayMark{}
 	return nil
 }

@@ -1,0 +1,110 @@
+package processor
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestTruncatedAtRuntime: the input partition's log is replaced under a
+// running stage by a shorter one, as an unclean leader election truncates
+// a log, without the topic ever going missing for the stage (deleted and
+// created again while its metadata requests are held). kafka-go's reader,
+// asked for offset 10 of a log ending at 0, would wait until the log passed
+// 10 and never read what was written below it. The worker reads on from the
+// new end at once, within the same generation: the truncation is named and
+// counted once, and the records produced to the new log are forwarded once.
+// Offsets 10, 20 and 30 stand for different amounts of old log.
+func TestTruncatedAtRuntime(t *testing.T) {
+	for _, old := range []int{10, 20, 30} {
+		t.Run(fmt.Sprintf("old-%d", old), func(t *testing.T) { testTruncatedAtRuntime(t, old) })
+	}
+}
+
+func testTruncatedAtRuntime(t *testing.T, old int) {
+	e := newTestEnv(t, 1, 1)
+	out := e.collect()
+	o := e.options("truncated-runtime")
+	o.Store = fileStore(t, o.GroupID)
+	log, buf := capturedLogger()
+	o.Logger = log
+
+	// Metadata requests wait while the topic is swapped, so that neither
+	// the cluster watch nor the group's partition watch sees it missing.
+	var hold atomic.Bool
+	release := make(chan struct{})
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
+	e.cluster.ControlKey(kmsg.Metadata.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		e.cluster.KeepControl()
+		if hold.Load() {
+			e.cluster.SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
+
+	r := start(t, o)
+	r.waitReady(t)
+	e.produceNumbered(0, old)
+	out.untilValue(fmt.Sprintf("v-%03d", old-1))
+	epoch := e.cluster.GroupInfo(o.GroupID).Epoch
+
+	hold.Store(true)
+	if err := e.cluster.DeleteTopic(inTopic); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.cluster.CreateTopic(inTopic, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	hold.Store(false)
+	close(release)
+	released = true
+
+	truncations := o.Metrics.InputTruncations.WithLabelValues(inTopic, "0")
+	defer func() {
+		if t.Failed() {
+			t.Log(buf.String())
+		}
+	}()
+	eventually(t, 30*time.Second, "the truncation counted", func() bool { return metricValue(truncations) >= 1 })
+	// The new log: offsets 0-4, keys never seen (by a producer that
+	// forgets the old topic's ID).
+	e.prod.PurgeTopicsFromClient(inTopic)
+	e.produceNumbered(old, old+5)
+	recs := out.untilValue(fmt.Sprintf("v-%03d", old+4))
+	checkForwardedOnce(t, recs, span(0, old+5))
+
+	if got := metricValue(truncations); got != 1 {
+		t.Errorf("dedup_input_truncations_total = %v, want 1", got)
+	}
+	var lines []string
+	for _, l := range strings.Split(buf.String(), "\n") {
+		if strings.Contains(l, "level=ERROR") && strings.Contains(l, "input truncated") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 1 {
+		t.Fatalf("%d input-truncated error lines, want 1:\n%s", len(lines), strings.Join(lines, "\n"))
+	}
+	for _, part := range []string{
+		"partition=0", fmt.Sprintf("expected_offset=%d", old), "end_offset=0", `at="reader: fetch past the log end"`,
+	} {
+		if !strings.Contains(lines[0], part) {
+			t.Errorf("input-truncated line lacks %q: %s", part, lines[0])
+		}
+	}
+	if got := e.cluster.GroupInfo(o.GroupID).Epoch; got != epoch {
+		t.Errorf("group generation %d -> %d: the partition restarted instead of reading on", epoch, got)
+	}
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
