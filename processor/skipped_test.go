@@ -148,31 +148,9 @@ func TestSkippedAtStart(t *testing.T) {
 func TestSkippedAtRuntime(t *testing.T) {
 	e := newTestEnv(t, 1, 1)
 	out := e.collect()
-	o := e.options("skip-runtime")
-	o.Store = fileStore(t, o.GroupID)
-	log, buf := capturedLogger()
-	o.Logger = log
-
-	var hold atomic.Bool
-	held := make(chan struct{}, 1)
-	release := make(chan struct{})
-	released := false
-	defer func() {
-		if !released {
-			close(release)
-		}
-	}()
-	e.cluster.ControlKey(kmsg.Fetch.Int16(), func(r kmsg.Request) (kmsg.Response, error, bool) {
-		e.cluster.KeepControl()
-		if !hold.Load() || !fetchesFrom(r.(*kmsg.FetchRequest), inTopic) {
-			return nil, nil, false
-		}
-		select {
-		case held <- struct{}{}:
-		default:
-		}
-		e.cluster.SleepControl(func() { <-release })
-		return nil, nil, false
+	o, buf := e.loggedOptions(t, "skip-runtime")
+	fetches := holdRequests(t, e, kmsg.Fetch.Int16(), func(r kmsg.Request) bool {
+		return fetchesFrom(r.(*kmsg.FetchRequest), inTopic)
 	})
 
 	r := start(t, o)
@@ -180,13 +158,11 @@ func TestSkippedAtRuntime(t *testing.T) {
 	e.produceNumbered(0, 10)
 	out.untilValue("v-009")
 
-	hold.Store(true)
-	<-held
+	fetches.on.Store(true)
+	<-fetches.held
 	e.produceNumbered(10, 30)
 	testkit.DeleteRecords(e.t, e.brokers[0], inTopic, 0, 20)
-	hold.Store(false)
-	close(release)
-	released = true
+	fetches.let()
 
 	e.produce(sentinels(1, t0.Add(time.Minute))...)
 	recs := out.untilSentinels(1)
@@ -194,6 +170,54 @@ func TestSkippedAtRuntime(t *testing.T) {
 	checkSkipped(t, o.Metrics, buf.String(), 10, 20, `at="reader: `)
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// loggedOptions are e.storedOptions(group) logging at debug into the
+// buffer returned.
+func (e *testEnv) loggedOptions(t testing.TB, group string) (Options, *lockedBuffer) {
+	t.Helper()
+	o := e.storedOptions(t, group)
+	log, buf := capturedLogger()
+	o.Logger = log
+	return o, buf
+}
+
+// holder holds the requests of one kind that match while on is set, each
+// until let.
+type holder struct {
+	on       atomic.Bool
+	held     chan struct{} // a request is held (buffered: the first)
+	release  chan struct{}
+	released bool
+}
+
+// holdRequests installs a holder for the requests of key that match;
+// the test's end lets whatever it still holds go.
+func holdRequests(t testing.TB, e *testEnv, key int16, match func(kmsg.Request) bool) *holder {
+	h := &holder{held: make(chan struct{}, 1), release: make(chan struct{})}
+	t.Cleanup(h.let)
+	e.cluster.ControlKey(key, func(r kmsg.Request) (kmsg.Response, error, bool) {
+		e.cluster.KeepControl()
+		if !h.on.Load() || !match(r) {
+			return nil, nil, false
+		}
+		select {
+		case h.held <- struct{}{}:
+		default:
+		}
+		e.cluster.SleepControl(func() { <-h.release })
+		return nil, nil, false
+	})
+	return h
+}
+
+// let stops holding and lets every held request go, once.
+func (h *holder) let() {
+	h.on.Store(false)
+	if !h.released {
+		h.released = true
+		close(h.release)
 	}
 }
 

@@ -3,7 +3,6 @@ package processor
 import (
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,28 +27,10 @@ func TestTruncatedAtRuntime(t *testing.T) {
 func testTruncatedAtRuntime(t *testing.T, old int) {
 	e := newTestEnv(t, 1, 1)
 	out := e.collect()
-	o := e.options("truncated-runtime")
-	o.Store = fileStore(t, o.GroupID)
-	log, buf := capturedLogger()
-	o.Logger = log
-
+	o, buf := e.loggedOptions(t, "truncated-runtime")
 	// Metadata requests wait while the topic is swapped, so that neither
 	// the cluster watch nor the group's partition watch sees it missing.
-	var hold atomic.Bool
-	release := make(chan struct{})
-	released := false
-	defer func() {
-		if !released {
-			close(release)
-		}
-	}()
-	e.cluster.ControlKey(kmsg.Metadata.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
-		e.cluster.KeepControl()
-		if hold.Load() {
-			e.cluster.SleepControl(func() { <-release })
-		}
-		return nil, nil, false
-	})
+	metadata := holdRequests(t, e, kmsg.Metadata.Int16(), func(kmsg.Request) bool { return true })
 
 	r := start(t, o)
 	r.waitReady(t)
@@ -57,16 +38,14 @@ func testTruncatedAtRuntime(t *testing.T, old int) {
 	out.untilValue(fmt.Sprintf("v-%03d", old-1))
 	epoch := e.cluster.GroupInfo(o.GroupID).Epoch
 
-	hold.Store(true)
+	metadata.on.Store(true)
 	if err := e.cluster.DeleteTopic(inTopic); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.cluster.CreateTopic(inTopic, 1, nil); err != nil {
 		t.Fatal(err)
 	}
-	hold.Store(false)
-	close(release)
-	released = true
+	metadata.let()
 
 	truncations := o.Metrics.InputTruncations.WithLabelValues(inTopic, "0")
 	defer func() {
