@@ -1,11 +1,13 @@
 package processor
 
 import (
+	"dedup/internal/testkit"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -82,6 +84,80 @@ func testTruncatedAtRuntime(t *testing.T, old int) {
 	}
 	if got := e.cluster.GroupInfo(o.GroupID).Epoch; got != epoch {
 		t.Errorf("group generation %d -> %d: the partition restarted instead of reading on", epoch, got)
+	}
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestOutputTruncatedWrittenPast: the output partition's log is replaced
+// under a running stage (the topic deleted and created again unseen, as an
+// unclean leader election truncates a log), and another producer writes to
+// it, first below the offsets the stage had written, later past them. The
+// stage writes nothing meanwhile (no input), so no produce of its own can
+// find the truncation; the end offsets it reads every few seconds do, before
+// the log is written past: counted and logged once. Its next output lands
+// on the new log, and is not counted again. Old logs of 10, 20 and 30
+// records.
+func TestOutputTruncatedWrittenPast(t *testing.T) {
+	for _, old := range []int{10, 20, 30} {
+		t.Run(fmt.Sprintf("old-%d", old), func(t *testing.T) { testOutputTruncatedWrittenPast(t, old) })
+	}
+}
+
+func testOutputTruncatedWrittenPast(t *testing.T, old int) {
+	e := newTestEnv(t, 1, 1)
+	o, buf := e.loggedOptions(t, "output-truncated")
+	metadata := holdRequests(t, e, kmsg.Metadata.Int16(), func(kmsg.Request) bool { return true })
+	r := start(t, o)
+	r.waitReady(t)
+	e.produceNumbered(0, old)
+	client := []kgo.Opt{kgo.SeedBrokers(e.brokers...)}
+	testkit.ConsumeN(t, client, outTopic, old)
+
+	metadata.on.Store(true)
+	if err := e.cluster.DeleteTopic(outTopic); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.cluster.CreateTopic(outTopic, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	metadata.let()
+	foreign := func(n int) {
+		recs := make([]*kgo.Record, n)
+		for i := range recs {
+			recs[i] = &kgo.Record{Topic: outTopic, Key: fmt.Appendf(nil, "foreign-%d", i), Value: []byte("f")}
+		}
+		testkit.Produce(t, client, recs...)
+	}
+	foreign(old / 2) // below the stage's last output, at old-1
+
+	truncations := o.Metrics.OutputTruncations.WithLabelValues(outTopic, "0")
+	eventually(t, 30*time.Second, "the output truncation counted", func() bool { return metricValue(truncations) >= 1 })
+	foreign(old) // past it now
+	e.produceNumbered(old, old+1)
+	recs := testkit.ConsumeN(t, client, outTopic, old/2+old+1)
+	if last := recs[len(recs)-1]; string(last.Value) != fmt.Sprintf("v-%03d", old) {
+		t.Errorf("last output %q at %d, want the new input's v-%03d", last.Value, last.Offset, old)
+	}
+	if got := metricValue(truncations); got != 1 {
+		t.Errorf("dedup_output_truncations_total = %v, want 1", got)
+	}
+	var lines []string
+	for _, l := range strings.Split(buf.String(), "\n") {
+		if strings.Contains(l, "level=ERROR") && strings.Contains(l, "output partition truncated") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 1 {
+		t.Fatalf("%d output-truncated error lines, want 1:\n%s", len(lines), strings.Join(lines, "\n"))
+	}
+	for _, part := range []string{
+		"partition=0", fmt.Sprintf("end_offset=%d", old/2), fmt.Sprintf("offsets_lost_at_least=%d", old/2),
+	} {
+		if !strings.Contains(lines[0], part) {
+			t.Errorf("output-truncated line lacks %q: %s", part, lines[0])
+		}
 	}
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)

@@ -6,7 +6,8 @@
 // Files: cluster.go (the cluster watch: brokers and topics, Watch),
 // admin.go (metadata, offsets and topic configurations on one client,
 // Admin), truncation.go (partitions the stage writes to whose log went
-// back, Truncations), transport.go (a transport with its own connection pool,
+// back, from acknowledged offsets and end offsets read every EndsInterval:
+// Truncations), transport.go (a transport with its own connection pool,
 // kafka-go's logger, Sleep, Every), deadline.go (the partition readers' dialer,
 // whose connections skip needless read-deadline updates).
 //

@@ -13,6 +13,12 @@ import (
 // tracking settles each record; a failure breaks the writer, which the
 // group runner replaces after the generation.
 func (out *Writer) completion(msgs []kafka.Message, err error) {
+	if err == nil && len(msgs) > 0 {
+		// One partition's batch, its offsets set from the produce
+		// response: the last is what the end offsets are checked against.
+		last := &msgs[len(msgs)-1]
+		out.c.truncated.Written(int32(last.Partition), last.Offset)
+	}
 	failed := out.c.settle.Settle(msgs, err)
 	if failed > 0 {
 		out.c.Failures.broke(out)

@@ -21,7 +21,8 @@
 //     the dead-letter writer writes one record at a time, each waited for.
 //   - An output partition whose offsets go back (truncated, or the topic
 //     created again) is reported: the writer's acknowledged base offsets
-//     only grow otherwise.
+//     only grow otherwise, and the partition's end never falls to its last
+//     acknowledged record (cluster.Truncations, fed here).
 //
 // Failures is the state of the outputs not yet delivered, by input
 // partition: recovering (the generation ends, the writer is replaced, the
@@ -33,7 +34,8 @@
 //
 // Files: output.go (Config, Output: the writers' owner), writer.go (the
 // shared writer and its metadata cache), completion.go (the writer's
-// acknowledgements, routing), produce.go (produce outcomes classified, and
+// acknowledgements and the last offset of each acknowledged batch,
+// routing), produce.go (produce outcomes classified, and
 // acknowledged base offsets handed to cluster.Truncations),
 // failures.go (Failures), fencedconn.go (connections fenced per write),
 // outputlimit.go (the output limits), deadletter.go (the dead-letter

@@ -71,6 +71,10 @@ func New(c Config) *Output {
 	return o
 }
 
+// Truncations is the check of the output topic's partitions that every
+// writer to it feeds (nil: not checked).
+func (o *Output) Truncations() *cluster.Truncations { return o.c.truncated }
+
 // Settle is how the writer's acknowledgements settle the partitions' ack
 // slots (partition.Completion).
 func (o *Output) Settle() partition.Completion { return o.c.settle }
