@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -40,14 +41,7 @@ func testTruncatedAtRuntime(t *testing.T, old int) {
 	out.untilValue(fmt.Sprintf("v-%03d", old-1))
 	epoch := e.cluster.GroupInfo(o.GroupID).Epoch
 
-	metadata.on.Store(true)
-	if err := e.cluster.DeleteTopic(inTopic); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.cluster.CreateTopic(inTopic, 1, nil); err != nil {
-		t.Fatal(err)
-	}
-	metadata.let()
+	e.recreateUnseen(t, metadata, inTopic)
 
 	truncations := o.Metrics.InputTruncations.WithLabelValues(inTopic, "0")
 	defer func() {
@@ -63,25 +57,8 @@ func testTruncatedAtRuntime(t *testing.T, old int) {
 	recs := out.untilValue(fmt.Sprintf("v-%03d", old+4))
 	checkForwardedOnce(t, recs, span(0, old+5))
 
-	if got := metricValue(truncations); got != 1 {
-		t.Errorf("dedup_input_truncations_total = %v, want 1", got)
-	}
-	var lines []string
-	for _, l := range strings.Split(buf.String(), "\n") {
-		if strings.Contains(l, "level=ERROR") && strings.Contains(l, "input truncated") {
-			lines = append(lines, l)
-		}
-	}
-	if len(lines) != 1 {
-		t.Fatalf("%d input-truncated error lines, want 1:\n%s", len(lines), strings.Join(lines, "\n"))
-	}
-	for _, part := range []string{
-		"partition=0", fmt.Sprintf("expected_offset=%d", old), "end_offset=0", `at="reader: fetch past the log end"`,
-	} {
-		if !strings.Contains(lines[0], part) {
-			t.Errorf("input-truncated line lacks %q: %s", part, lines[0])
-		}
-	}
+	checkCountedOnce(t, truncations, buf.String(), "input truncated",
+		"partition=0", fmt.Sprintf("expected_offset=%d", old), "end_offset=0", `at="reader: fetch past the log end"`)
 	if got := e.cluster.GroupInfo(o.GroupID).Epoch; got != epoch {
 		t.Errorf("group generation %d -> %d: the partition restarted instead of reading on", epoch, got)
 	}
@@ -115,14 +92,7 @@ func testOutputTruncatedWrittenPast(t *testing.T, old int) {
 	client := []kgo.Opt{kgo.SeedBrokers(e.brokers...)}
 	testkit.ConsumeN(t, client, outTopic, old)
 
-	metadata.on.Store(true)
-	if err := e.cluster.DeleteTopic(outTopic); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.cluster.CreateTopic(outTopic, 1, nil); err != nil {
-		t.Fatal(err)
-	}
-	metadata.let()
+	e.recreateUnseen(t, metadata, outTopic)
 	foreign := func(n int) {
 		recs := make([]*kgo.Record, n)
 		for i := range recs {
@@ -140,26 +110,47 @@ func testOutputTruncatedWrittenPast(t *testing.T, old int) {
 	if last := recs[len(recs)-1]; string(last.Value) != fmt.Sprintf("v-%03d", old) {
 		t.Errorf("last output %q at %d, want the new input's v-%03d", last.Value, last.Offset, old)
 	}
-	if got := metricValue(truncations); got != 1 {
-		t.Errorf("dedup_output_truncations_total = %v, want 1", got)
+	checkCountedOnce(t, truncations, buf.String(), "output partition truncated",
+		"partition=0", fmt.Sprintf("end_offset=%d", old/2), fmt.Sprintf("offsets_lost_at_least=%d", old/2))
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// recreateUnseen deletes topic and creates it again, with one partition,
+// while metadata holds every metadata request: the stage never sees the
+// topic missing, as when an unclean leader election truncates its log.
+func (e *testEnv) recreateUnseen(t *testing.T, metadata *holder, topic string) {
+	t.Helper()
+	metadata.on.Store(true)
+	if err := e.cluster.DeleteTopic(topic); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.cluster.CreateTopic(topic, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	metadata.let()
+}
+
+// checkCountedOnce asserts that c counted one truncation and that log has
+// exactly one error line saying msg, holding every part.
+func checkCountedOnce(t *testing.T, c prometheus.Counter, log, msg string, parts ...string) {
+	t.Helper()
+	if got := metricValue(c); got != 1 {
+		t.Errorf("counted %v truncations, want 1", got)
 	}
 	var lines []string
-	for _, l := range strings.Split(buf.String(), "\n") {
-		if strings.Contains(l, "level=ERROR") && strings.Contains(l, "output partition truncated") {
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, "level=ERROR") && strings.Contains(l, msg) {
 			lines = append(lines, l)
 		}
 	}
 	if len(lines) != 1 {
-		t.Fatalf("%d output-truncated error lines, want 1:\n%s", len(lines), strings.Join(lines, "\n"))
+		t.Fatalf("%d %q error lines, want 1:\n%s", len(lines), msg, strings.Join(lines, "\n"))
 	}
-	for _, part := range []string{
-		"partition=0", fmt.Sprintf("end_offset=%d", old/2), fmt.Sprintf("offsets_lost_at_least=%d", old/2),
-	} {
+	for _, part := range parts {
 		if !strings.Contains(lines[0], part) {
-			t.Errorf("output-truncated line lacks %q: %s", part, lines[0])
+			t.Errorf("%q line lacks %q: %s", msg, part, lines[0])
 		}
-	}
-	if err := r.stop(t); err != nil {
-		t.Fatal(err)
 	}
 }
