@@ -507,6 +507,9 @@ func (w *Worker) readPastEnd(ctx context.Context) error {
 		return err
 	}
 	if w.recoverAt >= 0 && w.d.Owner != nil {
+		// Every output below the position is acknowledged, and an input
+		// not read again yet went with the old log: nothing is left to
+		// deliver.
 		w.d.Owner.Delivered(w.recoverAt)
 	}
 	w.recoverAt = -1
