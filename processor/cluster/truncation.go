@@ -171,7 +171,9 @@ func (t *Truncations) Ends(mark uint64, ends map[int]int64) {
 		}
 		found = append(found, lost{int32(p), w.offset, end})
 		t.written[int32(p)] = acked{offset: end - 1, seq: w.seq}
-		t.base[int32(p)] = min(t.base[int32(p)], end-1)
+		if b, ok := t.base[int32(p)]; ok {
+			t.base[int32(p)] = min(b, end-1)
+		}
 	}
 	t.mu.Unlock()
 	for _, l := range found {

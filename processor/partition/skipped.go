@@ -34,8 +34,9 @@ const (
 	fmtSeek     = "the kafka reader for partition %d of %s is seeking to offset %d"
 	fmtPastEnd  = "the kafka reader is reading passed the last offset for partition %d of %s at offset %d"
 	// fmtInitError with OFFSET_OUT_OF_RANGE: the reader (re)connected and
-	// could not seek to its offset, which lies past the log's end (below
-	// the start it would have clamped, fmtSeek). It retries every second.
+	// could not seek to its offset, so the offset lies past the log's end
+	// (one below the log start is clamped to it first, fmtSeek). It
+	// retries every second.
 	fmtInitError = "error initializing the kafka reader for partition %d of %s: %s"
 )
 
