@@ -93,6 +93,20 @@ func (s scenario) finish(t *testing.T, pr *producer, guard func() error, sentine
 func newCluster(t *testing.T, extra ...kfake.Opt) (*kfake.Cluster, string) {
 	t.Helper()
 	c := testkit.Cluster(t, numPartitions, extra...)
+	t.Cleanup(func() {
+		// A failed wait often means a partition nobody consumes: say
+		// who held what (a member killed mid-join stays in kfake's
+		// group; see waitSettled).
+		if !t.Failed() {
+			return
+		}
+		if g := c.GroupInfo("e2e"); g != nil {
+			t.Logf("group %s: state %s, generation %d, %d members", g.Group, g.State, g.Epoch, len(g.Members))
+			for _, m := range g.Members {
+				t.Logf("  member %s (%s): %v", m.MemberID, m.ClientHost, m.Assignment)
+			}
+		}
+	})
 	return c, c.ListenAddrs()[0]
 }
 
