@@ -54,20 +54,7 @@ func (s *requestSniffer) listen(network, address string) (net.Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	return sniffedListener{Listener: ln, s: s}, nil
-}
-
-type sniffedListener struct {
-	net.Listener
-	s *requestSniffer
-}
-
-func (l sniffedListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return &sniffedConn{Conn: c, s: l.s}, nil
+	return testkit.WrapListener(ln, func(c net.Conn) net.Conn { return &sniffedConn{Conn: c, s: s} }), nil
 }
 
 // sniffedConn parses the request frames read from the client.

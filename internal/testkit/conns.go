@@ -26,7 +26,7 @@ func (c *connCounter) listen(network, address string) (net.Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	return countedListener{Listener: ln, c: c}, nil
+	return WrapListener(ln, c.track), nil
 }
 
 func (c *connCounter) counts() (accepted, open int) {
@@ -46,25 +46,37 @@ func (c *connCounter) describeOpen() string {
 	return strings.Join(ds, "; ")
 }
 
-type countedListener struct {
-	net.Listener
-	c *connCounter
+// track counts conn as open until it is closed.
+func (c *connCounter) track(conn net.Conn) net.Conn {
+	cc := &countedConn{Conn: conn, c: c}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.accepted++
+	if c.open == nil {
+		c.open = map[*countedConn]struct{}{}
+	}
+	c.open[cc] = struct{}{}
+	return cc
 }
 
-func (l countedListener) Accept() (net.Conn, error) {
+// WrapListener returns ln with each accepted connection handed through
+// wrap, which returns the connection the broker is to use (counting or
+// sniffing its requests).
+func WrapListener(ln net.Listener, wrap func(net.Conn) net.Conn) net.Listener {
+	return wrappedListener{Listener: ln, wrap: wrap}
+}
+
+type wrappedListener struct {
+	net.Listener
+	wrap func(net.Conn) net.Conn
+}
+
+func (l wrappedListener) Accept() (net.Conn, error) {
 	conn, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
 	}
-	cc := &countedConn{Conn: conn, c: l.c}
-	l.c.mu.Lock()
-	defer l.c.mu.Unlock()
-	l.c.accepted++
-	if l.c.open == nil {
-		l.c.open = map[*countedConn]struct{}{}
-	}
-	l.c.open[cc] = struct{}{}
-	return cc, nil
+	return l.wrap(conn), nil
 }
 
 type countedConn struct {
