@@ -25,11 +25,14 @@ type jsonKeyCandidate struct {
 
 var jsonKeyCandidates = []jsonKeyCandidate{
 	{"scanner", func(path []string) func([]byte) ([]byte, bool) {
-		ks := Source{kind: keyFromJSON, path: path}
+		ks := Source{parts: []part{{kind: fromJSON, path: path}}}
 		var m kafka.Message
+		var a Arena
 		return func(data []byte) ([]byte, bool) {
 			m.Value = data
-			return ks.Extract(&m)
+			a.Reset()
+			k, st := ks.Extract(&m, &a)
+			return k, st == Keyed
 		}
 	}},
 	{"gjson", func(path []string) func([]byte) ([]byte, bool) {

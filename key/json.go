@@ -12,22 +12,26 @@ import (
 // unkeyed.
 var errJSON = errors.New("malformed JSON")
 
-// jsonKey returns the scalar at path in data, which must be one well-formed
-// JSON document. It reads the document once, front to back, validating all
-// of it (a key taken before a syntax error further on would let a malformed
-// value be dropped as a duplicate), and unmarshals nothing into maps.
-func jsonKey(data []byte, path []string) ([]byte, bool) {
+// jsonStatus returns the scalar at path in data, which must be one
+// well-formed JSON document. It reads the document once, front to back,
+// validating all of it (a key taken before a syntax error further on would
+// let a malformed value be dropped as a duplicate), and unmarshals nothing
+// into maps.
+func jsonStatus(data []byte, path []string) ([]byte, Status) {
 	s := jsonScanner{data: data}
 	s.skipSpace()
 	key, found, err := s.find(path)
-	if err != nil || !found {
-		return nil, false
+	if err != nil {
+		return nil, Malformed
 	}
 	s.skipSpace()
 	if s.i != len(s.data) {
-		return nil, false
+		return nil, Malformed
 	}
-	return key, true
+	if !found || len(key) == 0 {
+		return nil, MissingField
+	}
+	return key, Keyed
 }
 
 // jsonScanner is a forward-only JSON validator that picks one value out.

@@ -152,6 +152,16 @@ func badValues(t *testing.T) []badValue {
 		{name: "LOG_FORMAT", value: "xml"},
 		{name: "SHUTDOWN_TIMEOUT", value: "0s"},
 		{name: "PRODUCE_RECOVERY_TIMEOUT", value: "-1m"},
+		{name: "SCHEMA_REGISTRY_URL", value: "registry:8081"}, // no scheme
+		{name: "SCHEMA_REGISTRY_USERNAME", value: "", env: testkit.Env{"SCHEMA_REGISTRY_PASSWORD": "p"}},
+		{name: "SCHEMA_REGISTRY_PASSWORD", value: "", env: testkit.Env{"SCHEMA_REGISTRY_USERNAME": "u"}},
+		{name: "SCHEMA_REGISTRY_TIMEOUT", value: "0s"},
+		{name: "SCHEMA_REGISTRY_CACHE_BYTES", value: "1k"},
+		{name: "SCHEMA_REGISTRY_SUBJECT", value: " events-value"},
+		{name: "SCHEMA_REGISTRY_TLS_CA_FILE", value: missing},
+		{name: "SCHEMA_REGISTRY_TLS_CERT_FILE", value: missing, env: testkit.Env{"SCHEMA_REGISTRY_TLS_KEY_FILE": file}},
+		{name: "SCHEMA_REGISTRY_TLS_KEY_FILE", value: missing, env: testkit.Env{"SCHEMA_REGISTRY_TLS_CERT_FILE": file}},
+		{name: "SCHEMA_REGISTRY_TLS_INSECURE_SKIP_VERIFY", value: "sure"},
 	}
 }
 
@@ -411,5 +421,23 @@ func TestConfigRepartitionHops(t *testing.T) {
 		if !slices.Contains(names, "REPARTITION_HOPS") || !slices.Contains(names, "DEDUP_WINDOW") {
 			t.Errorf("%v: problems %v, want REPARTITION_HOPS and DEDUP_WINDOW", env, ce.Problems)
 		}
+	}
+}
+
+// TestSchemaKeyNeedsRegistry: a schema-framed DEDUP_KEY without
+// SCHEMA_REGISTRY_URL is a configuration error naming the registry
+// variable; composite keys normalise each part's kind.
+func TestSchemaKeyNeedsRegistry(t *testing.T) {
+	_, err := Load(testkit.Env{"DEDUP_KEY": "header:tenant,avro:id"}.Lookup)
+	var ce *Error
+	if !errors.As(err, &ce) || len(ce.Problems) != 1 || ce.Problems[0].Var != "SCHEMA_REGISTRY_URL" {
+		t.Fatalf("Load = %v, want one problem naming SCHEMA_REGISTRY_URL", err)
+	}
+	cfg, err := Load(testkit.Env{"DEDUP_KEY": "Header:Tenant, AVRO:id", "SCHEMA_REGISTRY_URL": "http://a:8081, https://b:8081"}.Lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Key != "header:Tenant,avro:id" || len(cfg.RegistryURLs()) != 2 || cfg.RegistrySubject != "events-value" {
+		t.Errorf("key %q, urls %q, subject %q", cfg.Key, cfg.RegistryURLs(), cfg.RegistrySubject)
 	}
 }

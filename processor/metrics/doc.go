@@ -5,7 +5,9 @@
 // partition moves to another member (Forget); the output and the cluster
 // watch are handed the families they set.
 //
-// Files: metrics.go (Metrics, New, the outcome and anomaly label values).
+// Files: metrics.go (Metrics, New, the outcome and anomaly label values);
+// registry.go (the schema registry client's families, read from its Stats
+// at each scrape).
 //
 // Concurrency: safe for concurrent use.
 package metrics

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"dedup/key"
 	"dedup/processor/output"
 	"dedup/processor/partition"
 )
@@ -40,6 +41,11 @@ const (
 type Metrics struct {
 	Messages         *prometheus.CounterVec
 	ReplaySuppressed *prometheus.CounterVec
+	// Unkeyed input records by reason (key.Status), per instance: the
+	// series outlive a partition's move.
+	UnkeyedReasons *prometheus.CounterVec
+	// 1 while a partition's records wait for their schema.
+	KeyWaiting *prometheus.GaugeVec
 	// The repartition hop (REPARTITION_TOPIC): records hop 2 dropped as
 	// hop 1's re-sends, and records of the repartition topic without an
 	// origin trailer; labelled by the repartition topic and partition.
@@ -93,7 +99,10 @@ type Metrics struct {
 	RestoreScanned       prometheus.Counter
 	RestoreSeconds       *prometheus.HistogramVec
 	CheckpointWritten    *prometheus.CounterVec
-	InputSkipped         *prometheus.CounterVec
+	// The instance's total of CheckpointWritten, by piece: never deleted,
+	// so rate() keeps what a partition wrote just before it moved.
+	CheckpointInstanceWritten *prometheus.CounterVec
+	InputSkipped              *prometheus.CounterVec
 	// The cluster watch's and the group's.
 	Connected   prometheus.Gauge
 	Missing     *prometheus.GaugeVec
@@ -110,6 +119,8 @@ func New(reg prometheus.Registerer) *Metrics {
 	r := registrar{reg}
 	m := &Metrics{
 		Messages:             r.counterVec("dedup_messages_total", "Input records by outcome: forwarded, duplicate, retraction, unkeyed; dead_lettered and refused for records the output cannot take (too large), written to DEAD_LETTER_TOPIC or skipped.", []string{"topic", "partition", "outcome"}),
+		UnkeyedReasons:       r.counterVec("dedup_unkeyed_total", "Input records forwarded without a dedup key (outcome unkeyed), by reason: empty (record key, value or header absent or empty), malformed (not one well-formed JSON document), missing_field (path absent, null, unset or empty), not_scalar (path holds a record, object, array, map or repeated field), not_framed (value not in the Schema Registry wire format), unknown_schema (the registry has no schema of the value's id: 40403), undecodable (the value does not decode under its schema, or the schema is of another format than DEDUP_KEY reads).", []string{"topic", "reason"}),
+		KeyWaiting:           r.gaugeVec("dedup_key_waiting", "1 while the partition's next record waits for its schema from the schema registry (unreachable, failing or refusing the credentials): it and the records behind it are held, none is forwarded unkeyed.", pt),
 		ReplaySuppressed:     r.counterVec("dedup_replay_suppressed_total", "Replayed input records whose output was already in the output topic, not forwarded again.", pt),
 		RepartitionResent:    r.counterVec("dedup_repartition_resends_dropped_total", "Records of the repartition topic dropped as re-sends of the re-key hop: their origin offset was at or below the highest one the partition had taken from that input partition.", pt),
 		RepartitionUnmarked:  r.counterVec("dedup_repartition_unmarked_total", "Records of the repartition topic whose value does not end in a (well-formed) origin trailer, decided as records of their own: not written by the re-key hop.", pt),
@@ -157,6 +168,8 @@ func New(reg prometheus.Registerer) *Metrics {
 			prometheus.ExponentialBuckets(0.001, 3, 11), []string{"store"}),
 		CheckpointWritten: r.counterVec("dedup_checkpoint_written_bytes_total", "Bytes the partition's checkpoints wrote to the store (as stored, compressed), by piece: base (the whole filter state) or increment (what changed since the previous piece). The checkpoint bandwidth is rate() of this.",
 			[]string{"topic", "partition", "piece"}),
+		CheckpointInstanceWritten: r.counterVec("dedup_checkpoint_instance_written_bytes_total", "Bytes every partition's checkpoints on this instance wrote to the store (as stored, compressed), by piece, as dedup_checkpoint_written_bytes_total counts them; never deleted when a partition moves, so rate() of it is the instance's checkpoint bandwidth, including the bases written just before a move.",
+			[]string{"piece"}),
 		CheckpointDamaged: r.counterVec("dedup_checkpoint_damaged_total", "Damaged snapshots of the partition found in the checkpoint store (checksum, truncation, format, missing chunk, or refused by decode), each logged at warn naming it; kept aside, never deleted.", pt),
 		CheckpointMissing: r.counterVec("dedup_checkpoint_missing_total", "Starts of the partition that found no snapshot in the checkpoint store although the group had committed an offset for it: the store lost its state (checkpoint topic or directory deleted, emptied or changed). Each is logged at error; the partition starts with empty filters at the committed offset.", pt),
 		InputTruncations:  r.counterVec("dedup_input_truncations_total", "Times the input partition's log was found ending below the offset the stage was to read next: truncated (unclean leader election) or the topic deleted and created again. Logged at error; the stage reads on from the log's end, at a partition's start or as soon as its reader finds it at runtime. With REPARTITION_TOPIC, hop 1 counts the input's here and hop 2 the repartition topic's.", pt),
@@ -169,6 +182,9 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	for _, s := range []string{string(partition.SourceMemory), "latest", "fallback", "empty"} {
 		m.Restores.WithLabelValues(s)
+	}
+	for _, piece := range partition.PieceLabels {
+		m.CheckpointInstanceWritten.WithLabelValues(piece)
 	}
 	for _, k := range []string{output.OutputRetriable, output.OutputAmbiguous, output.OutputRefused} {
 		m.OutputErrors.WithLabelValues(k)
@@ -183,7 +199,7 @@ func (m *Metrics) Forget(topic string, part int) {
 	for _, v := range []interface {
 		DeletePartialMatch(prometheus.Labels) int
 	}{
-		m.Messages, m.ReplaySuppressed, m.RepartitionResent, m.RepartitionUnmarked, m.RepartitionControl, m.TimestampAnomalies, m.TimestampRewritten, m.Fill, m.EstimatedKeys, m.FPRate,
+		m.Messages, m.KeyWaiting, m.ReplaySuppressed, m.RepartitionResent, m.RepartitionUnmarked, m.RepartitionControl, m.TimestampAnomalies, m.TimestampRewritten, m.Fill, m.EstimatedKeys, m.FPRate,
 		m.Saturated, m.WindowElapsed, m.FilterBytes, m.Rotations, m.Overflows, m.EarlyRotations,
 		m.ForgottenKeys, m.Stashed, m.Lag, m.CheckpointSize,
 		m.CheckpointLast, m.Checkpoints, m.CheckpointFails, m.InputSkipped, m.InputTruncations, m.CheckpointDamaged, m.CheckpointMissing, m.CheckpointWritten,
@@ -210,6 +226,7 @@ func (m *Metrics) Partition(topic string, part int, storeKind string) *partition
 		Duplicate:        m.Messages.WithLabelValues(topic, p, OutcomeDuplicate),
 		Retraction:       m.Messages.WithLabelValues(topic, p, OutcomeRetraction),
 		Unkeyed:          m.Messages.WithLabelValues(topic, p, OutcomeUnkeyed),
+		KeyWaiting:       m.KeyWaiting.WithLabelValues(topic, p),
 		Refused:          m.Messages.WithLabelValues(topic, p, OutcomeRefused),
 		DeadLettered:     m.Messages.WithLabelValues(topic, p, OutcomeDeadLettered),
 		ReplaySuppressed: m.ReplaySuppressed.WithLabelValues(topic, p),
@@ -238,11 +255,14 @@ func (m *Metrics) Partition(topic string, part int, storeKind string) *partition
 		CheckpointMissing:   m.CheckpointMissing.WithLabelValues(topic, p),
 		OutputTruncations:   m.OutputTruncations,
 	}
+	for _, st := range key.Unkeyed {
+		pm.UnkeyedBy[st] = m.UnkeyedReasons.WithLabelValues(topic, st.String())
+	}
 	if storeKind != "" { // without a store there are no checkpoints to time
 		pm.CheckpointSeconds = m.CheckpointSeconds.WithLabelValues(storeKind)
 		pm.RestoreSeconds = m.RestoreSeconds.WithLabelValues(storeKind)
 		for i, piece := range partition.PieceLabels {
-			pm.CheckpointWritten[i] = m.CheckpointWritten.WithLabelValues(topic, p, piece)
+			pm.CheckpointWritten[i] = alsoCounting{m.CheckpointWritten.WithLabelValues(topic, p, piece), m.CheckpointInstanceWritten.WithLabelValues(piece)}
 		}
 	}
 	for i, g := range []string{"current", "previous"} {
@@ -257,6 +277,16 @@ func (m *Metrics) Partition(topic string, part int, storeKind string) *partition
 
 // registrar makes each family and registers it on reg at once.
 type registrar struct{ reg prometheus.Registerer }
+
+// alsoCounting is a partition's counter that adds to the instance's
+// total too, which outlives the partition's series (Forget).
+type alsoCounting struct {
+	prometheus.Counter // the partition's series
+	total              prometheus.Counter
+}
+
+func (c alsoCounting) Inc()          { c.Counter.Inc(); c.total.Inc() }
+func (c alsoCounting) Add(v float64) { c.Counter.Add(v); c.total.Add(v) }
 
 func (r registrar) counterVec(name, help string, labels []string) *prometheus.CounterVec {
 	return register(r, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels))

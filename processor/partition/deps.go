@@ -9,6 +9,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"dedup/checkpoint"
+	"dedup/key"
 	"dedup/rotation"
 )
 
@@ -19,9 +20,12 @@ const (
 	HeaderSourceOffset    = "dedup-source-offset"
 )
 
-// Keys extracts a record's dedup key; ok is false for a record without one.
+// Keys extracts a record's dedup key (key.Source): the key or why there is
+// none, with key.Waiting for a record whose schema is not known yet, which
+// waits (Wait) and is extracted again.
 type Keys interface {
-	Extract(m *kafka.Message) (key []byte, ok bool)
+	Extract(m *kafka.Message, a *key.Arena) ([]byte, key.Status)
+	Wait(ctx context.Context, m *kafka.Message) error
 }
 
 // Writer queues outputs; it must not wait for their acknowledgement, which

@@ -8,6 +8,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"dedup/key"
 	"dedup/rotation"
 )
 
@@ -17,7 +18,14 @@ func (nopWriter) WriteMessages(context.Context, ...kafka.Message) error { return
 
 type keyIsKey struct{}
 
-func (keyIsKey) Extract(m *kafka.Message) ([]byte, bool) { return m.Key, len(m.Key) > 0 }
+func (keyIsKey) Extract(m *kafka.Message, _ *key.Arena) ([]byte, key.Status) {
+	if len(m.Key) == 0 {
+		return nil, key.Empty
+	}
+	return m.Key, key.Keyed
+}
+
+func (keyIsKey) Wait(context.Context, *kafka.Message) error { return nil }
 
 const legacyWindow = time.Minute
 

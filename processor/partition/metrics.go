@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"dedup/key"
 	"dedup/rotation"
 )
 
@@ -12,8 +13,14 @@ import (
 // that the hot path never hashes label values.
 type Metrics struct {
 	Forwarded, Duplicate, Retraction, Unkeyed prometheus.Counter
-	Refused, DeadLettered                     prometheus.Counter // outputs the output cannot take
-	ReplaySuppressed                          prometheus.Counter
+	// Unkeyed records by reason (key.Unkeyed), indexed by key.Status:
+	// dedup_unkeyed_total{reason}. Nil entries are not counted.
+	UnkeyedBy [key.NumStatus]prometheus.Counter
+	// 1 while a record waits for its schema from the registry:
+	// dedup_key_waiting.
+	KeyWaiting            prometheus.Gauge
+	Refused, DeadLettered prometheus.Counter // outputs the output cannot take
+	ReplaySuppressed      prometheus.Counter
 	// A repartitioned partition's records sent again by hop 1 and
 	// dropped by their origin offset, and records without an origin trailer
 	// (not written by hop 1). Nil outside repartition mode.
@@ -89,6 +96,7 @@ type counts struct {
 	future, missing, rewritten                                  uint64
 	resent, unmarked                                            uint64
 	resets                                                      uint64 // reset records (controlRecord)
+	unkeyedBy                                                   [key.NumStatus]uint64
 }
 
 func (w *Worker) publishCounts() {
@@ -103,6 +111,11 @@ func (w *Worker) publishCounts() {
 	publish(c.duplicates, pm.Duplicate, &pr.Duplicates)
 	publish(c.retractions, pm.Retraction, &pr.Retractions)
 	publish(c.unkeyed, pm.Unkeyed, &pr.Unkeyed)
+	for st, n := range c.unkeyedBy {
+		if n > 0 && pm.UnkeyedBy[st] != nil {
+			pm.UnkeyedBy[st].Add(float64(n))
+		}
+	}
 	publish(c.suppressed, pm.ReplaySuppressed, &pr.Suppressed)
 	publish(c.refused, pm.Refused, &pr.Refused)
 	publish(c.deadLettered, pm.DeadLettered, &pr.DeadLettered)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"dedup/key"
 	"dedup/rotation"
 )
 
@@ -54,12 +55,18 @@ type Worker struct {
 	suppress   map[int64]struct{}
 	suppressTo int64
 
-	batch   []record        // records read ahead, not yet decided (reused)
-	buf     []kafka.Message // outputs not yet handed to the writer
-	arena   headerArena     // output header slices and source-offset texts
-	srcTop  []byte
-	srcPart []byte
-	refused refusals
+	batch   []record  // records read ahead, not yet decided from w.next on (reused)
+	next    int       // the first record of batch not yet decided
+	located int       // the records of batch located so far
+	keys    key.Arena // key bytes built for the batch's records
+	// waiting: a record waits for its schema (awaitKey), since waitStart.
+	waiting   bool
+	waitStart time.Time
+	buf       []kafka.Message // outputs not yet handed to the writer
+	arena     headerArena     // output header slices and source-offset texts
+	srcTop    []byte
+	srcPart   []byte
+	refused   refusals
 	// isolate is how many outputs at or after Deps.IsolateFrom are still
 	// to be written alone (Deps.Probe).
 	isolate int
@@ -126,11 +133,15 @@ func (w *Worker) locate(r *record) {
 	if r.origin.ok {
 		// Hop 1 keyed the repartition record by the dedup key it took:
 		// not extracted again (a JSON field would be parsed twice).
-		r.key, r.keyed = r.origin.dedup, len(r.origin.dedup) > 0
+		r.key = r.origin.dedup
+		r.status = key.Keyed
+		if len(r.key) == 0 {
+			r.status = key.Empty
+		}
 	} else {
-		r.key, r.keyed = w.d.Keys.Extract(&r.msg)
+		r.key, r.status = w.d.Keys.Extract(&r.msg, &w.keys)
 	}
-	if r.keyed {
+	if r.status == key.Keyed {
 		w.pair.Locate(r.key, &r.probe)
 	}
 }
@@ -138,10 +149,10 @@ func (w *Worker) locate(r *record) {
 // record is a fetched input record, its key and the key's place in the
 // pair.
 type record struct {
-	msg   kafka.Message
-	key   []byte
-	keyed bool
-	probe rotation.Probe
+	msg    kafka.Message
+	key    []byte
+	status key.Status // key.Keyed, why it has no key, or key.Waiting for its schema
+	probe  rotation.Probe
 	// origin: the input record a repartitioned record copies (unwrap).
 	origin originOf
 }
@@ -160,26 +171,38 @@ func (r *record) source() *[3][]byte {
 // them one by one in offset order, locating each key in the pair (hashing
 // it once and starting its bucket's load) locateAhead records before it is
 // decided (the pair is set by the restore, before the first batch, so a
-// probe is used on the pair it was located on). A checkpoint hand-off
-// happens only between batches, so its position never falls inside a
-// half-decided batch.
+// probe is used on the pair it was located on). A record whose schema is
+// not known yet waits for it (awaitKey); when fctx ends first, the batch
+// is kept from that record on (w.next) and consume goes on with it next
+// time, after the tick's periodic work. A checkpoint hand-off takes
+// w.position, below which everything is decided, so one taken while a
+// record waits is consistent too.
 func (w *Worker) consume(fctx context.Context) error {
 	for {
 		ferr := w.fetch(fctx)
 		n := len(w.batch)
-		for i := range min(locateAhead, n) {
-			w.locate(&w.batch[i])
+		for ; w.located < min(w.next+locateAhead, n); w.located++ {
+			w.locate(&w.batch[w.located])
 		}
-		for i := range n {
-			if j := i + locateAhead; j < n {
+		for ; w.next < n; w.next++ {
+			if j := w.next + locateAhead; j < n && j >= w.located {
 				w.locate(&w.batch[j])
+				w.located = j + 1
 			}
-			if err := w.process(&w.batch[i]); err != nil {
+			r := &w.batch[w.next]
+			if r.status == key.Waiting {
+				if err := w.awaitKey(fctx, r); err != nil {
+					return err
+				}
+			}
+			if err := w.process(r); err != nil {
 				return err
 			}
 		}
 		clear(w.batch) // drop references to the records for the GC
 		w.batch = w.batch[:0]
+		w.next, w.located = 0, 0
+		w.keys.Reset()
 		if ferr != nil {
 			return ferr
 		}
@@ -189,6 +212,34 @@ func (w *Worker) consume(fctx context.Context) error {
 			}
 		}
 	}
+}
+
+// awaitKey waits until r's schema is known and extracts its key again.
+// Records behind it wait too (they keep their order); other partitions go
+// on. The first wait of a run is logged and counted, and so is its end.
+func (w *Worker) awaitKey(fctx context.Context, r *record) error {
+	for r.status == key.Waiting {
+		if !w.waiting {
+			w.waiting = true
+			w.waitStart = time.Now()
+			w.d.Metrics.KeyWaiting.Set(1)
+			w.log.Warn("record waits for its schema from the schema registry; records behind it wait too, nothing is forwarded unkeyed",
+				"offset", r.msg.Offset)
+		}
+		if err := w.d.Keys.Wait(fctx, &r.msg); err != nil {
+			return err
+		}
+		r.key, r.status = w.d.Keys.Extract(&r.msg, &w.keys)
+	}
+	if w.waiting {
+		w.waiting = false
+		w.d.Metrics.KeyWaiting.Set(0)
+		w.log.Info("schema known: the partition goes on", "offset", r.msg.Offset, "waited", time.Since(w.waitStart).Round(time.Millisecond))
+	}
+	if r.status == key.Keyed {
+		w.pair.Locate(r.key, &r.probe)
+	}
+	return nil
 }
 
 // fetch appends the next record to w.batch and, while the partition holds
@@ -220,7 +271,7 @@ func (w *Worker) fetch(fctx context.Context) error {
 // process decides one input record and, unless it is a duplicate or a
 // replayed record already in the output, queues its output.
 func (w *Worker) process(r *record) error {
-	m, key := &r.msg, r.key
+	m := &r.msg
 	if r.origin.control == controlUnknown {
 		return w.unknownRecord(r) // the position stays at it
 	}
@@ -256,11 +307,12 @@ func (w *Worker) process(r *record) error {
 
 	outcome := &w.counts.forwarded
 	switch {
-	case !r.keyed:
+	case r.status != key.Keyed:
 		outcome = &w.counts.unkeyed
+		w.counts.unkeyedBy[r.status]++
 	case w.isRetraction(m):
 		outcome = &w.counts.retractions
-		if err := w.filters.retract(key, ts); err != nil {
+		if err := w.filters.retract(r.key, ts); err != nil {
 			w.warnRemove(err)
 		}
 	case w.filters.seen(r, ts):

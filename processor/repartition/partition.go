@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
+	"dedup/key"
 	"dedup/processor/cluster"
 	"dedup/processor/partition"
 )
@@ -169,6 +170,14 @@ func (w *worker) session(ctx context.Context) error {
 				}
 			}
 			m := &pending[0]
+			if w.o.Key.Pending(m) {
+				if len(batch) > 0 {
+					break // send what is decided; this record waits for its schema
+				}
+				if err := w.awaitKey(ctx, m); err != nil {
+					return nil // the generation ended while it waited
+				}
+			}
 			batch = append(batch, *m)
 			size += messageBytes(m)
 			pending = pending[1:]
@@ -177,7 +186,7 @@ func (w *worker) session(ctx context.Context) error {
 			}
 		}
 		if len(batch) > 0 {
-			if err := w.send(&out, client, batch); err != nil {
+			if err := w.send(ctx, &out, client, batch); err != nil {
 				return err
 			}
 			w.acked = batch[len(batch)-1].Offset + 1
@@ -197,6 +206,19 @@ func (w *worker) session(ctx context.Context) error {
 			lastCommit = time.Now()
 		}
 	}
+}
+
+// awaitKey waits until m's schema is known: m and the records behind it
+// wait (they keep their order); other partitions go on. Logged when the
+// wait starts and when it ends.
+func (w *worker) awaitKey(ctx context.Context, m *kafka.Message) error {
+	began := time.Now()
+	w.log.Warn("record waits for its schema from the schema registry; records behind it wait too, nothing is sent unkeyed", "offset", m.Offset)
+	if err := w.o.Key.Await(ctx, m); err != nil {
+		return err
+	}
+	w.log.Info("schema known: the partition goes on", "offset", m.Offset, "waited", time.Since(began).Round(time.Millisecond))
+	return nil
 }
 
 // skipped reports input offsets from..to-1 deleted (by retention or
@@ -294,6 +316,7 @@ var noTimestamp = time.UnixMilli(-1)
 // before is answered, and a session that fails takes its buffers along,
 // so no request still being written can see them change.
 type sender struct {
+	keys     key.Arena // dedup keys built for the batch
 	byPart   [][]kafka.Record
 	all      []int // every repartition partition, for the balancer
 	trailers []byte
@@ -337,7 +360,7 @@ func (*payload) Close() error { return nil }
 // repartition partition it reaches one after the other (request), the
 // partitions all at once, and waits for every answer. Nothing is retried
 // here: any error fails the batch.
-func (w *worker) send(s *sender, client *kafka.Client, batch []kafka.Message) error {
+func (w *worker) send(ctx context.Context, s *sender, client *kafka.Client, batch []kafka.Message) error {
 	if len(s.all) != w.parts {
 		s.all = make([]int, w.parts)
 		for i := range s.all {
@@ -360,9 +383,17 @@ func (w *worker) send(s *sender, client *kafka.Client, batch []kafka.Message) er
 	s.trailers = slices.Grow(s.trailers[:0], nt)
 	s.payloads = slices.Grow(s.payloads[:0], 2*len(batch))[:2*len(batch)]
 	var murmur kafka.Murmur2Balancer
+	s.keys.Reset()
 	for i := range batch {
 		m := &batch[i]
-		dk, keyed := w.o.Key.Extract(m)
+		dk, st := w.o.Key.Extract(m, &s.keys)
+		for st == key.Waiting { // its plan was dropped since it was awaited (rare)
+			if err := w.awaitKey(ctx, m); err != nil {
+				return err
+			}
+			dk, st = w.o.Key.Extract(m, &s.keys)
+		}
+		keyed := st == key.Keyed
 		t := len(s.trailers)
 		o := partition.Origin{Topic: w.o.InputTopic, Partition: int32(w.part), Offset: m.Offset, Count: w.parts, Key: m.Key}
 		if keyed {

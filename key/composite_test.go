@@ -1,0 +1,90 @@
+package key
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// TestCompositeUnambiguous: the parts of a composite key are kept apart,
+// so that moving bytes from one part to the next makes another key, and
+// equal ids under different tenants are different keys.
+func TestCompositeUnambiguous(t *testing.T) {
+	ks, err := Parse("header:tenant,json:id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := func(tenant, value string) *kafka.Message {
+		return &kafka.Message{Value: []byte(value), Headers: []kafka.Header{{Key: "tenant", Value: []byte(tenant)}}}
+	}
+	keyOf := func(m *kafka.Message) []byte {
+		t.Helper()
+		k, st := ks.Extract(m, nil)
+		if st != Keyed {
+			t.Fatalf("%v: %v", m, st)
+		}
+		return k
+	}
+	if a, b := keyOf(msg("a", `{"id":"bc"}`)), keyOf(msg("ab", `{"id":"c"}`)); bytes.Equal(a, b) {
+		t.Errorf("a,bc and ab,c made the same key %q", a)
+	}
+	if a, b := keyOf(msg("t1", `{"id":7}`)), keyOf(msg("t2", `{"id":7}`)); bytes.Equal(a, b) {
+		t.Errorf("id 7 under tenants t1 and t2 made the same key %q", a)
+	}
+	if a, b := keyOf(msg("t1", `{"id":7}`)), keyOf(msg("t1", `{"x":0,"id":7}`)); !bytes.Equal(a, b) {
+		t.Errorf("the same tenant and id made keys %q and %q", a, b)
+	}
+	// A part without a key makes the record unkeyed, with that part's reason.
+	for _, c := range []struct {
+		m    *kafka.Message
+		want Status
+	}{
+		{&kafka.Message{Value: []byte(`{"id":7}`)}, Empty},
+		{msg("t1", `{"id":null}`), MissingField},
+		{msg("t1", `{"id":7`), Malformed},
+	} {
+		if k, st := ks.Extract(c.m, nil); st != c.want || k != nil {
+			t.Errorf("%q: got %q, %v; want unkeyed %v", c.m.Value, k, st, c.want)
+		}
+	}
+}
+
+// TestCompositeParse: any sources, any number, blanks around commas
+// allowed; an empty part is refused.
+func TestCompositeParse(t *testing.T) {
+	ks, err := Parse("key, header:tenant ,json:a.b,value")
+	if err != nil || ks.Parts() != 4 {
+		t.Fatalf("Parse: %v parts, %v", ks.Parts(), err)
+	}
+	for _, s := range []string{"key,", ",key", "key,,value", "key,json:", "key,nope"} {
+		if _, err := Parse(s); err == nil {
+			t.Errorf("Parse(%q) accepted", s)
+		}
+	}
+}
+
+// TestArenaNoAllocs: a composite key built into a reused arena allocates
+// nothing per record, and keys taken before a later append stay intact.
+func TestArenaNoAllocs(t *testing.T) {
+	ks, _ := Parse("header:tenant,key")
+	m := &kafka.Message{Key: []byte("id-1"), Headers: []kafka.Header{{Key: "tenant", Value: []byte("t")}}}
+	var a Arena
+	first, _ := ks.Extract(m, &a)
+	keep := string(first)
+	m2 := &kafka.Message{Key: []byte("id-2"), Headers: m.Headers}
+	for range 100 {
+		ks.Extract(m2, &a) // grows the arena past its first array
+	}
+	if string(first) != keep {
+		t.Fatalf("first key changed from %q to %q", keep, first)
+	}
+	a.Reset()
+	allocs := testing.AllocsPerRun(1000, func() {
+		a.Reset()
+		ks.Extract(m2, &a)
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per composite key", allocs)
+	}
+}

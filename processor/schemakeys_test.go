@@ -1,0 +1,151 @@
+package processor
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hamba/avro/v2"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
+
+	"dedup/key"
+	"dedup/registry"
+	"dedup/registry/registrytest"
+)
+
+// Two versions of one Avro record: v2 adds a field before id and moves id
+// after n, so that the same id sits at another place in the bytes.
+const (
+	avroEventV1 = `{"type":"record","name":"Event","namespace":"test","fields":[{"name":"id","type":"string"},{"name":"n","type":"long"}]}`
+	avroEventV2 = `{"type":"record","name":"Event","namespace":"test","fields":[{"name":"source","type":"string","default":""},{"name":"n","type":"long"},{"name":"id","type":"string"}]}`
+)
+
+type eventV1 struct {
+	ID string `avro:"id"`
+	N  int64  `avro:"n"`
+}
+
+type eventV2 struct {
+	Source string `avro:"source"`
+	N      int64  `avro:"n"`
+	ID     string `avro:"id"`
+}
+
+// avroSerde registers both versions in reg under subject and returns the
+// serializer that frames records of each Go type with its schema id, as
+// Confluent's serializers do.
+func avroSerde(t *testing.T, reg *registrytest.Server, subject string) *sr.Serde {
+	t.Helper()
+	var serde sr.Serde
+	for _, v := range []struct {
+		text string
+		typ  any
+	}{{avroEventV1, eventV1{}}, {avroEventV2, eventV2{}}} {
+		s := avro.MustParse(v.text)
+		id := reg.Register(subject, sr.Schema{Schema: v.text, Type: sr.TypeAvro})
+		serde.Register(id, v.typ, sr.EncodeFn(func(x any) ([]byte, error) { return avro.Marshal(s, x) }))
+	}
+	return &serde
+}
+
+// TestSchemaKeysWaitForRegistry: with DEDUP_KEY=avro:id, a partition whose
+// next record's schema is not cached waits through a registry outage
+// (nothing of it is forwarded, nothing counted unkeyed) while a partition
+// whose schemas are cached goes on; once the registry answers, the waiting
+// records are decided in order, the same id under two schema versions is
+// one key.
+func TestSchemaKeysWaitForRegistry(t *testing.T) {
+	e := newTestEnv(t, 2, 2)
+	out := e.collect()
+	reg := registrytest.New()
+	t.Cleanup(reg.Close)
+	serde := avroSerde(t, reg, inTopic+"-value")
+	client, err := registry.New(registry.Options{URLs: []string{reg.URL()}, Timeout: 300 * time.Millisecond, Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	ks, err := key.Parse("avro:id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := e.options("schema-wait")
+	o.Key = ks.WithRegistry(client)
+	base := time.Now().Add(-time.Minute)
+	n := 0
+	r := func(p int32, v any) *kgo.Record {
+		n++
+		return &kgo.Record{Partition: p, Value: serde.MustEncode(v), Timestamp: base.Add(time.Duration(n) * time.Millisecond)}
+	}
+	value := func(v any) string { return string(serde.MustEncode(v)) }
+
+	// Partition 1 learns v1's schema before the outage.
+	e.produce(r(1, eventV1{ID: "a", N: 1}))
+	run := start(t, o)
+	out.untilValue(value(eventV1{ID: "a", N: 1}))
+
+	for _, mode := range []registrytest.Mode{registrytest.Unavailable, registrytest.Hang, registrytest.Drop, registrytest.Stopped} {
+		t.Run(mode.String(), func(t *testing.T) {
+			// A version of the schema registered now: no client has it.
+			text := strings.Replace(avroEventV2, `"name":"Event"`, `"name":"Event","doc":"`+mode.String()+`"`, 1)
+			sid := reg.Register(inTopic+"-value", sr.Schema{Schema: text, Type: sr.TypeAvro})
+			var h sr.ConfluentHeader
+			framed, err := h.AppendEncode(nil, sid, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := "x-" + mode.String()
+			enc, err := avro.Marshal(avro.MustParse(text), eventV2{Source: "s", ID: id, N: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			firstValue := append(framed, enc...)
+			seen := len(out.recs)
+			reg.SetDown(mode)
+			n++
+			e.produce(
+				&kgo.Record{Partition: 0, Value: firstValue, Timestamp: base.Add(time.Duration(n) * time.Millisecond)}, // waits for its schema
+				r(0, eventV1{ID: id, N: 3}), // the same id under v1: a duplicate
+				r(0, eventV1{ID: "b-" + mode.String(), N: 4}),
+				r(1, eventV1{ID: "c-" + mode.String(), N: 5}), // partition 1: its schema is cached
+			)
+			out.untilValue(value(eventV1{ID: "c-" + mode.String(), N: 5}))
+			eventually(t, 10*time.Second, "partition 0 reported waiting", func() bool {
+				return testutil.ToFloat64(o.Metrics.KeyWaiting.WithLabelValues(inTopic, "0")) == 1
+			})
+			for _, rec := range out.recs[seen:] {
+				if rec.SrcPart == 0 {
+					t.Fatalf("partition 0 forwarded %q during the outage", rec.Value)
+				}
+			}
+			if u := testutil.ToFloat64(o.Metrics.Messages.WithLabelValues(inTopic, "0", "unkeyed")); u != 0 {
+				t.Fatalf("%v records counted unkeyed during the outage", u)
+			}
+			eventually(t, 10*time.Second, "the client to report the registry failing", func() bool { return client.Health() != nil })
+			reg.SetDown(registrytest.Up)
+			got := out.untilValue(value(eventV1{ID: "b-" + mode.String(), N: 4}))
+			var p0 []string
+			for _, rec := range got {
+				if rec.SrcPart == 0 {
+					p0 = append(p0, rec.Value)
+				}
+			}
+			want := []string{string(firstValue), value(eventV1{ID: "b-" + mode.String(), N: 4})}
+			if !slices.Equal(p0[len(p0)-2:], want) {
+				t.Errorf("partition 0 forwarded %q, want the v2 record and b (the v1 copy of its id dropped)", p0)
+			}
+			eventually(t, 10*time.Second, "partition 0 no longer waiting", func() bool {
+				return testutil.ToFloat64(o.Metrics.KeyWaiting.WithLabelValues(inTopic, "0")) == 0
+			})
+		})
+	}
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if u := testutil.ToFloat64(o.Metrics.Messages.WithLabelValues(inTopic, "0", "unkeyed")); u != 0 {
+		t.Errorf("%v records counted unkeyed", u)
+	}
+}
