@@ -57,7 +57,7 @@ type Config struct {
 	SASLUsername          string `env:"KAFKA_SASL_USERNAME" helpDefault:"empty" help:"SASL user (required with a mechanism)"`
 	SASLPassword          string `env:"KAFKA_SASL_PASSWORD" helpDefault:"empty" secret:"true" help:"SASL password (required with a mechanism)"`
 
-	Key           string        `env:"DEDUP_KEY" envDefault:"key" help:"where the dedup key comes from: key, value, header:NAME, json:dotted.path"`
+	Key           string        `env:"DEDUP_KEY" envDefault:"key" help:"where the dedup key comes from: key, value, header:NAME, json:dotted.path; avro:dotted.path, protobuf:dotted.path, jsonschema:dotted.path for values framed by a Schema Registry (SCHEMA_REGISTRY_URL); several separated by commas form one identity (header:tenant,json:id): see docs/keys.md"`
 	Mode          string        `env:"DEDUP_MODE" envDefault:"fingerprint" help:"filter kind (see dedup size): fingerprint (cuckoo-style, applies retractions, least memory per false drop), counting (counting Bloom, applies retractions) or plain (bits-and-blooms; retractions are forwarded but not applied)"`
 	Window        time.Duration `env:"DEDUP_WINDOW" envDefault:"1h" help:"Go duration: a key forwarded less than this earlier (by record timestamp) is dropped"`
 	ExpectedKeys  uint64        `env:"DEDUP_EXPECTED_KEYS" envDefault:"1000000" help:"distinct keys per partition per window the filters are sized for (k, M, G suffixes: 10M)"`
@@ -82,6 +82,17 @@ type Config struct {
 	CheckpointChain    float64       `env:"CHECKPOINT_CHAIN_RATIO" envDefault:"1" help:"checkpoints write what changed (increments) until they reach this multiple of the last full snapshot (base), then a new base; a restore reads at most the base plus this much; 0 = full snapshots only: see docs/checkpoints.md"`
 	CheckpointKeep     int           `env:"CHECKPOINT_KEEP" envDefault:"3" help:"snapshots kept per partition (older ones are the fallback when the newest is corrupt)"`
 	CheckpointOnDamage string        `env:"CHECKPOINT_ON_DAMAGE" envDefault:"empty" help:"when every snapshot of a partition is damaged: empty = start it with empty filters, loudly (keys seen before may be forwarded again); refuse = do not start it (readiness 503 names it) until the damaged snapshots are repaired or removed: see docs/checkpoints.md"`
+
+	RegistryURL       string        `env:"SCHEMA_REGISTRY_URL" helpDefault:"empty" help:"comma-separated base URLs of a Confluent-compatible Schema Registry, tried in turn; required by the avro:, protobuf: and jsonschema: key sources"`
+	RegistryUsername  string        `env:"SCHEMA_REGISTRY_USERNAME" helpDefault:"empty" help:"basic-auth user for the schema registry"`
+	RegistryPassword  string        `env:"SCHEMA_REGISTRY_PASSWORD" helpDefault:"empty" secret:"true" help:"basic-auth password for the schema registry"`
+	RegistryTimeout   time.Duration `env:"SCHEMA_REGISTRY_TIMEOUT" envDefault:"10s" help:"how long one request to the schema registry may take (Go duration); a record whose schema is not known waits and the request is retried with back-off"`
+	RegistryCache     int64         `env:"SCHEMA_REGISTRY_CACHE_BYTES" envDefault:"64M" help:"memory bound of the schemas cached by id (text and references); past it the oldest are fetched again when needed"`
+	RegistrySubject   string        `env:"SCHEMA_REGISTRY_SUBJECT" helpDefault:"'<INPUT_TOPIC>-value'" help:"subject whose latest schema dedup check reads to find the key's path (another subject name strategy: the record's full name, or <topic>-<record>)"`
+	RegistryTLSCAFile string        `env:"SCHEMA_REGISTRY_TLS_CA_FILE" helpDefault:"empty" help:"PEM file of CAs to verify an https schema registry with; empty = system roots"`
+	RegistryCertFile  string        `env:"SCHEMA_REGISTRY_TLS_CERT_FILE" helpDefault:"empty" help:"PEM client certificate for mutual TLS with the schema registry (with SCHEMA_REGISTRY_TLS_KEY_FILE)"`
+	RegistryKeyFile   string        `env:"SCHEMA_REGISTRY_TLS_KEY_FILE" helpDefault:"empty" help:"PEM private key of SCHEMA_REGISTRY_TLS_CERT_FILE"`
+	RegistryInsecure  bool          `env:"SCHEMA_REGISTRY_TLS_INSECURE_SKIP_VERIFY" envDefault:"false" help:"skip verifying the schema registry's certificate (testing only)"`
 
 	MetricsAddr     string        `env:"METRICS_ADDR" envDefault:":9464" help:"HTTP listen address for /metrics, /healthz, /readyz; empty = no HTTP server"`
 	DataDir         string        `env:"DATA_DIR" envDefault:"./data" help:"local data (embedded broker, file checkpoints)"`
@@ -291,18 +302,25 @@ func (c *Config) applyDerivedDefaults() {
 	if c.CheckpointDir == "" {
 		c.CheckpointDir = filepath.Join(c.DataDir, "checkpoints")
 	}
+	if c.RegistrySubject == "" {
+		c.RegistrySubject = c.InputTopic + "-value" // the serializers' default TopicNameStrategy
+	}
 }
 
 // normalizeKeySpec lower-cases the kind of DEDUP_KEY (key, value, header:,
 // json:) and leaves the header name or JSON path as written: those are
 // case-sensitive names.
 func normalizeKeySpec(s string) string {
-	s = strings.TrimSpace(s)
-	kind, rest, found := strings.Cut(s, ":")
-	if !found {
-		return strings.ToLower(s)
+	parts := strings.Split(strings.TrimSpace(s), ",")
+	for i, p := range parts {
+		p = strings.TrimSpace(p)
+		if kind, rest, found := strings.Cut(p, ":"); found {
+			parts[i] = strings.ToLower(kind) + ":" + rest
+		} else {
+			parts[i] = strings.ToLower(p)
+		}
 	}
-	return strings.ToLower(kind) + ":" + rest
+	return strings.Join(parts, ",")
 }
 
 // embeddedTopics are the topics the embedded broker creates: input,
@@ -474,9 +492,12 @@ func (c *Config) validate() []Problem {
 
 	c.validateSecurity(bad)
 
-	if _, err := key.Parse(c.Key); err != nil {
-		bad("DEDUP_KEY", "%v (want key, value, header:NAME or json:dotted.path)", err)
+	if ks, err := key.Parse(c.Key); err != nil {
+		bad("DEDUP_KEY", "%v", err)
+	} else if ks.Schemas() && c.RegistryURL == "" {
+		bad("SCHEMA_REGISTRY_URL", "must be set: DEDUP_KEY %q reads schema-framed values", c.Key)
 	}
+	c.validateRegistry(bad, positive)
 	c.validateFilter(bad)
 	if strings.TrimSpace(c.RetractHeader) != c.RetractHeader || c.RetractHeader == "" {
 		bad("DEDUP_RETRACT_HEADER", "must be a header name without surrounding blanks, got %q", c.RetractHeader)

@@ -19,8 +19,10 @@ import (
 	"dedup/key"
 	"dedup/processor"
 	watch "dedup/processor/cluster"
+	pmetrics "dedup/processor/metrics"
 	"dedup/processor/partition"
 	"dedup/processor/repartition"
+	"dedup/registry"
 )
 
 // cluster is the Kafka the binary talks to: the configured brokers, or the
@@ -85,11 +87,17 @@ type stage struct {
 	// hop1 is the re-key hop with REPARTITION_TOPIC (nil: one hop, or
 	// REPARTITION_HOPS=dedup).
 	hop1 *repartition.Options
+	// schemas is the Schema Registry client of schema-framed keys (nil
+	// without them).
+	schemas *registry.Client
 }
 
 // probe answers /healthz and /readyz for every hop the stage runs.
 func (s *stage) probe() Probe {
 	p := stageProbe{hop2: s.proc}
+	if s.schemas != nil {
+		p.schemas = schemaStatus{s.schemas}
+	}
 	if s.hop1 != nil {
 		p.hop1 = s.hop1.Status
 	}
@@ -114,6 +122,15 @@ func newStage(ctx context.Context, cfg *config.Config, cl *cluster, reg *prometh
 	}
 	metrics := processor.NewMetrics(reg)
 	st := &stage{cfg: cfg, log: log}
+	schemas, err := cfg.Registry(log)
+	if err != nil {
+		return nil, fmt.Errorf("open schema registry client: %w", err)
+	}
+	if schemas != nil {
+		st.schemas = schemas
+		keys = keys.WithRegistry(schemas)
+		pmetrics.RegisterSchemaRegistry(reg, schemas.Stats)
+	}
 	if cfg.RunsRekey() {
 		// This member re-keys the input into the repartition topic, in its
 		// own group.
@@ -416,6 +433,9 @@ func Start(ctx context.Context, o Options) (_ *Service, err error) {
 // Close stops the status server and the embedded broker, if any.
 func (s *Service) Close() error {
 	var errs []error
+	if s.stage != nil && s.stage.schemas != nil {
+		s.stage.schemas.Close()
+	}
 	if s.status != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
 		defer cancel()

@@ -17,6 +17,7 @@ import (
 	"dedup/internal/config"
 	"dedup/processor"
 	"dedup/processor/repartition"
+	"dedup/registry"
 )
 
 // Probe is what the HTTP endpoints ask the processor.
@@ -29,8 +30,9 @@ type Probe interface {
 // only when each of them is. With REPARTITION_TOPIC, hop 1's reasons are
 // named "re-key hop".
 type stageProbe struct {
-	hop1 *repartition.Status  // nil without the re-key hop
-	hop2 *processor.Processor // nil without the dedup hop
+	hop1    *repartition.Status  // nil without the re-key hop
+	hop2    *processor.Processor // nil without the dedup hop
+	schemas hopStatus            // nil without schema-framed keys
 }
 
 func (p stageProbe) Ready() bool { return p.Readiness() == nil }
@@ -55,8 +57,30 @@ func (p stageProbe) each(ask func(hopStatus) error) error {
 	if p.hop1 != nil {
 		errs = append(errs, ask(p.hop1))
 	}
+	if p.schemas != nil {
+		errs = append(errs, ask(p.schemas))
+	}
 	return errors.Join(errs...)
 }
+
+// schemaStatus is the schema registry's part of readiness: not ready while
+// records wait for a schema the registry does not answer for (an outage,
+// or refused credentials), naming the registry and why. A registry down
+// while every schema needed is cached holds nothing back and is not a
+// reason. Never unhealthy: a restart would not bring the registry back.
+type schemaStatus struct{ c *registry.Client }
+
+func (s schemaStatus) Readiness() error {
+	if s.c.Stats().Waiting == 0 {
+		return nil
+	}
+	if err := s.c.Health(); err != nil {
+		return fmt.Errorf("records wait for their schema: %w", err)
+	}
+	return nil
+}
+
+func (schemaStatus) Healthy() error { return nil }
 
 // newRegistry is the binary's own registry: the processor's families plus
 // the process and Go runtime collectors, the build, whether the broker is
