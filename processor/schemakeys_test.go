@@ -1,6 +1,8 @@
 package processor
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -11,7 +13,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 
+	"dedup/internal/testkit"
 	"dedup/key"
+	"dedup/offsets"
 	"dedup/registry"
 	"dedup/registry/registrytest"
 )
@@ -148,4 +152,86 @@ func TestSchemaKeysWaitForRegistry(t *testing.T) {
 	if u := testutil.ToFloat64(o.Metrics.Messages.WithLabelValues(inTopic, "0", "unkeyed")); u != 0 {
 		t.Errorf("%v records counted unkeyed", u)
 	}
+}
+
+// TestSchemaKeysTwoHops: with REPARTITION_TOPIC and a composite key of the
+// record key (a tenant) and an Avro field, hop 1 waits through a registry
+// outage (nothing reaches the repartition topic or the output), then every
+// (tenant, id) is forwarded once, whichever input partition and schema
+// version its copies came through; the same id under two tenants is two
+// keys.
+func TestSchemaKeysTwoHops(t *testing.T) {
+	e, _ := twoHopEnv(t, 3, 2)
+	reg := registrytest.New()
+	t.Cleanup(reg.Close)
+	serde := avroSerde(t, reg, inTopic+"-value")
+	client, err := registry.New(registry.Options{URLs: []string{reg.URL()}, Timeout: 300 * time.Millisecond, Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	ks, err := key.Parse("key,avro:id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks = ks.WithRegistry(client)
+	o := e.options("schema-two-hops")
+	o.InputTopic, o.Repartitioned, o.Key = reTopic, true, ks
+	out := e.collect()
+	b := start(t, o)
+	b.waitReady(t)
+	reg.SetDown(registrytest.Unavailable)
+	h := startHop1(t, e, "schema-two-hops", ks, smallBatches)
+
+	type identity struct{ tenant, id string }
+	first := map[identity]string{}
+	var recs []*kgo.Record
+	for i := range 90 {
+		who := identity{tenant: fmt.Sprintf("t%d", i%2), id: fmt.Sprintf("id-%d", i%30)}
+		var v []byte
+		if i%3 == 0 {
+			v = serde.MustEncode(eventV2{Source: "s", ID: who.id, N: int64(i)})
+		} else {
+			v = serde.MustEncode(eventV1{ID: who.id, N: int64(i)})
+		}
+		if _, ok := first[who]; !ok {
+			first[who] = string(v)
+		}
+		recs = append(recs, &kgo.Record{Partition: int32(i % 3), Key: []byte(who.tenant), Value: v, Timestamp: t0.Add(time.Duration(i) * time.Millisecond)})
+	}
+	e.produce(recs...)
+	eventually(t, 10*time.Second, "hop 1 waiting for the registry", func() bool { return client.Stats().Waiting > 0 })
+	if end := endOffsetSum(t, e, reTopic); end != 0 {
+		t.Fatalf("%d records reached the repartition topic while the registry was down", end)
+	}
+	reg.SetDown(registrytest.Up)
+	ends := map[int32]int64{}
+	for _, r := range recs {
+		ends[r.Partition] = max(ends[r.Partition], r.Offset+1)
+	}
+	eventually(t, 30*time.Second, "hop 1 caught up", func() bool { return h.caughtUp(3, ends) })
+	repartitionSentinels(e, 2)
+	got := map[string]int{}
+	for _, r := range withoutSentinels(out.untilSentinels(2)) {
+		got[r.Value]++
+	}
+	for who, v := range first {
+		if got[v] != 1 {
+			t.Errorf("%v: its first record forwarded %d times, want once", who, got[v])
+		}
+	}
+	if n := len(withoutSentinels(out.recs)); n != len(first) {
+		t.Errorf("%d records forwarded, want %d (one per tenant and id)", n, len(first))
+	}
+}
+
+// endOffsetSum is the sum of topic's partitions' end offsets.
+// (two partitions: the repartition topic of the test).
+func endOffsetSum(t *testing.T, e *testEnv, topic string) int64 {
+	t.Helper()
+	n, err := offsets.EndSum(context.Background(), testkit.KafkaClient(t, e.brokers...), topic, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
