@@ -367,7 +367,7 @@ func (c *Client) resolveID(ctx context.Context, id uint32, memo map[subjectVersi
 	})
 	var nf *notFoundError
 	if errors.As(err, &nf) {
-		c.o.Logger.Warn("schema id not in the schema registry: its records are undecodable",
+		c.o.Logger.Warn("schema id not in the schema registry: its records are forwarded unkeyed (reason unknown_schema)",
 			"schema_id", id, "err", err)
 		return nil, NotFound, nil
 	}
@@ -377,7 +377,7 @@ func (c *Client) resolveID(ctx context.Context, id uint32, memo map[subjectVersi
 	refs, err := c.resolve(ctx, got.References, memo, a)
 	var ue *unresolvableError
 	if errors.As(err, &ue) {
-		c.o.Logger.Warn("schema has a reference the schema registry cannot resolve: records with this id are undecodable",
+		c.o.Logger.Warn("schema has a reference the schema registry cannot resolve: its records are forwarded unkeyed (reason unknown_schema)",
 			"schema_id", id, "err", err)
 		return nil, NotFound, nil
 	}
