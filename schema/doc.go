@@ -17,4 +17,7 @@
 //
 // Knows nothing of Kafka or of the registry's HTTP API: wire.go reads the
 // registry's framing (magic byte, schema id, Protobuf message indexes).
+// jsonschema.go says from a JSON Schema document alone whether a path
+// leads to a scalar (CheckJSONPath, for `dedup check`): JSON Schema values
+// are read by package key's JSON scanner, not by a Plan.
 package schema
