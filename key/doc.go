@@ -14,5 +14,7 @@
 // json.go is the JSON scanner behind "json:dotted.path" and
 // "jsonschema:", which validates the whole document in one pass without
 // building maps, so that a malformed value is never mistaken for a keyed
-// one. Knows nothing of Kafka's clients beyond kafka-go's Message.
+// one; parts.go lists the schema-framed parts with their format and path,
+// for `dedup check` to find each path in the registry's latest schema.
+// Knows nothing of Kafka's clients beyond kafka-go's Message.
 package key
