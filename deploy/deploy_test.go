@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -140,8 +141,14 @@ type dockerfile struct {
 	Expose      []int
 	Healthcheck []string // exec form
 	Entrypoint  []string
-	CopiedTo    []string // destinations of COPY in the final stage
+	CopiedTo    []string          // destinations of COPY in the final stage
+	Args        []string          // ARG names of the final stage
+	Labels      map[string]string // LABELs of the final stage, unquoted
+	Runs        []string          // RUN commands of every stage
 }
+
+// dockerLabel is one key=value of a LABEL line, the value maybe quoted.
+var dockerLabel = regexp.MustCompile(`([^\s=]+)=("[^"]*"|\S+)`)
 
 func parseDockerfile(t *testing.T) dockerfile {
 	t.Helper()
@@ -167,7 +174,7 @@ func parseDockerfile(t *testing.T) dockerfile {
 		}
 		cur.Reset()
 	}
-	d := dockerfile{Env: map[string]string{}}
+	d := dockerfile{Env: map[string]string{}, Labels: map[string]string{}}
 	jsonArray := func(s string) []string {
 		var a []string
 		if err := json.Unmarshal([]byte(s), &a); err != nil {
@@ -181,8 +188,8 @@ func parseDockerfile(t *testing.T) dockerfile {
 		switch strings.ToUpper(instr) {
 		case "FROM":
 			d.Stages = append(d.Stages, rest)
-			d.Env = map[string]string{}
-			d.CopiedTo = nil
+			d.Env, d.Labels = map[string]string{}, map[string]string{}
+			d.CopiedTo, d.Args = nil, nil
 			d.User, d.Expose, d.Healthcheck, d.Entrypoint = "", nil, nil, nil
 		case "USER":
 			d.User = rest
@@ -214,6 +221,15 @@ func parseDockerfile(t *testing.T) dockerfile {
 		case "COPY":
 			f := strings.Fields(rest)
 			d.CopiedTo = append(d.CopiedTo, f[len(f)-1])
+		case "ARG":
+			name, _, _ := strings.Cut(rest, "=")
+			d.Args = append(d.Args, name)
+		case "LABEL":
+			for _, m := range dockerLabel.FindAllStringSubmatch(rest, -1) {
+				d.Labels[m[1]] = strings.Trim(m[2], `"`)
+			}
+		case "RUN":
+			d.Runs = append(d.Runs, rest)
 		}
 	}
 	return d
@@ -276,8 +292,9 @@ type composeService struct {
 }
 
 type composeBuild struct {
-	Context    string `yaml:"context"`
-	Dockerfile string `yaml:"dockerfile"`
+	Context    string            `yaml:"context"`
+	Dockerfile string            `yaml:"dockerfile"`
+	Args       map[string]string `yaml:"args"`
 }
 
 type composeFile struct {

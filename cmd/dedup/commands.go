@@ -88,9 +88,11 @@ otherwise: a container HEALTHCHECK that needs no curl or shell in the image.`,
 		},
 		{
 			name: "version", aliases: []string{"--version", "-version", "-v"}, synopsis: "version",
-			summary: "module version, commit and Go version (also --version, -v)",
-			about:   `Prints the module version, the commit and the Go version the binary was built with.`,
-			env:     noVars,
+			summary: "semantic version, commit and Go version (also --version, -v)",
+			about: `Prints one line: the stage's semantic version, the commit the binary was built
+from ("unknown" when the build recorded none) and its Go version, as
+"dedup <version> (commit <commit>, <go version>)".`,
+			env: noVars,
 			run: func(_ context.Context, args []string, _ config.LookupFunc, stdout, stderr io.Writer) int {
 				return runVersion(args, stdout, stderr)
 			},

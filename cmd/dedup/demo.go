@@ -94,7 +94,7 @@ func runDemo(ctx context.Context, args []string, lookup config.LookupFunc, stdou
 	if flags.generateOnly {
 		err = demo.GenerateOnly(ctx, cfg, flags.gen, log)
 	} else {
-		err = demo.Run(ctx, service.Options{Config: cfg, Logger: log, Stdout: stdout, Build: buildinfo.Read(version)}, flags.gen)
+		err = demo.Run(ctx, service.Options{Config: cfg, Logger: log, Stdout: stdout, Build: buildinfo.Read(commit)}, flags.gen)
 	}
 	if err != nil {
 		log.Error("dedup demo failed", "err", err)

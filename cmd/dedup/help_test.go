@@ -6,15 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
 
-	"dedup/internal/buildinfo"
 	"dedup/internal/config"
 	"dedup/internal/testkit"
 )
@@ -66,55 +63,6 @@ func TestUnknownSubcommandIsOneLine(t *testing.T) {
 		if stderr.String() != want || stdout.Len() != 0 {
 			t.Errorf("%s: stderr %q, stdout %q; want only %q", arg, stderr.String(), stdout.String(), want)
 		}
-	}
-}
-
-func TestVersion(t *testing.T) {
-	var outs []string
-	for _, arg := range []string{"version", "--version", "-v"} {
-		var stdout, stderr bytes.Buffer
-		if code := run(context.Background(), []string{arg}, testkit.Env{}.Lookup, &stdout, &stderr); code != exitOK {
-			t.Fatalf("%s: exit %d: %s", arg, code, stderr.String())
-		}
-		outs = append(outs, stdout.String())
-	}
-	if outs[0] != outs[1] || outs[0] != outs[2] {
-		t.Errorf("version, --version and -v differ: %q", outs)
-	}
-	b := buildinfo.Read("")
-	want := fmt.Sprintf("dedup %s (commit %s, %s)\n", b.Version, b.Commit, runtime.Version())
-	if outs[0] != want {
-		t.Errorf("version printed %q, want %q", outs[0], want)
-	}
-}
-
-// TestVersionOfABuiltBinary builds the binary the way the image does
-// (-X main.version) and checks that it reports that version and the commit
-// and Go version the toolchain stamped into it (`go version -m`; a build
-// outside a VCS checkout, or with -buildvcs=false, has no commit).
-func TestVersionOfABuiltBinary(t *testing.T) {
-	bin, err := testkit.BuildBinary(t.TempDir(), "-X main.version=v9.9.9-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command(bin, "version").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stamps, err := exec.Command("go", "version", "-m", bin).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	commit := "unknown"
-	if m := regexp.MustCompile(`(?m)^\s+build\s+vcs\.revision=(\S+)$`).FindSubmatch(stamps); m != nil {
-		commit = string(m[1])
-		if regexp.MustCompile(`(?m)^\s+build\s+vcs\.modified=true$`).Match(stamps) {
-			commit += "+dirty"
-		}
-	}
-	goVersion := strings.Fields(strings.SplitN(string(stamps), "\n", 2)[0])[1]
-	if want := fmt.Sprintf("dedup v9.9.9-test (commit %s, %s)\n", commit, goVersion); string(out) != want {
-		t.Errorf("built binary's version %q, want %q", out, want)
 	}
 }
 

@@ -130,7 +130,7 @@ func runServe(ctx context.Context, args []string, lookup config.LookupFunc, stdo
 	if code != exitOK {
 		return code
 	}
-	err := service.Run(ctx, service.Options{Config: cfg, Logger: log, Stdout: stdout, Build: buildinfo.Read(version)})
+	err := service.Run(ctx, service.Options{Config: cfg, Logger: log, Stdout: stdout, Build: buildinfo.Read(commit)})
 	if err != nil {
 		if errors.Is(err, service.ErrStoppedDuringStartup) {
 			log.Info("stopped during start-up")
