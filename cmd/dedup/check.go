@@ -26,7 +26,11 @@ it is deployed, one line per check (ok, warn or FAIL), every check run:
     will be skipped);
   - the checkpoint store read (its snapshots listed) and written: a probe
     record written, read back and tombstoned on every partition of the
-    topic, or a probe file written, fsynced and removed in CHECKPOINT_DIR.
+    topic, or a probe file written, fsynced and removed in CHECKPOINT_DIR;
+  - with an avro:, protobuf: or jsonschema: DEDUP_KEY: the Schema Registry
+    answers (SCHEMA_REGISTRY_*), and the latest schema of
+    SCHEMA_REGISTRY_SUBJECT is of the format each such part reads and has
+    its path as a scalar.
 It prints the effective settings (KAFKA_SASL_PASSWORD masked) and the sizing
 'dedup size' computes for them. With REPARTITION_TOPIC: that topic exists
 (else the stage creates it), is not compacted, keeps records at least a day,

@@ -114,6 +114,7 @@ func (c *checker) run(ctx context.Context) bool {
 	if !reached && !c.cfg.Embedded() {
 		fmt.Fprintln(c.out, "      (no broker answered: topics, committed offsets and a kafka checkpoint store not checked)")
 	}
+	c.checkRegistry(ctx)
 	if !c.cfg.RunsDedup() {
 		fmt.Fprintln(c.out, "      (REPARTITION_HOPS=rekey: no output, dead-letter or checkpoint topic, checkpoint store or filters to check)")
 		return c.finish()
