@@ -34,7 +34,7 @@ type KafkaOptions struct {
 	Brokers   []string
 	Dialer    *kafka.Dialer      // TLS/SASL used when Transport is nil
 	Transport kafka.RoundTripper // nil = a transport built from Dialer
-	Topic     string             // checkpoint topic, created compacted when missing
+	Topic     string             // checkpoint topic, created with TopicSettings when missing
 	Group     string             // consumer group: namespaces the keys
 	Keep      int                // snapshots kept per partition (default 3)
 	// ChunkBytes is the most stored bytes per record (default 512 KiB). It is
@@ -64,6 +64,9 @@ type KafkaStore struct {
 	log    *slog.Logger
 	// baseMaxAge bounds a chain base's age (0: none): see BaseMaxAge.
 	baseMaxAge time.Duration
+	// tombstoneLife is the topic's delete.retention.ms (TombstoneRetention
+	// when not reported): see refresh.
+	tombstoneLife time.Duration
 
 	mu      sync.Mutex
 	indexes map[int]*partIndex // by checkpoint partition
@@ -82,7 +85,7 @@ type KafkaStore struct {
 
 var _ Store = (*KafkaStore)(nil)
 
-// NewKafkaStore connects, creates the topic with cleanup.policy=compact when
+// NewKafkaStore connects, creates the topic with TopicSettings when
 // missing, and fits ChunkBytes to the topic's max.message.bytes.
 func NewKafkaStore(ctx context.Context, opts KafkaOptions) (*KafkaStore, error) {
 	if len(opts.Brokers) == 0 || opts.Topic == "" || opts.Group == "" {
@@ -104,6 +107,8 @@ func NewKafkaStore(ctx context.Context, opts KafkaOptions) (*KafkaStore, error) 
 		log:     opts.Logger,
 		indexes: map[int]*partIndex{},
 		moved:   map[snapID]movedFrom{},
+
+		tombstoneLife: TombstoneRetention,
 
 		reported:    map[string]int64{},
 		unreachable: map[string]int64{},

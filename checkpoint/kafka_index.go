@@ -10,6 +10,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/segmentio/kafka-go"
 	"golang.org/x/sync/errgroup"
@@ -52,6 +53,10 @@ type partIndex struct {
 	read      int        // records read from Kafka so far (a Save's own records are learned, not read)
 	manifests map[snapID]map[uint64]*manifestLoc
 	chunks    map[string]*chunkLoc
+	// since is when the refresh began that last read the partition to its
+	// end, or the first one while none has: the index holds no deleted
+	// piece if it reaches the end within delete.retention.ms of it.
+	since time.Time
 }
 
 // index returns the index of a checkpoint partition, locked.
@@ -70,16 +75,26 @@ func (s *KafkaStore) index(cp int) *partIndex {
 // refresh reads the checkpoint partition from where the index stopped to its
 // current end. Called with pi.mu held.
 func (s *KafkaStore) refresh(ctx context.Context, pi *partIndex, cp int) error {
+	start := time.Now() // before the end offsets: whatever lies past them was written after it
 	offs, err := offsets.List(ctx, s.client, s.topic, []int{cp})
 	if err != nil {
 		return err
 	}
 	r := offs[cp]
-	if r.End < pi.next {
+	switch {
+	case r.End < pi.next:
 		// The partition ends before where the index stopped: the topic was
 		// deleted and created again. What the index holds is gone with it,
 		// and the new records sit below pi.next: read the partition anew.
-		pi.manifests, pi.chunks, pi.next = map[snapID]map[uint64]*manifestLoc{}, map[string]*chunkLoc{}, r.First
+		pi.reset(r.First, start)
+	case !pi.since.IsZero() && start.Sub(pi.since) > s.tombstoneLife/2:
+		// Compaction removes a piece's records at once and its tombstones
+		// delete.retention.ms later: an index that has not caught up for
+		// that long may hold pieces gone with tombstones it never read.
+		// Half of it is left for this read to reach the end.
+		pi.reset(r.First, start)
+	case pi.since.IsZero():
+		pi.since = start
 	}
 	if pi.next < r.First {
 		pi.next = r.First
@@ -104,7 +119,13 @@ func (s *KafkaStore) refresh(ctx context.Context, pi *partIndex, cp int) error {
 		return err
 	}
 	pi.next = max(pi.next, r.End)
+	pi.since = start
 	return nil
+}
+
+// reset empties the index, to be read again from first from now on.
+func (pi *partIndex) reset(first int64, now time.Time) {
+	pi.manifests, pi.chunks, pi.next, pi.since = map[snapID]map[uint64]*manifestLoc{}, map[string]*chunkLoc{}, first, now
 }
 
 // apply adds one record of the checkpoint topic to the index.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -55,18 +56,35 @@ func newKafkaStore(t *testing.T, brokers []string, opts KafkaOptions) *KafkaStor
 	return s
 }
 
+// TestKafkaCreatesCompactedTopic: the store creates its topic with
+// TopicSettings (read back from the broker), and a store on an existing
+// topic takes the topic's delete.retention.ms.
 func TestKafkaCreatesCompactedTopic(t *testing.T) {
 	brokers := newCluster(t)
-	newKafkaStore(t, brokers, KafkaOptions{Topic: "state", Partitions: 3})
+	s := newKafkaStore(t, brokers, KafkaOptions{Topic: "state", Partitions: 3})
 	c := testkit.KafkaClient(t, brokers...)
-	res, err := c.DescribeConfigs(testContext(t), &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
-		ResourceType: kafka.ResourceTypeTopic, ResourceName: "state", ConfigNames: []string{"cleanup.policy"},
-	}}})
-	if err != nil || len(res.Resources) != 1 || len(res.Resources[0].ConfigEntries) != 1 {
+	req := kafka.DescribeConfigRequestResource{ResourceType: kafka.ResourceTypeTopic, ResourceName: "state"}
+	want := map[string]string{}
+	for _, ts := range TopicSettings {
+		req.ConfigNames = append(req.ConfigNames, ts.Name)
+		want[ts.Name] = ts.Value
+	}
+	res, err := c.DescribeConfigs(testContext(t), &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{req}})
+	if err != nil || len(res.Resources) != 1 {
 		t.Fatalf("describe configs: %+v, %v", res, err)
 	}
-	if v := res.Resources[0].ConfigEntries[0].ConfigValue; v != "compact" {
-		t.Errorf("cleanup.policy = %q, want compact", v)
+	got := map[string]string{}
+	for _, e := range res.Resources[0].ConfigEntries {
+		got[e.ConfigName] = e.ConfigValue
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("topic created with %v, want %v", got, want)
+	}
+	if want := map[string]string{"cleanup.policy": "compact", "delete.retention.ms": "3600000", "min.compaction.lag.ms": "600000", "segment.ms": "3600000"}; !maps.Equal(got, want) {
+		t.Errorf("topic created with %v, docs/checkpoints.md says %v", got, want)
+	}
+	if s.tombstoneLife != TombstoneRetention {
+		t.Errorf("store on the topic it created: tombstones last %v, want %v", s.tombstoneLife, TombstoneRetention)
 	}
 	parts, err := partitionIDs(testContext(t), c, "state")
 	if err != nil || len(parts) != 3 {
@@ -74,6 +92,68 @@ func TestKafkaCreatesCompactedTopic(t *testing.T) {
 	}
 	// A second store finds the topic and does not fail on it.
 	newKafkaStore(t, brokers, KafkaOptions{Topic: "state", Partitions: 3})
+
+	// A topic created with the broker's defaults keeps tombstones a day.
+	if _, err := c.CreateTopics(testContext(t), &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
+		Topic: "defaults", NumPartitions: 1, ReplicationFactor: 1,
+		ConfigEntries: []kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"}},
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	if s := newKafkaStore(t, brokers, KafkaOptions{Topic: "defaults"}); s.tombstoneLife != 24*time.Hour {
+		t.Errorf("store on a topic with the broker's delete.retention.ms: tombstones last %v, want 24h", s.tombstoneLife)
+	}
+}
+
+// TestKafkaStaleIndexReadAgain: an index that has not caught up for half
+// the topic's delete.retention.ms is read again from the start. Compaction
+// removed the pieces it had read, and their tombstones after them; read on
+// from where it stopped, it would list pieces that are gone.
+func TestKafkaStaleIndexReadAgain(t *testing.T) {
+	cluster := testkit.NewCluster(t, kfake.NumBrokers(1))
+	brokers := cluster.ListenAddrs()
+	// kfake removes tombstones at the first compaction after
+	// delete.retention.ms: 0 stands for "an hour later".
+	if err := cluster.CreateTopic("g-dedup-state", 1, map[string]string{"cleanup.policy": "compact", "delete.retention.ms": "0"}); err != nil {
+		t.Fatal(err)
+	}
+	w := newKafkaStore(t, brokers, KafkaOptions{Keep: 2, ChunkBytes: 4 << 10})
+	r := newKafkaStore(t, brokers, KafkaOptions{Keep: 2})
+	r.tombstoneLife = time.Hour
+	seqs := func(s *KafkaStore) string {
+		t.Helper()
+		entries, err := s.List(testContext(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []uint64
+		for _, e := range entries {
+			out = append(out, e.Meta.Seq)
+		}
+		return fmt.Sprint(out)
+	}
+	for i := range 3 {
+		mustSave(t, w, testMeta("in", 0, int64(i)), newState(uint64(i), 10_000))
+	}
+	if got := seqs(r); got != "[3 2]" {
+		t.Fatalf("reader lists %s, want [3 2]", got)
+	}
+	for i := 3; i < 6; i++ {
+		mustSave(t, w, testMeta("in", 0, int64(i)), newState(uint64(i), 10_000))
+	}
+	cluster.Compact()
+	// The hazard, set up: 2 and 3 are gone with their tombstones, which
+	// the reader never read; reading on from where it stopped (it caught
+	// up just now, by its clock) it still holds them.
+	if got := seqs(r); got != "[6 5 3 2]" {
+		t.Fatalf("setup: reader reading on lists %s, want [6 5 3 2]: compaction did not remove 2 and 3 with their tombstones", got)
+	}
+	pi := r.index(0)
+	pi.since = pi.since.Add(-r.tombstoneLife/2 - time.Second)
+	pi.mu.Unlock()
+	if got, fresh := seqs(r), seqs(newKafkaStore(t, brokers, KafkaOptions{Keep: 2})); got != fresh || got != "[6 5]" {
+		t.Errorf("reader last caught up delete.retention.ms/2 ago lists %s, a new store %s; want [6 5]", got, fresh)
+	}
 }
 
 func TestKafkaRoundTrip(t *testing.T) {

@@ -11,6 +11,47 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
+// TopicSetting is one setting the store creates its topic with.
+type TopicSetting struct {
+	Name, Value string
+	Why         string // what it is for, as `dedup check` says it
+}
+
+// Every checkpoint partition's keys are superseded within a few intervals:
+// compaction is what holds it near Keep snapshots, and these settings are
+// how soon it runs and how long what it removes stays readable
+// (docs/checkpoints.md, "The topic's settings").
+const (
+	// TombstoneRetention (delete.retention.ms) is how long a tombstone
+	// outlives the compaction that removed what it deletes. A reader that
+	// read a record must reach its tombstone within it, or take a deleted
+	// piece for a live one; the index re-reads a partition it has not
+	// caught up on for half of it (refresh).
+	TombstoneRetention = time.Hour
+	// CompactionLag (min.compaction.lag.ms) keeps a record readable this
+	// long after the tombstone that deletes it: a restore or `dedup
+	// inspect` that indexed a piece before it was pruned still fetches it.
+	CompactionLag = 10 * time.Minute
+	// SegmentRoll (segment.ms) closes the active segment, which is never
+	// compacted, this often; Kafka's 7-day default holds a week of
+	// superseded pieces and tombstones.
+	SegmentRoll = time.Hour
+)
+
+// TopicSettings are the settings the store creates its topic with;
+// `dedup check` warns about an existing topic set otherwise.
+// min.cleanable.dirty.ratio and max.compaction.lag.ms keep the broker's
+// defaults: a partition is cleaned once its superseded bytes reach its
+// live ones, which bounds it near twice Keep snapshots.
+var TopicSettings = []TopicSetting{
+	{"cleanup.policy", "compact", "retention would delete snapshots still in use"},
+	{"delete.retention.ms", ms(TombstoneRetention), "longer keeps tombstones every restore reads; shorter than a reader takes to read a partition lets it miss one"},
+	{"min.compaction.lag.ms", ms(CompactionLag), "a restore or inspect that listed a piece before it was pruned can still fetch it"},
+	{"segment.ms", ms(SegmentRoll), "the active segment is never compacted"},
+}
+
+func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+
 // ensureTopic creates the topic when missing and returns its partitions.
 func (s *KafkaStore) ensureTopic(ctx context.Context, partitions int) ([]int, error) {
 	ids, err := partitionIDs(ctx, s.client, s.topic)
@@ -24,7 +65,7 @@ func (s *KafkaStore) ensureTopic(ctx context.Context, partitions int) ([]int, er
 		Topic:             s.topic,
 		NumPartitions:     partitions,
 		ReplicationFactor: -1,
-		ConfigEntries:     []kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"}},
+		ConfigEntries:     topicConfig(),
 	}}})
 	if err != nil {
 		return nil, fmt.Errorf("create topic %s: %w", s.topic, err)
@@ -50,9 +91,17 @@ func (s *KafkaStore) ensureTopic(ctx context.Context, partitions int) ([]int, er
 	}
 }
 
+func topicConfig() []kafka.ConfigEntry {
+	entries := make([]kafka.ConfigEntry, len(TopicSettings))
+	for i, ts := range TopicSettings {
+		entries[i] = kafka.ConfigEntry{ConfigName: ts.Name, ConfigValue: ts.Value}
+	}
+	return entries
+}
+
 // readTopicConfig reads the topic's configuration: lowers the chunk size
-// below max.message.bytes, and bounds the age of a chain's base when the
-// topic is not compacted.
+// below max.message.bytes, bounds the age of a chain's base when the
+// topic is not compacted, and takes how long its tombstones last.
 func (s *KafkaStore) readTopicConfig(ctx context.Context) error {
 	res, err := s.client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
 		ResourceType: kafka.ResourceTypeTopic,
@@ -77,6 +126,10 @@ func (s *KafkaStore) readTopicConfig(ctx context.Context) error {
 				retentionMs, _ = strconv.ParseInt(e.ConfigValue, 10, 64)
 			case "retention.bytes":
 				retentionBytes, _ = strconv.ParseInt(e.ConfigValue, 10, 64)
+			case "delete.retention.ms":
+				if v, err := strconv.ParseInt(e.ConfigValue, 10, 64); err == nil && v >= 0 {
+					s.tombstoneLife = time.Duration(v) * time.Millisecond
+				}
 			case "max.message.bytes", "message.max.bytes":
 				max, err := strconv.Atoi(e.ConfigValue)
 				if err != nil || max <= 0 || s.chunk+recordOverhead <= max {

@@ -108,7 +108,7 @@ func loadSnapshot(t *testing.T, brokers []string, topic, group string, tr *kafka
 func TestCheckGoodSetup(t *testing.T) {
 	const user, pass = "dedup-user", "pw-Never-Printed"
 	cluster := testkit.Cluster(t, 2, kfake.EnableSASL(), kfake.Superuser("PLAIN", user, pass))
-	if err := cluster.CreateTopic("dedup-dedup-state", 2, map[string]string{"cleanup.policy": "compact"}); err != nil {
+	if err := cluster.CreateTopic("dedup-dedup-state", 2, checkpointTopicSettings()); err != nil {
 		t.Fatal(err)
 	}
 	addr := cluster.ListenAddrs()[0]
@@ -151,7 +151,7 @@ func TestCheckGoodSetup(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"configuration", "broker " + addr, "input topic", "output topic", "output max.message.bytes",
-		"checkpoint topic", "checkpoint cleanup.policy", "committed offsets", "checkpoint read", "checkpoint write"} {
+		"checkpoint topic", "checkpoint cleanup.policy", "checkpoint compaction", "committed offsets", "checkpoint read", "checkpoint write"} {
 		wantCheck(t, stdout, "ok", name)
 	}
 	if l := checkLine(stdout, "checkpoint read"); !strings.Contains(l, "1 snapshot(s) of 1 partition(s), all intact") {
@@ -167,6 +167,49 @@ func TestCheckGoodSetup(t *testing.T) {
 	got, state := loadSnapshot(t, []string{addr}, "dedup-dedup-state", "dedup", tr)
 	if got.Seq != saved.Seq || got.Offset != 7 || state != "state of partition 0" {
 		t.Errorf("restore after the check: seq %d offset %d state %q; want seq %d, offset 7, the saved state", got.Seq, got.Offset, state, saved.Seq)
+	}
+}
+
+// checkpointTopicSettings are the settings the Kafka store creates its
+// topic with, as a kfake topic's configuration.
+func checkpointTopicSettings() map[string]string {
+	m := map[string]string{}
+	for _, ts := range checkpoint.TopicSettings {
+		m[ts.Name] = ts.Value
+	}
+	return m
+}
+
+// TestCheckCheckpointCompaction: a checkpoint topic created compacted but
+// otherwise with the broker's defaults is a warning, not a failure, naming
+// each setting with its value and the recommended one, and how to set them.
+func TestCheckCheckpointCompaction(t *testing.T) {
+	cluster := testkit.Cluster(t, 2)
+	if err := cluster.CreateTopic("dedup-dedup-state", 2, map[string]string{"cleanup.policy": "compact"}); err != nil {
+		t.Fatal(err)
+	}
+	env := clusterEnv(t, cluster, nil)
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"check"}, env.Lookup, &stdout, &stderr); code != exitOK {
+		t.Fatalf("exit %d, want 0:\n%s%s", code, &stdout, &stderr)
+	}
+	out := stdout.String()
+	wantCheck(t, out, "ok", "checkpoint cleanup.policy")
+	wantCheck(t, out, "warn", "checkpoint compaction")
+	l := checkLine(out, "checkpoint compaction")
+	for _, want := range []string{
+		"delete.retention.ms=86400000, recommended 3600000",
+		"segment.ms=604800000, recommended 3600000",
+		// kfake reports no default of its own for it; Kafka's is 0.
+		"min.compaction.lag.ms not reported by the broker, recommended 600000",
+		"kafka-configs.sh --alter --entity-type topics --entity-name dedup-dedup-state --add-config delete.retention.ms=3600000,min.compaction.lag.ms=600000,segment.ms=3600000",
+	} {
+		if !strings.Contains(l, want) {
+			t.Errorf("checkpoint compaction line lacks %q:\n%s", want, l)
+		}
+	}
+	if !strings.HasPrefix(lastLine(out), "dedup check: every check holds") {
+		t.Errorf("verdict %q", lastLine(out))
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"dedup/checkpoint"
 	"dedup/internal/config"
 	"dedup/internal/service"
 	"dedup/offsets"
@@ -561,7 +562,7 @@ func (c *checker) refusedGo() string {
 func (c *checker) checkCheckpointTopic(cp, hop2 *topicState, hop2Name string) {
 	switch {
 	case errors.Is(cp.err, service.ErrTopicNotFound):
-		c.report(checkWarn, "checkpoint topic", "%s does not exist: the stage creates it (cleanup.policy=compact, %s's partitions) if its user may create topics", cp.name, hop2Name)
+		c.report(checkWarn, "checkpoint topic", "%s does not exist: the stage creates it (%s, %s's partitions) if its user may create topics", cp.name, settingsList(), hop2Name)
 		return
 	case cp.err != nil:
 		c.report(checkFail, "checkpoint topic", "%s: %v", cp.name, cp.err)
@@ -571,6 +572,46 @@ func (c *checker) checkCheckpointTopic(cp, hop2 *topicState, hop2Name string) {
 			"a restore reads snapshots of other partitions too; give it "+hop2Name+"'s count")
 	}
 	c.checkCleanupPolicy("checkpoint cleanup.policy", cp, "compact", "retention would delete the snapshots")
+	c.checkCompaction(cp)
+}
+
+// settingsList is checkpoint.TopicSettings as name=value, comma separated.
+func settingsList() string {
+	var set []string
+	for _, ts := range checkpoint.TopicSettings {
+		set = append(set, ts.Name+"="+ts.Value)
+	}
+	return strings.Join(set, ", ")
+}
+
+// checkCompaction warns about each compaction setting of the checkpoint
+// topic other than the store creates it with (checkpoint.TopicSettings,
+// cleanup.policy aside: checked above), naming its value, the recommended
+// one and why, and says how to set them. The store works either way.
+func (c *checker) checkCompaction(cp *topicState) {
+	var off, fix, set []string
+	for _, ts := range checkpoint.TopicSettings {
+		if ts.Name == "cleanup.policy" {
+			continue
+		}
+		set = append(set, ts.Name+"="+ts.Value)
+		v, ok := cp.configs[ts.Name]
+		switch {
+		case !ok:
+			off = append(off, fmt.Sprintf("%s not reported by the broker, recommended %s (%s)", ts.Name, ts.Value, ts.Why))
+		case v != ts.Value:
+			off = append(off, fmt.Sprintf("%s=%s, recommended %s (%s)", ts.Name, v, ts.Value, ts.Why))
+		default:
+			continue
+		}
+		fix = append(fix, ts.Name+"="+ts.Value)
+	}
+	if len(off) == 0 {
+		c.report(checkOK, "checkpoint compaction", "%s: %s", cp.name, strings.Join(set, ", "))
+		return
+	}
+	c.report(checkWarn, "checkpoint compaction", "%s: %s; kafka-configs.sh --alter --entity-type topics --entity-name %s --add-config %s",
+		cp.name, strings.Join(off, "; "), cp.name, strings.Join(fix, ","))
 }
 
 // checkPartitions reports t's partition count, warning (why) when it
