@@ -9,5 +9,7 @@
 // shares); report.go sizes a Workload's filters (Size, one Filter per
 // mode, from rotation's model and a sample checkpoint) and writes the
 // report `dedup size` prints (Report); repartition.go sizes the
-// repartition topic of REPARTITION_TOPIC (its throughput and storage).
+// repartition topic of REPARTITION_TOPIC (its throughput and storage);
+// keycost.go holds the key extraction cost per DEDUP_KEY format that the
+// report prints (KeyCosts), docs/benchmarks.md's measured figures.
 package sizing

@@ -459,6 +459,7 @@ func (r Report) Write(w io.Writer) error {
 	fmt.Fprintf(w, "limit = the same with one instance down (%d partitions) ×5/4 for the collector; GOMEMLIMIT = 90%% of the limit.\n", res.PartitionsPerInstanceOneDown)
 	fmt.Fprintln(w, "Under load the resident memory settles near GOMEMLIMIT (the collector holds it there); without GOMEMLIMIT it grows to about twice the live heap.")
 	fmt.Fprintln(w, "The bound n·log2(1/ε) is the least memory any structure answering membership at rate ε can use for n keys.")
+	writeKeyCosts(w)
 	switch {
 	case in.Repartition != nil && in.Hops == HopsDedup:
 		in.Repartition.writeTopic(w)
@@ -491,6 +492,7 @@ func (r Report) writeRekey(w io.Writer) error {
 	fmt.Fprintf(w, "\nMemory: request = hop 1's reader (%s) + %d KiB per input partition, %d partitions, + %d MiB runtime;\n",
 		BytesIEC(float64(hop1)), PartitionOverhead>>10, res.PartitionsPerInstance, RuntimeBase>>20)
 	fmt.Fprintf(w, "limit = the same with one instance down (%d partitions) ×5/4 for the collector; GOMEMLIMIT = 90%% of the limit.\n", res.PartitionsPerInstanceOneDown)
+	writeKeyCosts(w)
 	in.Repartition.Write(w)
 	return nil
 }
