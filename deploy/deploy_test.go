@@ -1124,7 +1124,8 @@ func TestDashboard(t *testing.T) {
 }
 
 // TestDashboardLostRecords: the dashboard states the filters' false
-// positives as records lost a day, and shows the fingerprint overload.
+// positives as records lost a day, from the model and as counted, and
+// shows the fingerprint overload.
 func TestDashboardLostRecords(t *testing.T) {
 	var drops []string
 	var all []string
@@ -1139,12 +1140,23 @@ func TestDashboardLostRecords(t *testing.T) {
 	if len(drops) == 0 {
 		t.Fatal(`no panel "Expected false drops per day"`)
 	}
+	// Each query is the model (new records × the pair's rate now) or the
+	// counter (each key weighted by the rate it was tested at).
+	counted := 0
 	for _, e := range drops {
-		for _, want := range []string{`outcome="forwarded"`, "dedup_filter_false_positive_rate", "86400"} {
+		wants := []string{`outcome="forwarded"`, "dedup_filter_false_positive_rate", "86400"}
+		if strings.Contains(e, "dedup_expected_false_drops_total") {
+			wants = []string{"rate(dedup_expected_false_drops_total", "86400"}
+			counted++
+		}
+		for _, want := range wants {
 			if !strings.Contains(e, want) {
 				t.Errorf("expected false drops query lacks %s: %s", want, e)
 			}
 		}
+	}
+	if counted == 0 || counted == len(drops) {
+		t.Errorf("the panel shows %d counted and %d modelled queries, want both", counted, len(drops)-counted)
 	}
 	joined := strings.Join(all, "\n")
 	for _, want := range []string{"dedup_filter_overflow_total", "dedup_filter_early_rotations_total",

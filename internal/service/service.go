@@ -126,11 +126,16 @@ func newStage(ctx context.Context, cfg *config.Config, cl *cluster, reg *prometh
 	if err != nil {
 		return nil, fmt.Errorf("open schema registry client: %w", err)
 	}
+	// The registry's families exist whatever DEDUP_KEY reads, as every
+	// family does from the start: without schema-framed keys nothing
+	// fails, and they read so.
+	stats := func() registry.Stats { return registry.Stats{Up: true} }
 	if schemas != nil {
 		st.schemas = schemas
 		keys = keys.WithRegistry(schemas)
-		pmetrics.RegisterSchemaRegistry(reg, schemas.Stats)
+		stats = schemas.Stats
 	}
+	pmetrics.RegisterSchemaRegistry(reg, stats)
 	if cfg.RunsRekey() {
 		// This member re-keys the input into the repartition topic, in its
 		// own group.

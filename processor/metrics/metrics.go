@@ -46,6 +46,8 @@ type Metrics struct {
 	UnkeyedReasons *prometheus.CounterVec
 	// 1 while a partition's records wait for their schema.
 	KeyWaiting *prometheus.GaugeVec
+	// The false drops the filters' false-positive rate makes expected.
+	ExpectedFalseDrops *prometheus.CounterVec
 	// The repartition hop (REPARTITION_TOPIC): records hop 2 dropped as
 	// hop 1's re-sends, and records of the repartition topic without an
 	// origin trailer; labelled by the repartition topic and partition.
@@ -120,6 +122,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		Messages:             r.counterVec("dedup_messages_total", "Input records by outcome: forwarded, duplicate, retraction, unkeyed; dead_lettered and refused for records the output cannot take (too large), written to DEAD_LETTER_TOPIC or skipped.", []string{"topic", "partition", "outcome"}),
 		UnkeyedReasons:       r.counterVec("dedup_unkeyed_total", "Input records forwarded without a dedup key (outcome unkeyed), by reason: empty (record key, value or header absent or empty), malformed (not one well-formed JSON document), missing_field (path absent, null, unset or empty), not_scalar (path holds a record, object, array, map or repeated field), not_framed (value not in the Schema Registry wire format), unknown_schema (the registry has no schema of the value's id: 40403), undecodable (the value does not decode under its schema, or the schema is of another format than DEDUP_KEY reads).", []string{"topic", "reason"}),
+		ExpectedFalseDrops:   r.counterVec("dedup_expected_false_drops_total", "False drops expected so far: every key the filters did not hold adds the pair's estimated false-positive probability when it was tested (both generations). Beside dedup_messages_total{outcome=\"duplicate\"}: the share of the duplicates that were new records dropped by mistake; divided by rate(dedup_messages_total{outcome=\"forwarded\"}), the false-drop rate DEDUP_FP_RATE promises to stay under.", pt),
 		KeyWaiting:           r.gaugeVec("dedup_key_waiting", "1 while the partition's next record waits for its schema from the schema registry (unreachable, failing or refusing the credentials): it and the records behind it are held, none is forwarded unkeyed.", pt),
 		ReplaySuppressed:     r.counterVec("dedup_replay_suppressed_total", "Replayed input records whose output was already in the output topic, not forwarded again.", pt),
 		RepartitionResent:    r.counterVec("dedup_repartition_resends_dropped_total", "Records of the repartition topic dropped as re-sends of the re-key hop: their origin offset was at or below the highest one the partition had taken from that input partition.", pt),
@@ -199,7 +202,7 @@ func (m *Metrics) Forget(topic string, part int) {
 	for _, v := range []interface {
 		DeletePartialMatch(prometheus.Labels) int
 	}{
-		m.Messages, m.KeyWaiting, m.ReplaySuppressed, m.RepartitionResent, m.RepartitionUnmarked, m.RepartitionControl, m.TimestampAnomalies, m.TimestampRewritten, m.Fill, m.EstimatedKeys, m.FPRate,
+		m.Messages, m.KeyWaiting, m.ExpectedFalseDrops, m.ReplaySuppressed, m.RepartitionResent, m.RepartitionUnmarked, m.RepartitionControl, m.TimestampAnomalies, m.TimestampRewritten, m.Fill, m.EstimatedKeys, m.FPRate,
 		m.Saturated, m.WindowElapsed, m.FilterBytes, m.Rotations, m.Overflows, m.EarlyRotations,
 		m.ForgottenKeys, m.Stashed, m.Lag, m.CheckpointSize,
 		m.CheckpointLast, m.Checkpoints, m.CheckpointFails, m.InputSkipped, m.InputTruncations, m.CheckpointDamaged, m.CheckpointMissing, m.CheckpointWritten,
@@ -222,28 +225,29 @@ func (m *Metrics) Repartitioned(pm *partition.Metrics, topic string, part int) {
 func (m *Metrics) Partition(topic string, part int, storeKind string) *partition.Metrics {
 	p := strconv.Itoa(part)
 	pm := &partition.Metrics{
-		Forwarded:        m.Messages.WithLabelValues(topic, p, OutcomeForwarded),
-		Duplicate:        m.Messages.WithLabelValues(topic, p, OutcomeDuplicate),
-		Retraction:       m.Messages.WithLabelValues(topic, p, OutcomeRetraction),
-		Unkeyed:          m.Messages.WithLabelValues(topic, p, OutcomeUnkeyed),
-		KeyWaiting:       m.KeyWaiting.WithLabelValues(topic, p),
-		Refused:          m.Messages.WithLabelValues(topic, p, OutcomeRefused),
-		DeadLettered:     m.Messages.WithLabelValues(topic, p, OutcomeDeadLettered),
-		ReplaySuppressed: m.ReplaySuppressed.WithLabelValues(topic, p),
-		WindowElapsed:    m.WindowElapsed.WithLabelValues(topic, p),
-		Bytes:            m.FilterBytes.WithLabelValues(topic, p),
-		Lag:              m.Lag.WithLabelValues(topic, p),
-		Rotations:        m.Rotations.WithLabelValues(topic, p),
-		Overflows:        m.Overflows.WithLabelValues(topic, p),
-		EarlyRotations:   m.EarlyRotations.WithLabelValues(topic, p),
-		ForgottenKeys:    m.ForgottenKeys.WithLabelValues(topic, p),
-		CheckpointRaw:    m.CheckpointSize.WithLabelValues(topic, p, "raw"),
-		CheckpointStored: m.CheckpointSize.WithLabelValues(topic, p, "stored"),
-		CheckpointLast:   m.CheckpointLast.WithLabelValues(topic, p),
-		Checkpoints:      m.Checkpoints.WithLabelValues(topic, p),
-		CheckpointFails:  m.CheckpointFails.WithLabelValues(topic, p),
-		CheckpointPause:  m.CheckpointPause,
-		Restores:         m.Restores,
+		Forwarded:          m.Messages.WithLabelValues(topic, p, OutcomeForwarded),
+		Duplicate:          m.Messages.WithLabelValues(topic, p, OutcomeDuplicate),
+		Retraction:         m.Messages.WithLabelValues(topic, p, OutcomeRetraction),
+		Unkeyed:            m.Messages.WithLabelValues(topic, p, OutcomeUnkeyed),
+		KeyWaiting:         m.KeyWaiting.WithLabelValues(topic, p),
+		ExpectedFalseDrops: m.ExpectedFalseDrops.WithLabelValues(topic, p),
+		Refused:            m.Messages.WithLabelValues(topic, p, OutcomeRefused),
+		DeadLettered:       m.Messages.WithLabelValues(topic, p, OutcomeDeadLettered),
+		ReplaySuppressed:   m.ReplaySuppressed.WithLabelValues(topic, p),
+		WindowElapsed:      m.WindowElapsed.WithLabelValues(topic, p),
+		Bytes:              m.FilterBytes.WithLabelValues(topic, p),
+		Lag:                m.Lag.WithLabelValues(topic, p),
+		Rotations:          m.Rotations.WithLabelValues(topic, p),
+		Overflows:          m.Overflows.WithLabelValues(topic, p),
+		EarlyRotations:     m.EarlyRotations.WithLabelValues(topic, p),
+		ForgottenKeys:      m.ForgottenKeys.WithLabelValues(topic, p),
+		CheckpointRaw:      m.CheckpointSize.WithLabelValues(topic, p, "raw"),
+		CheckpointStored:   m.CheckpointSize.WithLabelValues(topic, p, "stored"),
+		CheckpointLast:     m.CheckpointLast.WithLabelValues(topic, p),
+		Checkpoints:        m.Checkpoints.WithLabelValues(topic, p),
+		CheckpointFails:    m.CheckpointFails.WithLabelValues(topic, p),
+		CheckpointPause:    m.CheckpointPause,
+		Restores:           m.Restores,
 
 		FutureTimestamps:    m.TimestampAnomalies.WithLabelValues(topic, p, AnomalyFuture),
 		MissingTimestamps:   m.TimestampAnomalies.WithLabelValues(topic, p, AnomalyMissing),

@@ -27,7 +27,7 @@ func RegisterSchemaRegistry(reg prometheus.Registerer, stats func() registry.Sta
 	}
 	register(r, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "dedup_schema_registry_up",
-		Help: "1 while the schema registry answers (its last request did not fail for an outage or refused credentials), else 0.",
+		Help: "1 while the schema registry answers: 0 from a request that failed for an outage or refused credentials until one succeeds; 1 without schema-framed keys (nothing to fail).",
 	}, func() float64 {
 		if stats().Up {
 			return 1

@@ -18,7 +18,11 @@ type Metrics struct {
 	UnkeyedBy [key.NumStatus]prometheus.Counter
 	// 1 while a record waits for its schema from the registry:
 	// dedup_key_waiting.
-	KeyWaiting            prometheus.Gauge
+	KeyWaiting prometheus.Gauge
+	// The false drops expected so far: each key the filters did not hold
+	// adds the pair's false-positive probability when it was tested
+	// (dedup_expected_false_drops_total). Nil: not counted.
+	ExpectedFalseDrops    prometheus.Counter
 	Refused, DeadLettered prometheus.Counter // outputs the output cannot take
 	ReplaySuppressed      prometheus.Counter
 	// A repartitioned partition's records sent again by hop 1 and
@@ -97,6 +101,7 @@ type counts struct {
 	resent, unmarked                                            uint64
 	resets                                                      uint64 // reset records (controlRecord)
 	unkeyedBy                                                   [key.NumStatus]uint64
+	expectedFalse                                               float64 // false drops expected of the keys tested
 }
 
 func (w *Worker) publishCounts() {
@@ -111,6 +116,9 @@ func (w *Worker) publishCounts() {
 	publish(c.duplicates, pm.Duplicate, &pr.Duplicates)
 	publish(c.retractions, pm.Retraction, &pr.Retractions)
 	publish(c.unkeyed, pm.Unkeyed, &pr.Unkeyed)
+	if c.expectedFalse > 0 && pm.ExpectedFalseDrops != nil {
+		pm.ExpectedFalseDrops.Add(c.expectedFalse)
+	}
 	for st, n := range c.unkeyedBy {
 		if n > 0 && pm.UnkeyedBy[st] != nil {
 			pm.UnkeyedBy[st].Add(float64(n))
@@ -148,6 +156,17 @@ func publish(n uint64, m prometheus.Counter, total *atomic.Uint64) {
 		m.Add(float64(n))
 		total.Add(n)
 	}
+}
+
+// refreshFP reads the pair's false-positive probability for a key it does
+// not hold (either generation reading it as held) and when to read it
+// again: after a small share of the pair's size, so that the probability
+// each test adds follows the fill closely at a cost of one Stats per
+// that many keys.
+func (w *Worker) refreshFP() {
+	st := w.pair.Stats()
+	w.fpNow = 1 - (1-st.Current.FPRate)*(1-st.Previous.FPRate)
+	w.fpLeft = int(min(max(w.d.Filter.ExpectedKeys/512, 8), 4096))
 }
 
 // filterCounts are a pair's cumulative counts (rotation.Stats) that the

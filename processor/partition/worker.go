@@ -59,6 +59,10 @@ type Worker struct {
 	next    int       // the first record of batch not yet decided
 	located int       // the records of batch located so far
 	keys    key.Arena // key bytes built for the batch's records
+	// fpNow is the pair's false-positive probability for a key it does
+	// not hold, read again after fpLeft more such keys (refreshFP).
+	fpNow  float64
+	fpLeft int
 	// waiting: a record waits for its schema (awaitKey), since waitStart.
 	waiting   bool
 	waitStart time.Time
@@ -318,6 +322,13 @@ func (w *Worker) process(r *record) error {
 	case w.filters.seen(r, ts):
 		w.counts.duplicates++
 		return w.flushIfCaughtUp()
+	default:
+		// A key the filters did not hold: it could have read as held with
+		// the pair's false-positive probability.
+		if w.fpLeft--; w.fpLeft <= 0 {
+			w.refreshFP()
+		}
+		w.counts.expectedFalse += w.fpNow
 	}
 
 	if w.suppress != nil && w.suppressed(m.Offset) {
