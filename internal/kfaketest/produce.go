@@ -1,9 +1,10 @@
 // Package kfaketest holds what fault-injecting tests do to the stage's
 // requests in kfake's control functions: recognise the Produce requests
 // for a topic and answer them with an error (produce.go), refuse an
-// offset commit (commit.go) or a group join (join.go), or refuse every
-// such request until lifted (refuse.go). Tests only; the stage's packages
-// do not import it.
+// offset commit (commit.go) or a group join (join.go), refuse every
+// such request until lifted (refuse.go), or refuse every request below a
+// Kafka release's lowest versions (floors.go). Tests only; the stage's
+// packages do not import it.
 package kfaketest
 
 import "github.com/twmb/franz-go/pkg/kmsg"
