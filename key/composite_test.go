@@ -2,6 +2,7 @@ package key
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 
 	"github.com/segmentio/kafka-go"
@@ -86,5 +87,46 @@ func TestArenaNoAllocs(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("%v allocations per composite key", allocs)
+	}
+}
+
+// TestKeyOfParts: a key named by its parts is the key Extract takes from
+// a record with those parts, composite or single; parts that no record
+// could have are refused.
+func TestKeyOfParts(t *testing.T) {
+	for _, c := range []struct {
+		spec  string
+		parts []string
+		m     kafka.Message
+	}{
+		{"header:tenant,json:id", []string{"tenant-a", "42"},
+			kafka.Message{Value: []byte(`{"id":42}`), Headers: []kafka.Header{{Key: "tenant", Value: []byte("tenant-a")}}}},
+		{"key,value,header:h", []string{"k", "v", "x"},
+			kafka.Message{Key: []byte("k"), Value: []byte("v"), Headers: []kafka.Header{{Key: "h", Value: []byte("x")}}}},
+		{"json:user.id", []string{"u\u00e9"}, kafka.Message{Value: []byte(`{"user":{"id":"u\u00e9"}}`)}},
+		{"key", []string{"plain"}, kafka.Message{Key: []byte("plain")}},
+	} {
+		ks, err := Parse(c.spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts := make([][]byte, len(c.parts))
+		for i, p := range c.parts {
+			parts[i] = []byte(p)
+		}
+		got, err := ks.KeyOf(parts)
+		if err != nil {
+			t.Fatalf("%s %q: %v", c.spec, c.parts, err)
+		}
+		want, st := ks.Extract(&c.m, nil)
+		if st != Keyed || !bytes.Equal(got, want) {
+			t.Errorf("%s %q: KeyOf %q, Extract %q (%v)", c.spec, c.parts, got, want, st)
+		}
+	}
+	ks, _ := Parse("header:tenant,json:id")
+	for _, parts := range [][][]byte{{[]byte("a")}, {[]byte("a"), []byte("b"), []byte("c")}, {[]byte("a"), {}}} {
+		if k, err := ks.KeyOf(parts); !errors.Is(err, ErrKeyParts) {
+			t.Errorf("%q: key %q, err %v; want ErrKeyParts", parts, k, err)
+		}
 	}
 }

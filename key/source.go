@@ -164,11 +164,45 @@ func (k Source) composite(m *kafka.Message, a *Arena) ([]byte, Status) {
 		return nil, Waiting
 	}
 	start := len(a.b)
-	for _, b := range keys {
-		a.b = binary.AppendUvarint(a.b, uint64(len(b)))
-		a.b = append(a.b, b...)
-	}
+	a.b = appendComposite(a.b, keys)
 	return a.take(start), Keyed
+}
+
+// Compose is the composite key of parts, as Extract builds it from a
+// record with several sources: each part preceded by its length as a
+// uvarint. It lets a key be named by its parts (dedup explain).
+func Compose(parts [][]byte) []byte { return appendComposite(nil, parts) }
+
+// appendComposite appends the composite key of parts to dst.
+func appendComposite(dst []byte, parts [][]byte) []byte {
+	for _, b := range parts {
+		dst = binary.AppendUvarint(dst, uint64(len(b)))
+		dst = append(dst, b...)
+	}
+	return dst
+}
+
+// ErrKeyParts is a key given by parts that DEDUP_KEY would never extract:
+// another number of parts than it has sources, or an empty part.
+var ErrKeyParts = errors.New("key parts do not match DEDUP_KEY")
+
+// KeyOf is the dedup key Extract returns for a record whose parts (one
+// per source of k, in order) are parts: a single source's bytes as they
+// are, several composed (Compose). An empty part, or another number of
+// parts than k has sources, is ErrKeyParts: no record has that key.
+func (k Source) KeyOf(parts [][]byte) ([]byte, error) {
+	if len(parts) != len(k.parts) {
+		return nil, fmt.Errorf("%w: %d part(s) for %d source(s) in %q", ErrKeyParts, len(parts), len(k.parts), k.spec)
+	}
+	for i, b := range parts {
+		if len(b) == 0 {
+			return nil, fmt.Errorf("%w: part %d is empty (a record with an empty key part is unkeyed)", ErrKeyParts, i+1)
+		}
+	}
+	if len(parts) == 1 {
+		return parts[0], nil
+	}
+	return Compose(parts), nil
 }
 
 // extract is one part's key of m.
