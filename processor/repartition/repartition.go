@@ -39,7 +39,7 @@
 // Files: repartition.go (Options, Run, the group), partition.go (one
 // input partition's loop), fetch.go (its fetches), topic.go (creating and
 // checking the repartition topic), status.go (readiness and health for the
-// probes).
+// probes), route.go (the partition of a dedup key).
 package repartition
 
 import (
