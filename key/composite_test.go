@@ -2,10 +2,17 @@ package key
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"dedup/bench/keyformats"
+	"dedup/registry"
+	"dedup/registry/registrytest"
 )
 
 // TestCompositeUnambiguous: the parts of a composite key are kept apart,
@@ -127,6 +134,59 @@ func TestKeyOfParts(t *testing.T) {
 	for _, parts := range [][][]byte{{[]byte("a")}, {[]byte("a"), []byte("b"), []byte("c")}, {[]byte("a"), {}}} {
 		if k, err := ks.KeyOf(parts); !errors.Is(err, ErrKeyParts) {
 			t.Errorf("%q: key %q, err %v; want ErrKeyParts", parts, k, err)
+		}
+	}
+}
+
+// TestKeyOfSchemaFramed: for every format, a key given as its canonical
+// text (a string as it is, a long in decimal) is the key Extract takes
+// from a record framed by the registry, alone and as a composite part.
+func TestKeyOfSchemaFramed(t *testing.T) {
+	reg := registrytest.New()
+	t.Cleanup(reg.Close)
+	enc, err := keyformats.Register(reg, "events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := registry.New(registry.Options{URLs: []string{reg.URL()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	ev := keyformats.New(3, 42)
+	for _, f := range keyformats.Formats {
+		value, err := enc.Value(f, &ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := kafka.Message{Value: value, Headers: []kafka.Header{{Key: "tenant", Value: []byte("t1")}}}
+		for _, c := range []struct {
+			path string
+			text string
+		}{{"id", ev.ID}, {"created_at", strconv.FormatInt(ev.CreatedAt, 10)}} {
+			for _, spec := range []string{f + ":" + c.path, "header:tenant," + f + ":" + c.path} {
+				src, err := Parse(spec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				src = src.WithRegistry(client)
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				src.Extract(&m, nil) // starts the schema's fetch
+				err = src.Await(ctx, &m)
+				cancel()
+				if err != nil {
+					t.Fatalf("%s: %v", spec, err)
+				}
+				want, st := src.Extract(&m, nil)
+				parts := [][]byte{[]byte(c.text)}
+				if src.Parts() == 2 {
+					parts = [][]byte{[]byte("t1"), []byte(c.text)}
+				}
+				got, err := src.KeyOf(parts)
+				if st != Keyed || err != nil || !bytes.Equal(got, want) {
+					t.Errorf("%s, %q: KeyOf %q (%v), Extract %q (%v)", spec, parts, got, err, want, st)
+				}
+			}
 		}
 	}
 }
