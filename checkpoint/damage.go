@@ -21,6 +21,10 @@ type Damage struct {
 	// damaged snapshot's records in place.
 	KeptAt string
 	Err    error // a *CorruptError, or a *RefusedError
+	// Writer is the release that wrote it, when its metadata was read
+	// and records it: a piece of a newer release may be refused for a
+	// format this one does not read.
+	Writer string
 }
 
 // RefusedError is a snapshot whose checksums held but whose state the
@@ -65,5 +69,9 @@ func damageAttrs(d Damage) []any {
 	if errors.As(d.Err, &ce) {
 		what = ce.What
 	}
-	return []any{"topic", d.Topic, "partition", d.Partition, "seq", d.Seq, "damaged", what, "err", d.Err}
+	attrs := []any{"topic", d.Topic, "partition", d.Partition, "seq", d.Seq, "damaged", what, "err", d.Err}
+	if d.Writer != "" {
+		attrs = append(attrs, "written_by", d.Writer)
+	}
+	return attrs
 }

@@ -20,7 +20,8 @@
 // of a checkpoint partition, kafka_chunks.go the chunk writer,
 // kafka_probe.go the write probe of `dedup check`, kafka_moved.go the
 // snapshots found away from their checkpoint partition; meta.go a
-// piece's metadata, errors.go the typed errors; codec.go and
+// piece's metadata, format.go what a store says of a newer release's
+// format, errors.go the typed errors; codec.go and
 // literals.go the compression; scan.go and fetch.go the replay scan.
 //
 // Guarantees, for both stores:
@@ -69,7 +70,7 @@
 //   - Save keeps the best Keep snapshots per partition by that rank, with
 //     their increments, and removes (tombstones, for Kafka) the others and
 //     their increments. Increments do not count against Keep, and those of
-//     a kept snapshot are never removed.
+//     a kept snapshot are removed only when superseded (below).
 //   - A damaged snapshot (a *CorruptError, or a *RefusedError from decode)
 //     is logged at warn level naming it when found, handed to the report
 //     of WithDamageReport, and kept: the file store moves it to the
@@ -78,6 +79,19 @@
 //     (damage.go, file_damage.go). So is a damaged increment. An increment
 //     Load could not reach (ErrChainGap) is reported likewise but left in
 //     place, and removed with its base.
+//   - A superseded increment is no damage: one whose base is gone, or, in
+//     a chain older than the one a restore takes now, one whose Kafka
+//     chunks are gone and every later one of that chain (what a release
+//     before chains leaves: it prunes bases by its own count and tombstones
+//     the chunks of pieces it cannot see). Save removes them, logged once
+//     at info, and reports none. A missing chunk of the chain in use, a
+//     checksum mismatch, a truncated piece or unreadable metadata is
+//     damage wherever it is.
+//   - Save records the writing release's version in Meta.Writer. What a
+//     store holds and this release does not read (Kafka records of an
+//     unknown kind, files of an unknown kind in a partition's directory,
+//     metadata fields it does not know) is logged once per kind at warn,
+//     naming the writer when recorded, and ignored.
 //
 // FileStore and KafkaStore are safe for concurrent use and report their
 // Kind ("file", "kafka") for metrics labels. ScanOutput is a plain function

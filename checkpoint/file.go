@@ -19,6 +19,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"dedup/internal/buildinfo"
 )
 
 // File layout: <Dir>[/<Group>]/<topic>/<partition>/ holds
@@ -86,6 +88,7 @@ type FileStore struct {
 	// broken before them), by path: each is reported once per store, as
 	// the Kafka store does. They stay in place and go with their base.
 	unreachable map[string]bool
+	notes       formatNotes
 }
 
 var _ Store = (*FileStore)(nil)
@@ -325,6 +328,7 @@ func (s *FileStore) checkMeta(m *Meta) error {
 	if m.Created.IsZero() {
 		m.Created = time.Now()
 	}
+	m.Writer = buildinfo.Version
 	return nil
 }
 
@@ -564,8 +568,15 @@ func (s *FileStore) prune(ctx context.Context, dir string, topic string, partiti
 			s.keepAside(ctx, dir, Damage{Topic: topic, Partition: partition, Seq: p.seq, Where: path, Err: err})
 			continue
 		}
-		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		err = os.Remove(path)
+		switch {
+		case err != nil && !errors.Is(err, fs.ErrNotExist):
 			errs = append(errs, err)
+		case err == nil && !held[p.base]:
+			// Its base went before it: removed by hand, or by a release
+			// that predates chains and prunes bases only. No damage.
+			s.log.Info("checkpoint increment without its base removed: no damage", "topic", topic, "partition", partition,
+				"seq", p.seq, "base", p.base, "path", path)
 		}
 	}
 	for _, sn := range intact[min(s.keep, len(intact)):] {
@@ -605,6 +616,7 @@ func (s *FileStore) Load(ctx context.Context, topic string, partition int, decod
 		return Meta{}, "", fmt.Errorf("load checkpoint: %w", err)
 	}
 	dir := s.partitionDir(topic, partition)
+	s.noteForeign(dir)
 	lerr := &LoadError{Topic: topic, Partition: partition}
 	tried := 0
 	// A concurrent Save may prune files between listing and opening them;
@@ -630,6 +642,7 @@ func (s *FileStore) Load(ctx context.Context, topic string, partition int, decod
 				vanished = true
 				break
 			}
+			s.noteNewer(path, m)
 			if err == nil {
 				head, whole, err := s.loadChain(ctx, dir, m, decode)
 				if errors.Is(err, fs.ErrNotExist) && relist < 100 {
@@ -648,7 +661,7 @@ func (s *FileStore) Load(ctx context.Context, topic string, partition int, decod
 			tried++
 			where := path
 			if IsDamage(err) {
-				if kept := s.keepAside(ctx, dir, Damage{Topic: topic, Partition: partition, Seq: seq, Where: path, Err: err}); kept != "" {
+				if kept := s.keepAside(ctx, dir, Damage{Topic: topic, Partition: partition, Seq: seq, Where: path, Err: err, Writer: m.Writer}); kept != "" {
 					where = kept
 				}
 			} else {
@@ -725,6 +738,7 @@ func (s *FileStore) loadChain(ctx context.Context, dir string, base Meta, decode
 		if errors.Is(err, fs.ErrNotExist) {
 			return Meta{}, false, err
 		}
+		s.noteNewer(d(i, nil).Where, m)
 		if err == nil {
 			head = m
 			continue
@@ -733,7 +747,9 @@ func (s *FileStore) loadChain(ctx context.Context, dir string, base Meta, decode
 			return Meta{}, false, cerr
 		}
 		if IsDamage(err) {
-			s.keepAside(ctx, dir, d(i, err))
+			dm := d(i, err)
+			dm.Writer = m.Writer
+			s.keepAside(ctx, dir, dm)
 		} else {
 			s.log.Warn("checkpoint increment rejected", "path", d(i, nil).Where, "seq", incs[i].seq, "err", err)
 		}
@@ -754,6 +770,32 @@ func (s *FileStore) loadChain(ctx context.Context, dir string, base Meta, decode
 			"topic", base.Topic, "partition", base.Partition, "base", base.Seq, "head", head.Seq, "ignored", len(cut))
 	}
 	return head, whole, nil
+}
+
+// noteNewer says once when the metadata of the piece at path holds a field
+// this release does not know.
+func (s *FileStore) noteNewer(path string, m Meta) {
+	if m.newer != "" {
+		s.notes.note(s.log, "meta field "+m.newer, m.Writer, path)
+	}
+}
+
+// noteForeign says once what partition directory dir holds that this
+// release does not read (a kind of piece a newer release writes, as
+// increments were to releases before them): neither pieces, temporaries
+// nor the damaged/ directory.
+func (s *FileStore) noteForeign(dir string) {
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, d := range des {
+		name := d.Name()
+		if _, _, ok := parsePieceName(name); ok || name == damagedDir || strings.HasPrefix(name, tempPrefix) {
+			continue
+		}
+		s.notes.note(s.log, "file kind "+strconv.Quote(filepath.Ext(name)), "", filepath.Join(dir, name))
+	}
 }
 
 // unreachableFound reports, once per store, an increment Load could not
@@ -781,7 +823,7 @@ func loadFile(path string, seq, base uint64, decode func(Meta, io.Reader) error)
 		err = cerr
 	}
 	if err != nil {
-		return Meta{}, &RefusedError{Err: err}
+		return m, &RefusedError{Err: err} // m: for the report, which names its writer
 	}
 	return m, nil
 }
@@ -863,6 +905,7 @@ func readFooter(f *os.File, path string) (Meta, error) {
 	if err := json.Unmarshal(meta, &m); err != nil {
 		return Meta{}, corrupt("meta", fmt.Errorf("%w: %v", ErrFormat, err))
 	}
+	m.newer = unknownField[Meta](meta)
 	if m.StoredBytes != metaAt {
 		return Meta{}, corrupt("payload", fmt.Errorf("%w: %d bytes, meta says %d", ErrTruncated, metaAt, m.StoredBytes))
 	}

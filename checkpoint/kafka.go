@@ -19,6 +19,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"dedup/internal/buildinfo"
 	"dedup/offsets"
 )
 
@@ -79,6 +80,10 @@ type KafkaStore struct {
 	// broken before them), likewise, reported once; they are tombstoned
 	// with their base.
 	unreachable map[string]int64
+	// stale holds the increments found superseded or orphaned (see
+	// staleIncrements), likewise, logged once; they are tombstoned.
+	stale map[string]int64
+	notes formatNotes
 
 	saves sync.Map // save id -> *saveTrace, filled by the writer's Completion
 }
@@ -112,6 +117,7 @@ func NewKafkaStore(ctx context.Context, opts KafkaOptions) (*KafkaStore, error) 
 
 		reported:    map[string]int64{},
 		unreachable: map[string]int64{},
+		stale:       map[string]int64{},
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -224,6 +230,7 @@ func (s *KafkaStore) Save(ctx context.Context, m Meta, state io.WriterTo) (Meta,
 	if m.Created.IsZero() {
 		m.Created = time.Now()
 	}
+	m.Writer = buildinfo.Version
 	if m.Base == 0 && m.Prev != 0 {
 		return Meta{}, fmt.Errorf("save checkpoint: a base with prev %d", m.Prev)
 	}
@@ -411,18 +418,31 @@ func (s *KafkaStore) checkChain(pi *partIndex, id snapID, m Meta) (int64, error)
 // superseded lists tombstones for the bases of id beyond the best Keep by
 // rank (counting m, the one just written, when it is a base), for the
 // increments of every base not kept (tombstoned now, gone before, or
-// damaged), and for chunks no kept manifest refers to (older partial
-// writes, or the chunks of a manifest another writer replaced).
+// damaged), for the stale increments (staleIncrements), and for chunks no
+// kept manifest refers to (older partial writes, or the chunks of a
+// manifest another writer replaced).
 //
-// A damaged manifest (undecodable, a chunk missing or not matching, or
-// reported damaged by a Load) is neither tombstoned nor counted against
-// Keep, and its chunks stay: it is left in place for inspection and
-// reported once (see docs/checkpoints.md, "Integrity").
+// A damaged manifest (undecodable, a chunk not matching, a chunk missing
+// from a piece still needed, or reported damaged by a Load) is neither
+// tombstoned nor counted against Keep, and its chunks stay: it is left in
+// place for inspection and reported once (see docs/checkpoints.md,
+// "Integrity").
 func (s *KafkaStore) superseded(ctx context.Context, pi *partIndex, id snapID, m Meta) []kafka.Message {
 	newSeq := m.Seq
 	newKey := s.pieceKey(id, m.Seq, m.Base)
 	var tombs []kafka.Message
 	ranked := pi.newest(id) // without m: the index learns it afterwards
+	// The chains a restore takes from now on: m's, and, beside an
+	// increment m, the best base by rank (another, only when two writers
+	// of one generation overlapped).
+	live := map[uint64]bool{m.Seq: true}
+	if m.Increment() {
+		live = map[uint64]bool{m.Base: true}
+		if i := slices.IndexFunc(ranked, func(l *manifestLoc) bool { return l.base == 0 && l.err == nil }); i >= 0 {
+			live[ranked[i].m.Meta.Seq] = true
+		}
+	}
+	stale := s.staleIncrements(pi, id, ranked, live, newKey)
 	kept := 0
 	keptBases := map[uint64]bool{}
 	if !m.Increment() {
@@ -436,6 +456,11 @@ func (s *KafkaStore) superseded(ctx context.Context, pi *partIndex, id snapID, m
 		seq := loc.m.Meta.Seq
 		if loc.key == newKey {
 			continue // replaced by m (same key)
+		}
+		if why, ok := stale[loc.key]; ok {
+			s.staleFound(id, loc, why)
+			tombs = append(tombs, kafka.Message{Key: []byte(loc.key)})
+			continue
 		}
 		if err := s.verifyIndexed(pi, loc); err != nil || s.isReported(loc) {
 			if err != nil {
@@ -476,6 +501,52 @@ func (s *KafkaStore) superseded(ctx context.Context, pi *partIndex, id snapID, m
 		tombs = append(tombs, kafka.Message{Key: []byte(k)})
 	}
 	return tombs
+}
+
+// staleIncrements returns, by manifest key with the reason, the
+// increments of id no restore can use that are no damage: those whose
+// base is not held, and, in a chain not live (a newer base exists), each
+// from the first one whose chunks are missing on. A release that
+// predates chains reads only bases and tombstones every chunk no base
+// refers to, so after a downgrade and an upgrade again the older chains'
+// increments have lost their chunks; the newer base is what restores use.
+// A missing chunk in the live chain, a chunk that does not match its
+// sums, or an undecodable manifest is damage all the same (the caller
+// reports it), and so is a manifest already reported damaged.
+func (s *KafkaStore) staleIncrements(pi *partIndex, id snapID, ranked []*manifestLoc, live map[uint64]bool, newKey string) map[string]string {
+	ms := pi.manifests[id]
+	stale := map[string]string{}
+	cut := map[uint64]uint64{} // base -> seq of its chain's first increment with chunks missing
+	verdicts := map[string]error{}
+	for _, loc := range ranked {
+		if loc.base == 0 || loc.err != nil || loc.key == newKey || s.isReported(loc) {
+			continue
+		}
+		err := s.verifyIndexed(pi, loc)
+		verdicts[loc.key] = err
+		if err != nil && !errors.Is(err, ErrMissing) {
+			continue
+		}
+		if b, ok := ms[loc.base]; !ok || b.base != 0 {
+			stale[loc.key] = "its base is gone"
+			continue
+		}
+		if !live[loc.base] && err != nil {
+			if c, ok := cut[loc.base]; !ok || loc.m.Meta.Seq < c {
+				cut[loc.base] = loc.m.Meta.Seq
+			}
+		}
+	}
+	for _, loc := range ranked {
+		c, ok := cut[loc.base]
+		if !ok || loc.base == 0 || loc.m.Meta.Seq < c || stale[loc.key] != "" {
+			continue
+		}
+		if err, checked := verdicts[loc.key]; checked && (err == nil || errors.Is(err, ErrMissing)) {
+			stale[loc.key] = fmt.Sprintf("a newer base exists, and the chunks of seq %d of its chain are gone", c)
+		}
+	}
+	return stale
 }
 
 // learn applies a Save's own records to the index without reading them back,
@@ -738,7 +809,7 @@ func (s *KafkaStore) damaged(ctx context.Context, id snapID, loc *manifestLoc, e
 	off, seen := s.reported[loc.key]
 	s.reported[loc.key] = loc.offset
 	s.mu.Unlock()
-	d := Damage{Topic: id.topic, Partition: id.partition, Seq: loc.m.Meta.Seq, Where: loc.key, Err: err}
+	d := Damage{Topic: id.topic, Partition: id.partition, Seq: loc.m.Meta.Seq, Where: loc.key, Err: err, Writer: loc.m.Meta.Writer}
 	if seen && off == loc.offset {
 		s.log.Debug("checkpoint damaged (reported before)", append(damageAttrs(d), "key", loc.key)...)
 		return
@@ -763,6 +834,20 @@ func (s *KafkaStore) unreachableFound(ctx context.Context, id snapID, loc *manif
 	s.log.Warn("checkpoint increment unreachable: its chain is broken before it; left in place, tombstoned with its base",
 		append(damageAttrs(d), "key", loc.key)...)
 	reportDamage(ctx, d)
+}
+
+// staleFound logs, once per record and at info, a stale increment a
+// Save tombstones (staleIncrements): no damage, nothing is counted.
+func (s *KafkaStore) staleFound(id snapID, loc *manifestLoc, why string) {
+	s.mu.Lock()
+	off, seen := s.stale[loc.key]
+	s.stale[loc.key] = loc.offset
+	s.mu.Unlock()
+	if seen && off == loc.offset {
+		return
+	}
+	s.log.Info("checkpoint increment superseded: tombstoned, no damage", "topic", id.topic, "partition", id.partition,
+		"seq", loc.m.Meta.Seq, "base", loc.base, "key", loc.key, "reason", why)
 }
 
 // isReported reports whether this manifest record was reported damaged.

@@ -9,6 +9,8 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -132,6 +134,9 @@ func (pi *partIndex) reset(first int64, now time.Time) {
 func (s *KafkaStore) apply(pi *partIndex, key string, value []byte, tombstone bool, offset int64) {
 	k, ok := s.parseKey(key)
 	if !ok {
+		if !tombstone {
+			s.foreignRecord(key, value)
+		}
 		return
 	}
 	if !k.manifest {
@@ -159,6 +164,8 @@ func (s *KafkaStore) apply(pi *partIndex, key string, value []byte, tombstone bo
 	loc := &manifestLoc{key: key, offset: offset, base: k.base}
 	if err := json.Unmarshal(value, &loc.m); err != nil {
 		loc.err = &CorruptError{Key: key, What: "manifest", Err: fmt.Errorf("%w: %v", ErrFormat, err)}
+	} else if f := unknownField[manifest](value); f != "" {
+		s.notes.note(s.log, "manifest field "+f, loc.m.Meta.Writer, key)
 	}
 	// The key is the authority on what the manifest describes.
 	loc.m.Meta.Topic, loc.m.Meta.Partition, loc.m.Meta.Seq = k.id.topic, k.id.partition, k.seq
@@ -169,6 +176,28 @@ func (s *KafkaStore) apply(pi *partIndex, key string, value []byte, tombstone bo
 	}
 	loc.m.Meta.Base = k.base
 	ms[k.seq] = loc
+}
+
+// foreignRecord notes a record of an input partition's key space that
+// this release does not parse: a kind of piece a newer release writes
+// (as increments were to releases before them). Other keys of the group
+// (the probe's) are none of its business.
+func (s *KafkaStore) foreignRecord(key string, value []byte) {
+	rest, _ := strings.CutPrefix(key, s.prefix)
+	f := strings.Split(rest, "/")
+	if len(f) < 3 || len(rest) == len(key) {
+		return
+	}
+	if _, err := strconv.Atoi(f[1]); err != nil {
+		return
+	}
+	var v struct {
+		Meta struct {
+			Writer string `json:"writer"`
+		} `json:"meta"`
+	}
+	_ = json.Unmarshal(value, &v) // a chunk, or another format: no writer to name
+	s.notes.note(s.log, "records of kind "+strconv.Quote(f[2]), v.Meta.Writer, key)
 }
 
 // newest returns the manifests of id, best first by (Epoch, Generation,

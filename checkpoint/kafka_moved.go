@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -146,7 +147,15 @@ func (s *KafkaStore) tombstoneAway(ctx context.Context, cp int, id snapID) error
 	var keys []string
 	damaged := map[string]bool{} // seq/nonce of damaged manifests, whose chunks stay too
 	for _, loc := range pi.manifests[id] {
-		if err := s.verifyIndexed(pi, loc); err != nil || s.isReported(loc) {
+		err := s.verifyIndexed(pi, loc)
+		if loc.base != 0 && errors.Is(err, ErrMissing) && !s.isReported(loc) {
+			// Superseded by the pieces at home like every copy here, and
+			// its chunks pruned by another writer: no damage.
+			s.staleFound(id, loc, "moved home, its chunks gone")
+			keys = append(keys, loc.key)
+			continue
+		}
+		if err != nil || s.isReported(loc) {
 			// Kept for inspection like any damaged snapshot, never
 			// tombstoned with the moved copies.
 			if err != nil {

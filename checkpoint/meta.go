@@ -30,6 +30,14 @@ type Meta struct {
 	InputPartitions  int `json:"input_partitions,omitempty"`
 	OutputPartitions int `json:"output_partitions,omitempty"`
 
+	// The drop topic (DROPPED_TOPIC) as OutputEnds and OutputPartitions
+	// record the output: its end offsets read before the state was copied
+	// and its partition count, where a restore's scan of the drops
+	// starts. Empty in snapshots taken without a drop topic.
+	DroppedTopic      string        `json:"dropped_topic,omitempty"`
+	DroppedEnds       map[int]int64 `json:"dropped_ends,omitempty"`
+	DroppedPartitions int           `json:"dropped_partitions,omitempty"`
+
 	// Generation is the consumer-group generation of the member that took
 	// the snapshot, Epoch counts restarts of the group's generation
 	// numbering (a group deleted and created again starts over at 1): a
@@ -52,6 +60,17 @@ type Meta struct {
 	// increments of its base up to and including this one (set by Save):
 	// what a restore reads beyond the base. 0 for a base.
 	ChainBytes int64 `json:"chain_bytes,omitempty"`
+
+	// Writer is the version of the release that wrote the piece (set by
+	// Save from internal/buildinfo), so that a release finding what it
+	// does not read can name who wrote it. Releases that predate the field
+	// ignore it, as every release ignores fields it does not know. Empty
+	// in pieces written before it existed.
+	Writer string `json:"writer,omitempty"`
+
+	// newer names a field of the stored metadata that this release does
+	// not know (set when a store reads it): a newer release wrote it.
+	newer string
 }
 
 // Increment reports whether m describes an increment (not a base).
