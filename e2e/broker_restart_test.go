@@ -36,6 +36,7 @@ type restartable struct {
 // log on failure; open starts it. Cleanup closes it.
 func newRestartable(t *testing.T, extra ...kfake.Opt) (b *restartable, brokers string) {
 	t.Helper()
+	needsKfake(t, "restarts and control functions (a broker closed and reopened on its port)")
 	_, portStr, err := net.SplitHostPort(testkit.FreeAddr(t))
 	if err != nil {
 		t.Fatal(err)
@@ -95,6 +96,7 @@ func (r *restartable) close() {
 // on the same port while the stage runs (the kafka checkpoint store lives on
 // that broker too): no loss, no duplicates, and the stage rides it out.
 func TestBrokerRestart(t *testing.T) {
+	needsKfake(t, "broker restarts: closed and reopened on its port from its data directory (kfake.DataDir)")
 	rng := newRand(testSeed(t))
 	b, brokers := newRestartable(t, kfake.DataDir(t.TempDir()))
 	b.open(t)

@@ -17,12 +17,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
-
 	"dedup/internal/testkit"
 )
 
 const (
+	// The topics on kfake; against an external cluster each test has its
+	// own (namesOf).
 	inputTopic    = "events"
 	outputTopic   = "events-deduped"
 	numPartitions = 3
@@ -90,37 +90,18 @@ func (s scenario) finish(t *testing.T, pr *producer, guard func() error, sentine
 	verify(t, s.w, s.obs.drain(t, s.brokers))
 }
 
-func newCluster(t *testing.T, extra ...kfake.Opt) (*kfake.Cluster, string) {
-	t.Helper()
-	c := testkit.Cluster(t, numPartitions, extra...)
-	t.Cleanup(func() {
-		// A failed wait often means a partition nobody consumes: say
-		// who held what (a member killed mid-join stays in kfake's
-		// group; see waitSettled).
-		if !t.Failed() {
-			return
-		}
-		if g := c.GroupInfo("e2e"); g != nil {
-			t.Logf("group %s: state %s, generation %d, %d members", g.Group, g.State, g.Epoch, len(g.Members))
-			for _, m := range g.Members {
-				t.Logf("  member %s (%s): %v", m.MemberID, m.ClientHost, m.Assignment)
-			}
-		}
-	})
-	return c, c.ListenAddrs()[0]
-}
-
 // stageEnv is the environment of one deduplication stage: everything the
 // binary needs, nothing inherited from the test's own environment except
 // PATH and HOME.
 func stageEnv(t *testing.T, brokers, store string) map[string]string {
 	t.Helper()
+	n := namesOf(t)
 	dataDir := t.TempDir()
 	return map[string]string{
 		"KAFKA_BROKERS":         brokers,
-		"INPUT_TOPIC":           inputTopic,
-		"OUTPUT_TOPIC":          outputTopic,
-		"GROUP_ID":              "e2e",
+		"INPUT_TOPIC":           n.input,
+		"OUTPUT_TOPIC":          n.output,
+		"GROUP_ID":              n.group,
 		"CHECKPOINT_STORE":      store,
 		"CHECKPOINT_DIR":        filepath.Join(dataDir, "checkpoints"),
 		"CHECKPOINT_INTERVAL":   "200ms",
@@ -515,7 +496,7 @@ func waitLagZero(t *testing.T, ps ...*proc) {
 		if err := alive(ps...); err != nil {
 			return err
 		}
-		lag, series, err := sumAcross(ps, "dedup_consumer_lag", map[string]string{"topic": inputTopic})
+		lag, series, err := sumAcross(ps, "dedup_consumer_lag", map[string]string{"topic": namesOf(t).input})
 		if err != nil {
 			return err
 		}

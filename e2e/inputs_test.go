@@ -65,6 +65,7 @@ func (o *observer) waitKeys(t *testing.T, timeout time.Duration, guard func() er
 // while valid documents are deduplicated by their id.
 func TestStrictJSONKeys(t *testing.T) {
 	_, brokers := newCluster(t)
+	input := namesOf(t).input
 	obs := startObserver(t, brokers)
 	env := stageEnv(t, brokers, "file")
 	env["DEDUP_KEY"] = "json:id"
@@ -106,13 +107,13 @@ func TestStrictJSONKeys(t *testing.T) {
 		if err := alive(p); err != nil {
 			return err
 		}
-		if n := metric(t, p, "dedup_messages_total", map[string]string{"topic": inputTopic, "partition": "0"}); n < float64(len(values)) {
+		if n := metric(t, p, "dedup_messages_total", map[string]string{"topic": input, "partition": "0"}); n < float64(len(values)) {
 			return fmt.Errorf("%w: %v of %d", errNotYet, n, len(values))
 		}
 		return nil
 	})
-	unkeyed := metric(t, p, "dedup_messages_total", map[string]string{"topic": inputTopic, "partition": "0", "outcome": "unkeyed"})
-	dups := metric(t, p, "dedup_messages_total", map[string]string{"topic": inputTopic, "partition": "0", "outcome": "duplicate"})
+	unkeyed := metric(t, p, "dedup_messages_total", map[string]string{"topic": input, "partition": "0", "outcome": "unkeyed"})
+	dups := metric(t, p, "dedup_messages_total", map[string]string{"topic": input, "partition": "0", "outcome": "duplicate"})
 	total := metric(t, p, "dedup_messages_total", nil)
 	p.termOK(t)
 
@@ -158,7 +159,7 @@ func committed(t *testing.T, brokers, group string) map[int32]int64 {
 	req := kmsg.NewPtrOffsetFetchRequest()
 	req.Group = group
 	rt := kmsg.NewOffsetFetchRequestTopic()
-	rt.Topic = inputTopic
+	rt.Topic = namesOf(t).input
 	for p := int32(0); p < numPartitions; p++ {
 		rt.Partitions = append(rt.Partitions, p)
 	}
@@ -187,7 +188,7 @@ func committed(t *testing.T, brokers, group string) map[int32]int64 {
 // in the output exactly once.
 func TestOutputRefusedForGood(t *testing.T) {
 	_, brokers := newCluster(t)
-	testkit.SetTopicConfig(t, brokers, outputTopic, "max.message.bytes", "4096")
+	testkit.SetTopicConfig(t, brokers, namesOf(t).output, "max.message.bytes", "4096")
 	obs := startObserver(t, brokers)
 	env := stageEnv(t, brokers, "file")
 
@@ -249,7 +250,7 @@ func TestOutputRefusedForGood(t *testing.T) {
 	if n := metric(t, a, "dedup_output_errors_total", map[string]string{"kind": "refused"}); n != 1 {
 		t.Errorf(`dedup_output_errors_total{kind="refused"} = %v, want 1`, n)
 	}
-	ends, err := endOffsets(brokers, inputTopic)
+	ends, err := endOffsets(brokers, namesOf(t).input)
 	if err != nil {
 		t.Fatalf("list input end offsets: %v", err)
 	}
@@ -324,7 +325,7 @@ func TestPartitionSeriesFollowOwner(t *testing.T) {
 
 	// Every family with a partition label, on both members.
 	for _, s := range mustScrape(t, a) {
-		if s.labels["topic"] == inputTopic && slices.Contains(lost, s.labels["partition"]) {
+		if s.labels["topic"] == namesOf(t).input && slices.Contains(lost, s.labels["partition"]) {
 			t.Errorf("%s still exposes %s%v for partition %s, which moved to %s", a.name, s.name, s.labels, s.labels["partition"], b.name)
 		}
 	}
@@ -345,7 +346,7 @@ func seriesPartitions(t *testing.T, p *proc, family string) []string {
 	t.Helper()
 	var out []string
 	for _, s := range mustScrape(t, p) {
-		if s.name == family && s.labels["topic"] == inputTopic && !slices.Contains(out, s.labels["partition"]) {
+		if s.name == family && s.labels["topic"] == namesOf(t).input && !slices.Contains(out, s.labels["partition"]) {
 			out = append(out, s.labels["partition"])
 		}
 	}

@@ -1,6 +1,7 @@
 // Package e2e_test drives the built dedup binary as a real process against an
-// in-process kfake broker, configured only through the environment variables
-// of the outside interface the README documents. It proves the
+// in-process kfake broker (or the external cluster of E2E_KAFKA_BROKERS),
+// configured only through the environment variables of the outside
+// interface the README documents. It proves the
 // contract's exactly-once promise across SIGKILL, SIGTERM, rebalances and a
 // broker restart, and the configuration-error exit code.
 package e2e_test
@@ -22,19 +23,23 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) int {
 	// E2E_BINARY tests a prebuilt binary instead (say, a release build).
-	if p := os.Getenv("E2E_BINARY"); p != "" {
-		binPath = p
-		return testkit.Run(m)
+	if binPath = os.Getenv("E2E_BINARY"); binPath == "" {
+		dir, err := os.MkdirTemp("", "dedup-e2e-bin-")
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: create temp dir: %v\n", err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		if binPath, err = testkit.BuildBinary(dir); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+			return 1
+		}
 	}
-	dir, err := os.MkdirTemp("", "dedup-e2e-bin-")
+	stop, err := useExternal(binPath)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: create temp dir: %v\n", err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	if binPath, err = testkit.BuildBinary(dir); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 		return 1
 	}
+	defer stop()
 	return testkit.Run(m)
 }

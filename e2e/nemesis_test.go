@@ -70,6 +70,7 @@ var nemeses = []nemesisCase{
 // the stream, and checks after each run that every first occurrence is in
 // the output exactly once. One case: go test -run 'TestNemesis/lost-ack/kafka' ./e2e
 func TestNemesis(t *testing.T) {
+	needsKfake(t, "fault injection: lost acknowledgements and empty or slow fetches (ControlKey), restarts from a data directory (kfake.DataDir), the group's state (GroupInfo)")
 	for _, nc := range nemeses {
 		for _, store := range []string{"kafka", "file"} {
 			t.Run(nc.name+"/"+store, func(t *testing.T) {

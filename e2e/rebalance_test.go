@@ -26,6 +26,7 @@ func produceRange(t *testing.T, brokers string, w *workload, lo, hi int) {
 	t.Helper()
 	cl := newProducerClient(t, brokers)
 	defer cl.Close()
+	input := namesOf(t).input
 	const batch = 500
 	for b := lo; b < hi; b += batch {
 		rs := make([]*kgo.Record, 0, batch)
@@ -33,7 +34,7 @@ func produceRange(t *testing.T, brokers string, w *workload, lo, hi int) {
 		for i := b; i < min(b+batch, hi); i++ {
 			r := &w.recs[i]
 			kr := &kgo.Record{
-				Topic: inputTopic, Partition: r.partition, Key: []byte(r.key), Value: []byte(r.value), Timestamp: r.ts,
+				Topic: input, Partition: r.partition, Key: []byte(r.key), Value: []byte(r.value), Timestamp: r.ts,
 				Headers: []kgo.RecordHeader{{Key: "e2e-seq", Value: []byte(strconv.Itoa(i))}},
 			}
 			index[kr] = i
@@ -62,7 +63,7 @@ func metric(t *testing.T, p *proc, name string, match map[string]string) float64
 // record ever written.
 func outputEnd(t *testing.T, brokers string) int64 {
 	t.Helper()
-	ends, err := endOffsets(brokers, outputTopic)
+	ends, err := endOffsets(brokers, namesOf(t).output)
 	if err != nil {
 		t.Fatalf("list output end offsets: %v", err)
 	}
@@ -254,6 +255,7 @@ func TestStickyWarmRebalance(t *testing.T) {
 func TestInputPartitionAdded(t *testing.T) {
 	sc := newScenario(t, 20000)
 	brokers, w, obs := sc.brokers, sc.w, sc.obs
+	input := namesOf(t).input
 	p := startProc(t, "dedup", stageEnv(t, brokers, "kafka"))
 	pr := startProducer(t, brokers, w, obs, 1500)
 	guard := func() error { return errors.Join(pr.check(), alive(p)) }
@@ -261,7 +263,7 @@ func TestInputPartitionAdded(t *testing.T) {
 
 	req := kmsg.NewPtrCreatePartitionsRequest()
 	rt := kmsg.NewCreatePartitionsRequestTopic()
-	rt.Topic, rt.Count = inputTopic, numPartitions+1
+	rt.Topic, rt.Count = input, numPartitions+1
 	req.Topics = append(req.Topics, rt)
 	req.TimeoutMillis = 10000
 	var err error
@@ -269,7 +271,7 @@ func TestInputPartitionAdded(t *testing.T) {
 		err = errors.Join(err, kerr.ErrorForCode(r.ErrorCode))
 	}
 	if err != nil {
-		t.Fatalf("add a partition to %s: %v", inputTopic, err)
+		t.Fatalf("add a partition to %s: %v", input, err)
 	}
 
 	// Records on the new partition: keys of their own, each three times.
@@ -278,12 +280,12 @@ func TestInputPartitionAdded(t *testing.T) {
 	for i := range 300 {
 		for d := range 3 {
 			added = append(added, &kgo.Record{
-				Topic: inputTopic, Partition: newPartition, Key: []byte(fmt.Sprintf("new-%04d", i)),
+				Topic: input, Partition: newPartition, Key: []byte(fmt.Sprintf("new-%04d", i)),
 				Value: []byte(fmt.Sprintf("new-%04d-%d", i, d)), Timestamp: time.Now(),
 			})
 		}
 	}
-	prod, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	prod, err := kgo.NewClient(seedBrokers(brokers), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)
 	}

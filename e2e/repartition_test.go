@@ -15,6 +15,8 @@ import (
 )
 
 const (
+	// The repartition topic on kfake; against an external cluster each
+	// test has its own (namesOf).
 	repartitionTopic = "events-by-id"
 	retractHeader    = "dedup-retract"
 )
@@ -24,7 +26,7 @@ const (
 // partitions, records without the field (unkeyed), and retraction cycles
 // (an id, its retraction, the id again) on one input partition each.
 type repartitionInput struct {
-	recs     []*kgo.Record
+	recs     []*kgo.Record       // Topic set by produce: the test's input topic
 	ids      map[string]bool     // ids with copies: forwarded once
 	unkeyed  map[string]bool     // values: forwarded once each
 	cycles   map[string][]string // id -> the values of its cycle, in order: all forwarded, in order
@@ -46,14 +48,14 @@ func newRepartitionInput(rng *rand.Rand, ids, unkeyed, cycles int, base time.Tim
 		copies := 2 + rng.IntN(2)
 		first := rng.IntN(numPartitions)
 		for c := range copies {
-			recs = append(recs, &kgo.Record{Topic: inputTopic, Partition: int32((first + c) % numPartitions), Key: key(),
+			recs = append(recs, &kgo.Record{Partition: int32((first + c) % numPartitions), Key: key(),
 				Value: fmt.Appendf(nil, `{"id":%q,"copy":%d}`, id, c)})
 		}
 	}
 	for i := range unkeyed {
 		v := fmt.Sprintf(`{"unkeyed":%d}`, i)
 		in.unkeyed[v] = true
-		recs = append(recs, &kgo.Record{Topic: inputTopic, Partition: int32(rng.IntN(numPartitions)), Key: key(), Value: []byte(v)})
+		recs = append(recs, &kgo.Record{Partition: int32(rng.IntN(numPartitions)), Key: key(), Value: []byte(v)})
 	}
 	rng.Shuffle(len(recs), func(i, j int) { recs[i], recs[j] = recs[j], recs[i] })
 	// Retraction cycles go in at random places, each step after the one
@@ -65,7 +67,7 @@ func newRepartitionInput(rng *rand.Rand, ids, unkeyed, cycles int, base time.Tim
 		for step, name := range []string{"first", "retract", "again"} {
 			v := fmt.Sprintf(`{"id":%q,"step":%q}`, id, name)
 			in.cycles[id] = append(in.cycles[id], v)
-			r := &kgo.Record{Topic: inputTopic, Partition: p, Key: key(), Value: []byte(v)}
+			r := &kgo.Record{Partition: p, Key: key(), Value: []byte(v)}
 			if name == "retract" {
 				r.Headers = []kgo.RecordHeader{{Key: retractHeader, Value: []byte("1")}}
 			}
@@ -81,12 +83,17 @@ func newRepartitionInput(rng *rand.Rand, ids, unkeyed, cycles int, base time.Tim
 	return in
 }
 
-// produce writes the next n records (all that are left when fewer).
+// produce writes the next n records (all that are left when fewer) to t's
+// input topic.
 func (in *repartitionInput) produce(t *testing.T, cl *kgo.Client, n int) {
 	t.Helper()
 	end := min(len(in.recs), in.produced+n)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	input := namesOf(t).input
+	for _, r := range in.recs[in.produced:end] {
+		r.Topic = input
+	}
 	for i := in.produced; i < end; i += 200 {
 		if err := cl.ProduceSync(ctx, in.recs[i:min(i+200, end)]...).FirstErr(); err != nil {
 			t.Fatalf("produce input: %v", err)
@@ -115,9 +122,9 @@ func (in *repartitionInput) verify(t *testing.T, out []outRecord) {
 			t.Errorf("%v was never input", o)
 			continue
 		}
-		if o.headers[hdrSourceTopic] != inputTopic || o.headers[hdrSourcePartition] != strconv.Itoa(int(r.Partition)) ||
+		if o.headers[hdrSourceTopic] != r.Topic || o.headers[hdrSourcePartition] != strconv.Itoa(int(r.Partition)) ||
 			o.headers[hdrSourceOffset] != strconv.FormatInt(r.Offset, 10) {
-			t.Errorf("%v: want source %s/%d@%d", o, inputTopic, r.Partition, r.Offset)
+			t.Errorf("%v: want source %s/%d@%d", o, r.Topic, r.Partition, r.Offset)
 		}
 		if o.key != string(r.Key) {
 			t.Errorf("%v: want the input key %q", o, r.Key)
@@ -163,7 +170,7 @@ func hop1Settled(t *testing.T, guard func() error, ps ...*proc) {
 		if err := guard(); err != nil {
 			return err
 		}
-		_, series, err := sumAcross(ps, "dedup_repartition_input_lag", map[string]string{"topic": inputTopic})
+		_, series, err := sumAcross(ps, "dedup_repartition_input_lag", map[string]string{"topic": namesOf(t).input})
 		if err != nil {
 			return err
 		}
@@ -189,16 +196,17 @@ func TestRepartitionCrash(t *testing.T) {
 func testRepartitionCrash(t *testing.T, store string) {
 	rng := newRand(testSeed(t))
 	_, brokers := newCluster(t)
+	n := namesOf(t)
 	obs := startObserver(t, brokers)
 	in := newRepartitionInput(rng, 2000, 300, 40, time.Now().Truncate(time.Millisecond))
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
+	cl, err := kgo.NewClient(seedBrokers(brokers), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
 
 	env := stageEnv(t, brokers, store)
-	env["REPARTITION_TOPIC"] = repartitionTopic
+	env["REPARTITION_TOPIC"] = n.repartition
 	env["DEDUP_KEY"] = "json:id"
 	env["DEDUP_RETRACT_HEADER"] = retractHeader
 	var names procSet
@@ -249,7 +257,7 @@ func testRepartitionCrash(t *testing.T, store string) {
 	// Hop 1 has everything acknowledged once its group committed the
 	// input's end; sentinels written straight to each repartition
 	// partition then come after every record of the input there.
-	ends, err := endOffsets(brokers, inputTopic)
+	ends, err := endOffsets(brokers, n.input)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +265,7 @@ func testRepartitionCrash(t *testing.T, store string) {
 		if err := guard(); err != nil {
 			return err
 		}
-		c := committed(t, brokers, "e2e-repartition")
+		c := committed(t, brokers, n.group+"-repartition")
 		for part, end := range ends {
 			if c[part] < end {
 				return fmt.Errorf("%w: partition %d committed %d of %d", errNotYet, part, c[part], end)
@@ -266,7 +274,7 @@ func testRepartitionCrash(t *testing.T, store string) {
 		return nil
 	})
 	for part := range int32(numPartitions) {
-		s := &kgo.Record{Topic: repartitionTopic, Partition: part, Key: fmt.Appendf(nil, "%s%d", sentinelPrefix, part),
+		s := &kgo.Record{Topic: n.repartition, Partition: part, Key: fmt.Appendf(nil, "%s%d", sentinelPrefix, part),
 			Value: fmt.Appendf(nil, `{"id":"sentinel-%d"}`, part)}
 		if err := cl.ProduceSync(context.Background(), s).FirstErr(); err != nil {
 			t.Fatalf("produce sentinel: %v", err)

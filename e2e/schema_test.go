@@ -55,7 +55,7 @@ var schemaFormats = []schemaFormat{
 		var ids []int
 		var schemas []avro.Schema
 		for _, text := range texts {
-			ids = append(ids, reg.Register(inputTopic+"-value", sr.Schema{Schema: text, Type: sr.TypeAvro}))
+			ids = append(ids, reg.Register(namesOf(t).input+"-value", sr.Schema{Schema: text, Type: sr.TypeAvro}))
 			schemas = append(schemas, avro.MustParse(text))
 		}
 		return func(v int, id string, n int) []byte {
@@ -75,7 +75,7 @@ var schemaFormats = []schemaFormat{
 		var ids []int
 		var descs []protoreflect.MessageDescriptor
 		for i, text := range texts {
-			ids = append(ids, reg.Register(inputTopic+"-value", sr.Schema{Schema: text, Type: sr.TypeProtobuf}))
+			ids = append(ids, reg.Register(namesOf(t).input+"-value", sr.Schema{Schema: text, Type: sr.TypeProtobuf}))
 			name := fmt.Sprintf("event%d.proto", i)
 			c := protocompile.Compiler{Resolver: &protocompile.SourceResolver{Accessor: protocompile.SourceAccessorFromMap(map[string]string{name: text})}}
 			files, err := c.Compile(context.Background(), name)
@@ -111,7 +111,7 @@ var schemaFormats = []schemaFormat{
 		}
 		var ids []int
 		for _, text := range texts {
-			ids = append(ids, reg.Register(inputTopic+"-value", sr.Schema{Schema: text, Type: sr.TypeJSON}))
+			ids = append(ids, reg.Register(namesOf(t).input+"-value", sr.Schema{Schema: text, Type: sr.TypeJSON}))
 		}
 		return func(v int, id string, n int) []byte {
 			rec := map[string]any{"n": n}

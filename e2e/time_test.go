@@ -19,6 +19,10 @@ import (
 // is written as -1), and /metrics counts each kind.
 func TestClockSkewAndKeptTimestamps(t *testing.T) {
 	_, brokers := newCluster(t)
+	topics := namesOf(t)
+	// A broker may refuse records stamped far ahead of its clock; this
+	// test produces and forwards some on purpose.
+	allowFutureTimestamps(t, brokers, topics.input, topics.output)
 	obs := startObserver(t, brokers)
 	env := stageEnv(t, brokers, "file")
 	env["DEDUP_WINDOW"] = "1m"
@@ -26,8 +30,8 @@ func TestClockSkewAndKeptTimestamps(t *testing.T) {
 	p := startProc(t, "dedup", env)
 	waitReady(t, p, 30*time.Second)
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.DefaultProduceTopic(inputTopic))
+	cl, err := kgo.NewClient(seedBrokers(brokers), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.DefaultProduceTopic(topics.input))
 	if err != nil {
 		t.Fatalf("create producer: %v", err)
 	}
@@ -100,7 +104,7 @@ func TestClockSkewAndKeptTimestamps(t *testing.T) {
 	}
 
 	part0 := func(samples []sample, name string, labels ...string) float64 {
-		m := map[string]string{"topic": inputTopic, "partition": "0"}
+		m := map[string]string{"topic": topics.input, "partition": "0"}
 		for i := 0; i+1 < len(labels); i += 2 {
 			m[labels[i]] = labels[i+1]
 		}

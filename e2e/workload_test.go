@@ -114,6 +114,7 @@ func (w *workload) dups() int { return len(w.recs) - w.nFirsts }
 // flowing while the stage runs, and kills land in the middle of the stream
 // rather than after it.
 type producer struct {
+	topic     string // the input topic
 	w         *workload
 	obs       *observer
 	maxAhead  int
@@ -138,7 +139,7 @@ func startPacedProducer(t *testing.T, brokers string, w *workload, obs *observer
 	t.Helper()
 	cl := newProducerClient(t, brokers)
 	ctx, cancel := context.WithCancel(context.Background())
-	pr := &producer{w: w, obs: obs, maxAhead: maxAhead, perSecond: perSecond, done: make(chan struct{})}
+	pr := &producer{topic: namesOf(t).input, w: w, obs: obs, maxAhead: maxAhead, perSecond: perSecond, done: make(chan struct{})}
 	pr.limit.Store(int64(len(w.recs)))
 	go func() {
 		defer close(pr.done)
@@ -181,7 +182,7 @@ func (pr *producer) run(ctx context.Context, cl *kgo.Client) error {
 		for i := lo; i < hi; i++ {
 			r := &pr.w.recs[i]
 			kr := &kgo.Record{
-				Topic:     inputTopic,
+				Topic:     pr.topic,
 				Partition: r.partition,
 				Key:       []byte(r.key),
 				Value:     []byte(r.value),
@@ -257,6 +258,7 @@ func (o outRecord) String() string {
 // plain (group-less) kgo consumer, so its counts are the observable that
 // kills and waits are keyed on.
 type observer struct {
+	topic     string // the output topic
 	mu        sync.Mutex
 	recs      []outRecord
 	next      map[int32]int64 // next output offset per partition
@@ -271,9 +273,10 @@ type observer struct {
 
 func startObserver(t *testing.T, brokers string) *observer {
 	t.Helper()
+	output := namesOf(t).output
 	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(brokers),
-		kgo.ConsumeTopics(outputTopic),
+		seedBrokers(brokers),
+		kgo.ConsumeTopics(output),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(200*time.Millisecond),
 		// Marked as the test's own, sessionless fetches: the nemesis
@@ -285,6 +288,7 @@ func startObserver(t *testing.T, brokers string) *observer {
 		t.Fatalf("create output consumer: %v", err)
 	}
 	o := &observer{
+		topic:     output,
 		next:      map[int32]int64{},
 		sentinels: map[string]bool{},
 		keys:      map[string]int{},
@@ -389,7 +393,7 @@ func (o *observer) waitProgress(t *testing.T, timeout time.Duration, n int64, wh
 // yields the complete output.
 func (o *observer) drain(t *testing.T, brokers string) []outRecord {
 	t.Helper()
-	ends, err := endOffsets(brokers, outputTopic)
+	ends, err := endOffsets(brokers, o.topic)
 	if err != nil {
 		t.Fatalf("list output end offsets: %v", err)
 	}
@@ -409,7 +413,7 @@ func (o *observer) drain(t *testing.T, brokers string) []outRecord {
 }
 
 func endOffsets(brokers, topic string) (map[int32]int64, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers))
+	cl, err := kgo.NewClient(seedBrokers(brokers))
 	if err != nil {
 		return nil, err
 	}
@@ -450,6 +454,7 @@ func endOffsets(brokers, topic string) (map[int32]int64, error) {
 // its input record; no other record is there.
 func verify(t *testing.T, w *workload, out []outRecord) {
 	t.Helper()
+	input := namesOf(t).input
 	byKey := make(map[string][]outRecord, w.nFirsts)
 	for _, o := range out {
 		byKey[o.key] = append(byKey[o.key], o)
@@ -501,12 +506,12 @@ func verify(t *testing.T, w *workload, out []outRecord) {
 		if want := strings.TrimPrefix(in.value, "v"); o.headers["e2e-seq"] != want {
 			problems = append(problems, fmt.Sprintf("input header e2e-seq=%q, want %q", o.headers["e2e-seq"], want))
 		}
-		if o.headers[hdrSourceTopic] != inputTopic ||
+		if o.headers[hdrSourceTopic] != input ||
 			o.headers[hdrSourcePartition] != strconv.Itoa(int(in.partition)) ||
 			o.headers[hdrSourceOffset] != strconv.FormatInt(in.offset, 10) {
 			problems = append(problems, fmt.Sprintf("source headers %s/%s@%s, want %s/%d@%d",
 				o.headers[hdrSourceTopic], o.headers[hdrSourcePartition], o.headers[hdrSourceOffset],
-				inputTopic, in.partition, in.offset))
+				input, in.partition, in.offset))
 		}
 		if len(problems) > 0 {
 			wrong = append(wrong, fmt.Sprintf("%s: %s", o, strings.Join(problems, ", ")))
@@ -542,7 +547,7 @@ func verify(t *testing.T, w *workload, out []outRecord) {
 func newProducerClient(t *testing.T, brokers string) *kgo.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(brokers),
+		seedBrokers(brokers),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 	)

@@ -309,13 +309,13 @@ func Listen(t testing.TB, serve func(net.Conn)) string {
 	return ln.Addr().String()
 }
 
-// Request sends req to the cluster at brokers with a client of its own
-// and returns the answer, failing the test when none comes within 15s;
-// what names the request in the failure. The answer's error codes are the
-// caller's to check.
+// Request sends req to the cluster at brokers (bootstrap servers,
+// comma-separated) with a client of its own and returns the answer,
+// failing the test when none comes within 15s; what names the request in
+// the failure. The answer's error codes are the caller's to check.
 func Request(t testing.TB, brokers, what string, req kmsg.Request) kmsg.Response {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...))
 	if err != nil {
 		t.Fatalf("%s: create client: %v", what, err)
 	}
