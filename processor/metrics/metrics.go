@@ -110,6 +110,16 @@ type Metrics struct {
 	Missing     *prometheus.GaugeVec
 	Generations prometheus.Counter
 	JoinFails   prometheus.Counter
+
+	// The next input offset a partition reads, and the offset last
+	// committed for it.
+	Position, Committed *prometheus.GaugeVec
+	// The chain a partition writes now: increments on its base, and
+	// when the base was written.
+	ChainIncrements, ChainBase *prometheus.GaugeVec
+	// 1 for where the partition's state came from at its assignment,
+	// 0 for the other sources.
+	RestoreSource *prometheus.GaugeVec
 }
 
 // New creates the dedup_ families and registers them on reg. It
@@ -182,6 +192,12 @@ func New(reg prometheus.Registerer) *Metrics {
 		Missing:     r.gaugeVec("dedup_topic_missing", "1 while a topic the stage needs (input, output or dead-letter; with REPARTITION_HOPS=rekey input or repartition topic) named by the label does not exist; the stage waits for it, not ready.", []string{"topic"}),
 		Generations: r.counter("dedup_group_generations_total", "Consumer-group generations this member joined; a steady rise without partition changes is a rebalance loop."),
 		JoinFails:   r.counter("dedup_group_join_failures_total", "Attempts to join the consumer group that failed (coordinator errors, rejected joins); a member that keeps failing holds no partition."),
+
+		Position:        r.gaugeVec("dedup_consumer_position", "The next input offset the partition reads: every record below it is decided.", pt),
+		Committed:       r.gaugeVec("dedup_committed_offset", "The input offset last committed for the partition: by this member's checkpoints, or found at its assignment.", pt),
+		ChainIncrements: r.gaugeVec("dedup_checkpoint_chain_increments", "Increments the partition's checkpoints wrote on their newest base; a restore reads the base and each of them.", pt),
+		ChainBase:       r.gaugeVec("dedup_checkpoint_chain_base_timestamp_seconds", "Unix time the newest base of the partition's checkpoint chain was written.", pt),
+		RestoreSource:   r.gaugeVec("dedup_restore_source", "1 for where the partition's filter state came from at its assignment (memory, latest, fallback, empty), 0 for the others.", []string{"topic", "partition", "source"}),
 	}
 	for _, s := range []string{string(partition.SourceMemory), "latest", "fallback", "empty"} {
 		m.Restores.WithLabelValues(s)
@@ -206,6 +222,7 @@ func (m *Metrics) Forget(topic string, part int) {
 		m.Saturated, m.WindowElapsed, m.FilterBytes, m.Rotations, m.Overflows, m.EarlyRotations,
 		m.ForgottenKeys, m.Stashed, m.Lag, m.CheckpointSize,
 		m.CheckpointLast, m.Checkpoints, m.CheckpointFails, m.InputSkipped, m.InputTruncations, m.CheckpointDamaged, m.CheckpointMissing, m.CheckpointWritten,
+		m.Position, m.Committed, m.ChainIncrements, m.ChainBase, m.RestoreSource,
 	} {
 		v.DeletePartialMatch(l)
 	}
@@ -237,6 +254,8 @@ func (m *Metrics) Partition(topic string, part int, storeKind string) *partition
 		WindowElapsed:      m.WindowElapsed.WithLabelValues(topic, p),
 		Bytes:              m.FilterBytes.WithLabelValues(topic, p),
 		Lag:                m.Lag.WithLabelValues(topic, p),
+		Position:           m.Position.WithLabelValues(topic, p),
+		Committed:          m.Committed.WithLabelValues(topic, p),
 		Rotations:          m.Rotations.WithLabelValues(topic, p),
 		Overflows:          m.Overflows.WithLabelValues(topic, p),
 		EarlyRotations:     m.EarlyRotations.WithLabelValues(topic, p),
@@ -259,12 +278,16 @@ func (m *Metrics) Partition(topic string, part int, storeKind string) *partition
 		CheckpointMissing:   m.CheckpointMissing.WithLabelValues(topic, p),
 		OutputTruncations:   m.OutputTruncations,
 	}
+	for i, s := range partition.Sources {
+		pm.RestoreSource[i] = m.RestoreSource.WithLabelValues(topic, p, string(s))
+	}
 	for _, st := range key.Unkeyed {
 		pm.UnkeyedBy[st] = m.UnkeyedReasons.WithLabelValues(topic, st.String())
 	}
 	if storeKind != "" { // without a store there are no checkpoints to time
 		pm.CheckpointSeconds = m.CheckpointSeconds.WithLabelValues(storeKind)
 		pm.RestoreSeconds = m.RestoreSeconds.WithLabelValues(storeKind)
+		pm.ChainIncrements, pm.ChainBase = m.ChainIncrements.WithLabelValues(topic, p), m.ChainBase.WithLabelValues(topic, p)
 		for i, piece := range partition.PieceLabels {
 			pm.CheckpointWritten[i] = alsoCounting{m.CheckpointWritten.WithLabelValues(topic, p, piece), m.CheckpointInstanceWritten.WithLabelValues(piece)}
 		}

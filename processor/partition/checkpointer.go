@@ -105,9 +105,10 @@ type checkpointer struct {
 // chain is the newest chain of a partition, as its assignment wrote it.
 // Zero: no base yet, or a failed checkpoint broke it.
 type chain struct {
-	base  checkpoint.Meta // the base's, as Save returned it
-	head  uint64          // the newest piece's Seq
-	bytes int64           // stored bytes of the base's increments
+	base       checkpoint.Meta // the base's, as Save returned it
+	head       uint64          // the newest piece's Seq
+	bytes      int64           // stored bytes of the base's increments
+	increments int             // pieces on the base: dedup_checkpoint_chain_increments
 }
 
 // chainPolicy is how far a chain may grow before a checkpoint writes a
@@ -448,11 +449,14 @@ func (c *checkpointer) saveCheckpoint(ctx context.Context, pos int64, ends outpu
 	if pc.delta != nil {
 		c.chain.head = m.Seq
 		c.chain.bytes += m.StoredBytes
+		c.chain.increments++
 		pm.CheckpointWritten[pieceIncrement].Add(float64(m.StoredBytes))
 	} else {
 		c.chain = chain{base: m, head: m.Seq}
 		pm.CheckpointWritten[pieceBase].Add(float64(m.StoredBytes))
+		pm.ChainBase.Set(float64(time.Now().UnixNano()) / 1e9)
 	}
+	pm.ChainIncrements.Set(float64(c.chain.increments))
 	pm.CheckpointSeconds.Observe(time.Since(began).Seconds())
 	pm.CheckpointRaw.Set(float64(m.RawBytes))
 	pm.CheckpointStored.Set(float64(m.StoredBytes))
@@ -469,6 +473,7 @@ func (c *checkpointer) commitCheckpoint(ctx context.Context, pos int64, ends map
 		// prefers the snapshot's offset) makes up for the missing commit.
 		return c.checkpointFailed(fmt.Errorf("commit %d: %w", pos, err))
 	}
+	c.d.Metrics.Committed.Set(float64(pos))
 	return nil
 }
 

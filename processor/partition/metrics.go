@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"dedup/checkpoint"
 	"dedup/key"
 	"dedup/rotation"
 )
@@ -73,6 +74,31 @@ type Metrics struct {
 	// Output partitions a restore's replay scan found shorter than the
 	// checkpoint recorded them: dedup_output_truncations_total{topic,partition}.
 	OutputTruncations *prometheus.CounterVec
+
+	// The next offset to read and the offset last committed:
+	// dedup_consumer_position, dedup_committed_offset.
+	Position, Committed prometheus.Gauge
+	// The chain the checkpoints write now: increments on its base and the
+	// base's time (dedup_checkpoint_chain_*). Nil without a store.
+	ChainIncrements, ChainBase prometheus.Gauge
+	// dedup_restore_source, by Sources: 1 for this assignment's.
+	RestoreSource [len(Sources)]prometheus.Gauge
+}
+
+// Sources are where a partition's state comes from at its assignment.
+var Sources = [...]checkpoint.Source{SourceMemory, checkpoint.SourceLatest, checkpoint.SourceFallback, checkpoint.SourceEmpty}
+
+// restoredFrom sets dedup_restore_source to source, a state set: one
+// series 1, the others 0, so a partition restored again in a later
+// generation shows only the newest source.
+func (m *Metrics) restoredFrom(source checkpoint.Source) {
+	for i, s := range Sources {
+		v := 0.0
+		if s == source {
+			v = 1
+		}
+		m.RestoreSource[i].Set(v)
+	}
 }
 
 // The pieces of a chain, as the label values of CheckpointWritten.
@@ -226,4 +252,5 @@ func (w *Worker) updateGauges() {
 	if w.hwm > 0 {
 		pm.Lag.Set(float64(max(0, w.hwm-w.position)))
 	}
+	pm.Position.Set(float64(w.position))
 }

@@ -158,6 +158,10 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 		w.suppress, w.suppressTo, replay = nil, 0, replayMark{}
 	}
 	d.Metrics.Restores.WithLabelValues(string(source)).Inc()
+	d.Metrics.restoredFrom(source)
+	if committed >= 0 {
+		d.Metrics.Committed.Set(float64(committed))
+	}
 
 	rc := d.Reader
 	rc.Topic, rc.Partition = topic, part
