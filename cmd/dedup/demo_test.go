@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
@@ -28,6 +29,17 @@ func TestDemo(t *testing.T) {
 		}
 		return true, nil
 	})
+	// The demo names its status page, served at / beside /metrics and
+	// showing the stage's counts; other paths stay unanswered.
+	if want := "Status page: http://" + metrics + "/\n"; !strings.Contains(demo.stdout.String(), want) {
+		t.Errorf("stdout does not name the status page (%q):\n%s", want, demo.stdout)
+	}
+	if code, page, err := testkit.Get("http://" + metrics + "/"); err != nil || code != http.StatusOK || !strings.Contains(page, `id="total-in"`) {
+		t.Errorf("GET /: %d, %v; want the status page with the records read", code, err)
+	}
+	if code, err := testkit.HTTPStatus("http://" + metrics + "/status"); err != nil || code != http.StatusNotFound {
+		t.Errorf("GET /status: %d, %v; want 404", code, err)
+	}
 	if code := demo.stop(t); code != exitOK {
 		t.Fatalf("demo exit code = %d, want 0", code)
 	}

@@ -94,7 +94,7 @@ type Config struct {
 	RegistryKeyFile   string        `env:"SCHEMA_REGISTRY_TLS_KEY_FILE" helpDefault:"empty" help:"PEM private key of SCHEMA_REGISTRY_TLS_CERT_FILE"`
 	RegistryInsecure  bool          `env:"SCHEMA_REGISTRY_TLS_INSECURE_SKIP_VERIFY" envDefault:"false" help:"skip verifying the schema registry's certificate (testing only)"`
 
-	MetricsAddr     string        `env:"METRICS_ADDR" envDefault:":9464" help:"HTTP listen address for /metrics, /healthz, /readyz; empty = no HTTP server"`
+	MetricsAddr     string        `env:"METRICS_ADDR" envDefault:":9464" help:"HTTP listen address for /metrics, /healthz, /readyz and the status page at /; empty = no HTTP server"`
 	DataDir         string        `env:"DATA_DIR" envDefault:"./data" help:"local data (embedded broker, file checkpoints)"`
 	LogLevel        string        `env:"LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
 	LogFormat       string        `env:"LOG_FORMAT" envDefault:"text" help:"text or json (log/slog, on stderr)"`

@@ -35,6 +35,9 @@ func Run(ctx context.Context, so service.Options, gopts Options) (err error) {
 	}
 	fmt.Fprintf(stdout, "Generating %d records/s into %s (%.0f%% duplicates, %.0f%% retractions, %.0f%% unkeyed); Ctrl-C to stop.\n",
 		gopts.Rate, cfg.InputTopic, 100*gopts.DuplicateRate, 100*gopts.RetractRate, 100*gopts.UnkeyedRate)
+	if page := svc.StatusPage(); page != "" {
+		fmt.Fprintf(stdout, "Status page: %s\n", page)
+	}
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return stage.Run(gctx) })

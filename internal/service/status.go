@@ -15,6 +15,7 @@ import (
 
 	"dedup/internal/buildinfo"
 	"dedup/internal/config"
+	"dedup/internal/statuspage"
 	"dedup/processor"
 	"dedup/processor/repartition"
 	"dedup/registry"
@@ -108,7 +109,8 @@ func newRegistry(cfg *config.Config, b buildinfo.Info) *prometheus.Registry {
 	return reg
 }
 
-// statusServer serves /metrics, /healthz and /readyz on METRICS_ADDR.
+// statusServer serves the status page (/), /metrics, /healthz and /readyz
+// on METRICS_ADDR.
 type statusServer struct {
 	ln  net.Listener
 	srv *http.Server
@@ -143,15 +145,38 @@ func listenStatus(addr string, reg *prometheus.Registry, probe Probe, log *slog.
 		}
 		fmt.Fprintln(w, "ready")
 	})
-	return &statusServer{
-		ln:  ln,
-		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second},
-		log: log,
-	}, nil
+	po := statuspage.Options{Gatherer: reg}
+	if r, ok := probe.(interface{ Readiness() error }); ok {
+		po.Readiness = r.Readiness // what /readyz says
+	}
+	page := statuspage.New(po)
+	mux.Handle("GET /{$}", page)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	// The chart's samples are taken while the server is up.
+	sampling, stop := context.WithCancel(context.Background())
+	srv.RegisterOnShutdown(stop)
+	go page.Run(sampling)
+	return &statusServer{ln: ln, srv: srv, log: log}, nil
 }
 
 // Addr is the bound address (useful when METRICS_ADDR asks for port 0).
 func (s *statusServer) Addr() string { return s.ln.Addr().String() }
+
+// StatusPage is the status page's address, empty without METRICS_ADDR;
+// localhost when the server listens on every interface.
+func (s *Service) StatusPage() string {
+	if s.status == nil {
+		return ""
+	}
+	host, port, err := net.SplitHostPort(s.status.Addr())
+	if err != nil {
+		return ""
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/"
+}
 
 // Serve answers requests until Shutdown.
 func (s *statusServer) Serve() {
