@@ -137,7 +137,8 @@
 // plain.go the three filter kinds, each implementing generations (the
 // per-record path calls their concrete types); sizing.go the counting and
 // plain geometry, model.go the fingerprint geometry, the rate models and
-// the memory of a pair; probe.go Locate and TestAndAddAt; aging.go SeenAt,
+// the memory of a pair; probe.go Locate and TestAndAddAt; held.go HeldBy,
+// HeldAt and GenerationWindow (which generation holds a key); aging.go SeenAt,
 // AdvanceTo and Expired; stats.go Stats; snapshot.go the snapshot format
 // (WriteTo, ReadFrom); delta.go the delta format (Delta, TakeDelta,
 // ApplyDelta) and dirty.go the tracking of changed words; errors.go the
