@@ -408,7 +408,7 @@ func stage(configure func(*Processor)) stageFunc {
 func stageRun(p *Processor) stagerun.Options {
 	return stagerun.Options{Stage: p, Counts: func() stagerun.Counts {
 		pr := p.Progress()
-		return stagerun.Counts{In: pr.In, Decided: pr.Decided(), Written: pr.Written()}
+		return stagerun.Counts{In: pr.In, Decided: pr.Decided(), Written: pr.Written() + pr.Dropped}
 	}}
 }
 

@@ -29,6 +29,7 @@ type generation struct {
 	lease *lease.Lease   // the member's proof of membership: gates produces and saves
 	limit partition.Limit
 	dlq   partition.DeadLetter // nil without a dead-letter topic
+	drops *partition.Drops     // nil without a drop topic; shared by the partitions, read only
 	probe *output.Probe        // nil unless a partition writes outputs alone (isolate)
 }
 
@@ -61,10 +62,11 @@ func (p *Processor) superviseGeneration(ctx context.Context, gen *kafka.Generati
 	// do not resume here are released first.
 	warm := p.takeKept(gen.ID, assigned, log)
 
-	in, out, err := p.generationCounts(ctx, log)
+	counts, err := p.generationCounts(ctx, log)
 	if err != nil {
 		return
 	}
+	in, out := counts.In, counts.Out
 	p.out.ApplyLimits(ctx)
 	// Nothing is produced or saved before the membership is confirmed.
 	l := lease.New(p.client, gen, p.o.SessionTimeout, p.o.RebalanceTimeout, p.clock, log)
@@ -81,6 +83,10 @@ func (p *Processor) superviseGeneration(ctx context.Context, gen *kafka.Generati
 	go l.Run(ctx)
 	g := &generation{gen: gen, route: partition.NewRouter(in, out), out: p.out.Writer(), lease: l,
 		limit: p.out.Limit(), dlq: p.out.DeadLetter()}
+	if p.o.DroppedTopic != "" {
+		g.drops = &partition.Drops{Topic: p.o.DroppedTopic, Writer: g.out.Dropped(), Route: partition.NewRouter(in, counts.Dropped),
+			Limit: p.out.DroppedLimit(), SampleRate: p.o.DroppedSampleRate}
+	}
 	if p.failures.Isolating() {
 		g.probe = p.out.NewProbe()
 		defer g.probe.Close() // after every partition stopped (wg.Wait below)
@@ -89,12 +95,13 @@ func (p *Processor) superviseGeneration(ctx context.Context, gen *kafka.Generati
 	p.mu.Lock()
 	p.inGen, p.assigned, p.readyN = true, len(assigned), 0
 	p.mu.Unlock()
-	p.predictMemory(len(assigned), out)
+	// The drop writer keeps a batch per drop partition, as the output's.
+	p.predictMemory(len(assigned), out+counts.Dropped)
 	defer func() {
 		p.mu.Lock()
 		p.inGen, p.assigned, p.readyN = false, 0, 0
 		p.mu.Unlock()
-		p.predictMemory(0, out) // revoked; the writer keeps its batches
+		p.predictMemory(0, out+counts.Dropped) // revoked; the writer keeps its batches
 	}()
 
 	var wg sync.WaitGroup
@@ -117,6 +124,8 @@ func (p *Processor) superviseGeneration(ctx context.Context, gen *kafka.Generati
 func (p *Processor) runPartition(ctx context.Context, g *generation, a kafka.PartitionAssignment, warm *rotation.Pair) {
 	d := p.partitionDeps(g, a)
 	d.Warm = warm
+	questions := make(chan partition.KeyQuestion, keyQuestionQueue)
+	d.Questions = questions
 	w, err := p.startPartition(ctx, d)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -127,6 +136,7 @@ func (p *Processor) runPartition(ctx context.Context, g *generation, a kafka.Par
 	}
 	p.metrics.Assigned.Inc()
 	defer p.metrics.Assigned.Dec()
+	defer p.keyAsks.serve(a.ID, g.route.InputPartitions(), questions)()
 	p.mu.Lock()
 	p.readyN++
 	p.mu.Unlock()
@@ -200,6 +210,7 @@ func (p *Processor) partitionDeps(g *generation, a kafka.PartitionAssignment) pa
 		FlushAt:       p.flushAt,
 		Limit:         g.limit,
 		DeadLetter:    g.dlq,
+		Drops:         g.drops,
 		IsolateCount:  p.o.BatchSize, // a refused batch held at most this many
 		InflightCap:   bufs.InFlight,
 		ReadQueue:     bufs.Queue,
@@ -271,6 +282,10 @@ func (po partitionOffsets) OutputEnds(ctx context.Context) (map[int]int64, error
 	return po.p.kadmin.OutputEnds(ctx, po.g.route.AllOutputs())
 }
 
+func (po partitionOffsets) DroppedEnds(ctx context.Context) (map[int]int64, error) {
+	return po.p.kadmin.Ends(ctx, po.p.o.DroppedTopic, po.g.drops.Route.AllOutputs())
+}
+
 func (po partitionOffsets) Bounds(ctx context.Context) (first, end int64, err error) {
 	return po.p.kadmin.Bounds(ctx, po.topic, po.part)
 }
@@ -309,6 +324,9 @@ func (p *Processor) partitionMetrics(part int) *partition.Metrics {
 	if p.o.Repartitioned {
 		p.metrics.Repartitioned(pm, p.o.InputTopic, part)
 	}
+	if p.o.DroppedTopic != "" {
+		p.metrics.Dropped(pm, p.o.InputTopic, part)
+	}
 	return pm
 }
 
@@ -333,13 +351,13 @@ func (p *Processor) forgetSeries(keep []int) {
 // brokers lost) it waits in the generation for the cause to clear, so a
 // member that cannot start does not drive the group through generations;
 // another error ends the generation (the error is returned) after a pause.
-func (p *Processor) generationCounts(ctx context.Context, log *slog.Logger) (in, out int, err error) {
+func (p *Processor) generationCounts(ctx context.Context, log *slog.Logger) (cluster.Counts, error) {
 	for {
 		mctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		in, out, err = p.kadmin.PartitionCounts(mctx)
+		counts, err := p.kadmin.PartitionCounts(mctx)
 		cancel()
 		if err == nil || ctx.Err() != nil {
-			return in, out, err
+			return counts, err
 		}
 		if p.cluster.Err() == nil {
 			// The watch may not have seen it yet: look now.
@@ -348,14 +366,14 @@ func (p *Processor) generationCounts(ctx context.Context, log *slog.Logger) (in,
 		if cause := p.cluster.Err(); cause != nil {
 			log.Debug("start generation: waiting", "err", err, "cause", cause)
 			if p.cluster.Wait(ctx) != nil {
-				return 0, 0, ctx.Err()
+				return cluster.Counts{}, ctx.Err()
 			}
 			continue
 		}
 		// Returning ends the generation; the group rejoins after a pause.
 		log.Error("start generation", "err", err)
 		cluster.Sleep(ctx, time.Second)
-		return 0, 0, err
+		return cluster.Counts{}, err
 	}
 }
 

@@ -155,9 +155,9 @@ func (s *joinStreak) joined(p *Processor) {
 // outputConfig is what the output writes with: the member's lease fences
 // every produce.
 func (p *Processor) outputConfig() output.Config {
-	return output.Config{
+	c := output.Config{
 		Brokers: p.o.Brokers, Transport: p.o.Transport,
-		Topic: p.o.OutputTopic, InputTopic: p.o.InputTopic, DeadLetterTopic: p.o.DeadLetterTopic,
+		Topic: p.o.OutputTopic, InputTopic: p.o.InputTopic, DeadLetterTopic: p.o.DeadLetterTopic, DroppedTopic: p.o.DroppedTopic,
 		BatchSize: p.o.BatchSize, BatchBytes: p.o.BatchBytes, BatchTimeout: p.o.BatchTimeout,
 		Compression: p.o.Compression,
 		Admin:       p.kadmin,
@@ -171,6 +171,10 @@ func (p *Processor) outputConfig() output.Config {
 		Log:           p.log,
 		Failures:      p.failures,
 	}
+	if p.o.DroppedTopic != "" {
+		c.DroppedErrors = p.metrics.ProduceErrors.WithLabelValues(p.o.DroppedTopic)
+	}
+	return c
 }
 
 // fenceProduce allows a produce request only under the current

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"time"
 
@@ -44,7 +45,14 @@ type Options struct {
 	// (too large), with a dedup-error header naming why; empty: such a
 	// record is logged, counted and skipped.
 	DeadLetterTopic string
-	StartOffset     int64 // kafka.FirstOffset (default) or kafka.LastOffset: where a partition with no commit and no checkpoint starts
+	// DroppedTopic, when set, receives the records dropped as duplicates,
+	// unchanged, with the source headers and the drop headers
+	// (partition.HeaderDrop*), written as exactly once as the output
+	// (partition.Drops). DroppedSampleRate, 0 < r <= 1 (0: 1), writes that
+	// share of them, chosen by the dedup key's hash.
+	DroppedTopic      string
+	DroppedSampleRate float64
+	StartOffset       int64 // kafka.FirstOffset (default) or kafka.LastOffset: where a partition with no commit and no checkpoint starts
 
 	SessionTimeout    time.Duration // group session timeout (default 30s)
 	RebalanceTimeout  time.Duration // default: SessionTimeout
@@ -141,6 +149,12 @@ func validate(o Options) (Options, *rotation.Pair, error) {
 	}
 	if o.DeadLetterTopic != "" && (o.DeadLetterTopic == o.InputTopic || o.DeadLetterTopic == o.OutputTopic) {
 		errs = append(errs, fmt.Errorf("dead-letter topic %q is the input or output topic", o.DeadLetterTopic))
+	}
+	if o.DroppedTopic != "" && (o.DroppedTopic == o.InputTopic || o.DroppedTopic == o.OutputTopic || o.DroppedTopic == o.DeadLetterTopic) {
+		errs = append(errs, fmt.Errorf("drop topic %q is the input, output or dead-letter topic", o.DroppedTopic))
+	}
+	if o.DroppedSampleRate < 0 || o.DroppedSampleRate > 1 || math.IsNaN(o.DroppedSampleRate) {
+		errs = append(errs, fmt.Errorf("drop sample rate %v: want 0 < r <= 1", o.DroppedSampleRate))
 	}
 	if o.Key.IsZero() {
 		errs = append(errs, errors.New("no key source"))

@@ -85,6 +85,9 @@ type Progress struct {
 	// Records the output refused for good: written to the dead-letter
 	// topic, or skipped (refused) without one or when it refused them too.
 	DeadLettered, Refused uint64
+	// Dropped is how many of the Duplicates were written to the drop
+	// topic (Options.DroppedTopic).
+	Dropped uint64
 }
 
 // Decided is how many of the records read have been decided, whatever the
@@ -168,6 +171,8 @@ type Processor struct {
 	// checkpoint, no final commit. Tests of restore and replay set it.
 	crashed atomic.Bool
 
+	keyAsks keyAsks // the running partitions' workers, for AskKey
+
 	mu     sync.Mutex
 	series map[int]struct{} // input partitions whose per-partition series exist
 	// kept holds, between two generations, the pairs of the partitions
@@ -223,13 +228,13 @@ func New(o Options) (*Processor, error) {
 	}
 	p.adminRT = leader.Follow(p.admin)
 	p.client = &kafka.Client{Addr: kafka.TCP(o.Brokers...), Timeout: 10 * time.Second, Transport: p.adminRT}
-	p.kadmin = cluster.Admin{Client: p.client, Input: o.InputTopic, Output: o.OutputTopic}
-	p.failures = output.NewFailures(p.log, o.InputTopic, o.OutputTopic, p.metrics.Stalled)
+	p.kadmin = cluster.Admin{Client: p.client, Input: o.InputTopic, Output: o.OutputTopic, Dropped: o.DroppedTopic}
+	p.failures = output.NewFailures(p.log, o.InputTopic, o.OutputTopic, p.metrics.Stalled).WithDropped(o.DroppedTopic)
 	p.series = map[int]struct{}{}
 	p.kept = map[int]keptPair{}
 	watched := cluster.Config{
 		Brokers: o.Brokers, Transport: o.Transport,
-		Input: o.InputTopic, Output: o.OutputTopic, DeadLetter: o.DeadLetterTopic,
+		Input: o.InputTopic, Output: o.OutputTopic, DeadLetter: o.DeadLetterTopic, Dropped: o.DroppedTopic,
 		Log: p.log, Connected: p.metrics.Connected, Missing: p.metrics.Missing,
 		Refresh: p.refreshClients,
 	}
@@ -249,6 +254,9 @@ func New(o Options) (*Processor, error) {
 	// Eager: alerts on produce errors name this series, so it exists at 0
 	// before the first failure.
 	p.metrics.ProduceErrors.WithLabelValues(o.OutputTopic)
+	if o.DroppedTopic != "" {
+		p.metrics.ProduceErrors.WithLabelValues(o.DroppedTopic)
+	}
 	return p, nil
 }
 
@@ -376,5 +384,6 @@ func (p *Processor) Progress() Progress {
 
 		DeadLettered: p.progress.DeadLettered.Load(),
 		Refused:      p.progress.Refused.Load(),
+		Dropped:      p.progress.Dropped.Load(),
 	}
 }

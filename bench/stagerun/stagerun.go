@@ -70,6 +70,10 @@ type Options struct {
 	// record it reads, and it is done when the output has grown by Records.
 	Counts func() Counts
 	Output Output
+	// Also are other topics the stage writes beside the output (a drop
+	// topic): their growth counts with the output's, so Counts.Written
+	// counts their records too.
+	Also []Output
 	// Records is how many input records the stage must decide.
 	Records uint64
 }
@@ -103,7 +107,7 @@ func Start(ctx context.Context, o Options) (*Run, error) {
 	if o.Stage == nil || o.Output.Client == nil || o.Output.Partitions < 1 {
 		return nil, errors.New("start stage: options need a stage and an output")
 	}
-	base, err := o.Output.End(ctx)
+	base, err := o.end(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("start stage: %w", err)
 	}
@@ -145,7 +149,7 @@ func (r *Run) Finish(ctx context.Context) (Result, error) {
 		c     Counts
 	)
 	for {
-		sum, err := r.o.Output.End(ctx)
+		sum, err := r.o.end(ctx)
 		if err != nil && ctxEnded(ctx) != nil {
 			// The client reports a deadline it took from ctx as its own
 			// i/o timeout: name the cause.
@@ -167,6 +171,20 @@ func (r *Run) Finish(ctx context.Context) (Result, error) {
 				c.Decided, r.o.Records, grown, c.Written, err)
 		}
 	}
+}
+
+// end is the sum of the end offsets of the output and the Also topics.
+func (o Options) end(ctx context.Context) (int64, error) {
+	sum, err := o.Output.End(ctx)
+	for _, a := range o.Also {
+		if err != nil {
+			break
+		}
+		var n int64
+		n, err = a.End(ctx)
+		sum += n
+	}
+	return sum, err
 }
 
 func (r *Run) counts(grown uint64) Counts {

@@ -222,3 +222,43 @@ func TestWaitsEndWithTheContext(t *testing.T) {
 		}
 	}
 }
+
+// TestAlsoTopicsEndTheRun: a stage writing a second topic beside the
+// output (Options.Also) is done when both have grown by what it wrote,
+// not when the output alone holds its share.
+func TestAlsoTopicsEndTheRun(t *testing.T) {
+	const n = 400
+	brokers, ends := broker(t, n)
+	ctx := ctxFor(t)
+	also := Output{Client: testkit.KafkaClient(t, brokers...), Topic: in, Partitions: parts}
+	// The second copy loop writes the input topic itself, which Also
+	// watches: it grows by n while the output grows by n.
+	second := copyLoop(brokers, ends)
+	second.OutputTopic = in
+	both := &stage{run: func(ctx context.Context) error {
+		errs := make(chan error, 2)
+		for _, o := range []copyloop.Options{copyLoop(brokers, ends), second} {
+			go func() { errs <- CopyLoop(o).Run(ctx) }()
+		}
+		return errors.Join(<-errs, <-errs)
+	}}
+	both.ready.Store(true)
+	counts := func() Counts { return Counts{In: n, Decided: n, Written: 2 * n} }
+	r, err := Start(ctx, Options{Stage: both, Counts: counts, Output: output(t, brokers), Also: []Output{also}, Records: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Stop()
+	if _, err := r.Finish(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []Output{output(t, brokers), also} {
+		end, err := o.End(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := int64(n); o.Topic == in && end != 2*want || o.Topic == out && end != want {
+			t.Errorf("%s ends at %d when the run finished", o.Topic, end)
+		}
+	}
+}

@@ -374,6 +374,9 @@ func (c *checker) checkTopics(ctx context.Context, conn *config.Connection) topi
 	if cfg.DeadLetterTopic != "" {
 		names = append(names, cfg.DeadLetterTopic)
 	}
+	if cfg.DroppedTopic != "" {
+		names = append(names, cfg.DroppedTopic)
+	}
 	if cfg.RepartitionTopic != "" {
 		names = append(names, cfg.RepartitionTopic)
 	}
@@ -420,6 +423,15 @@ func (c *checker) checkTopics(ctx context.Context, conn *config.Connection) topi
 		dl := topics[cfg.DeadLetterTopic]
 		if !missing("dead-letter topic", "DEAD_LETTER_TOPIC", dl) {
 			c.report(checkOK, "dead-letter topic", "%s: %d partition(s)", dl.name, dl.partitions)
+		}
+	}
+	if cfg.DroppedTopic != "" {
+		dt := topics[cfg.DroppedTopic]
+		if !missing("drop topic", "DROPPED_TOPIC", dt) {
+			c.report(checkOK, "drop topic", "%s: %d partition(s), sample rate %v", dt.name, dt.partitions, cfg.DroppedSampleRate)
+			if strings.Contains(dt.configs["cleanup.policy"], "compact") {
+				c.report(checkWarn, "drop topic cleanup.policy", "%s: compacted: duplicates without a record key are not written there (logged, counted in dedup_dropped_skipped_total{reason=\"refused\"})", dt.name)
+			}
 		}
 	}
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -43,6 +44,8 @@ type Config struct {
 	RepartitionParts   string        `env:"REPARTITION_PARTITIONS" helpDefault:"as many as INPUT_TOPIC" help:"partition count of REPARTITION_TOPIC when the stage creates it"`
 	RepartitionHops    string        `env:"REPARTITION_HOPS" helpDefault:"'both'" help:"with REPARTITION_TOPIC, the hops this process runs: both; rekey (hop 1 alone: no filters, checkpoints or output); dedup (hop 2 alone); see docs/repartition.md"`
 	DeadLetterTopic    string        `env:"DEAD_LETTER_TOPIC" helpDefault:"empty" help:"topic for records the output refuses for good (too large, invalid), with a dedup-error header naming why; empty = logged, counted and skipped"`
+	DroppedTopic       string        `env:"DROPPED_TOPIC" helpDefault:"empty" help:"when set, every record dropped as a duplicate is also written there, exactly once, unchanged, with the source headers and dedup-drop-reason, dedup-drop-generation, dedup-drop-window-start and -end (docs/delivery.md)"`
+	DroppedSampleRate  float64       `env:"DROPPED_SAMPLE_RATE" envDefault:"1" help:"share of the duplicates written to DROPPED_TOPIC, 0 < r <= 1, chosen by the dedup key's hash (a key's duplicates are all written or none)"`
 	ClientID           string        `env:"KAFKA_CLIENT_ID" envDefault:"dedup" help:"client.id the stage's Kafka clients send (broker logs, quotas, ACL audits)"`
 
 	SessionTimeout time.Duration `env:"KAFKA_SESSION_TIMEOUT" envDefault:"30s" help:"consumer-group session timeout (Go duration); a killed member's partitions move after this"`
@@ -95,6 +98,7 @@ type Config struct {
 	RegistryInsecure  bool          `env:"SCHEMA_REGISTRY_TLS_INSECURE_SKIP_VERIFY" envDefault:"false" help:"skip verifying the schema registry's certificate (testing only)"`
 
 	MetricsAddr     string        `env:"METRICS_ADDR" envDefault:":9464" help:"HTTP listen address for /metrics, /healthz, /readyz and the status page at /; empty = no HTTP server"`
+	ProbeAddr       string        `env:"PROBE_ADDR" helpDefault:"empty" help:"HTTP listen address of the read-only key probe (GET /probe?key=K: whether this member's live filters hold a dedup key); it tells whether a key was seen, so bind it to localhost or an admin network (docs/operations.md); empty = off"`
 	DataDir         string        `env:"DATA_DIR" envDefault:"./data" help:"local data (embedded broker, file checkpoints)"`
 	LogLevel        string        `env:"LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
 	LogFormat       string        `env:"LOG_FORMAT" envDefault:"text" help:"text or json (log/slog, on stderr)"`
@@ -324,11 +328,13 @@ func normalizeKeySpec(s string) string {
 }
 
 // embeddedTopics are the topics the embedded broker creates: input,
-// output and, when set, the dead-letter topic.
+// output and, when set, the dead-letter and drop topics.
 func (c *Config) EmbeddedTopics() []string {
 	ts := []string{c.InputTopic, c.OutputTopic}
-	if c.DeadLetterTopic != "" {
-		ts = append(ts, c.DeadLetterTopic)
+	for _, t := range []string{c.DeadLetterTopic, c.DroppedTopic} {
+		if t != "" {
+			ts = append(ts, t)
+		}
 	}
 	return ts
 }
@@ -473,6 +479,17 @@ func (c *Config) validate() []Problem {
 			bad("DEAD_LETTER_TOPIC", "must differ from INPUT_TOPIC and OUTPUT_TOPIC, got %q", c.DeadLetterTopic)
 		}
 	}
+	if c.DroppedTopic != "" {
+		if err := checkTopicName(c.DroppedTopic); err != nil {
+			bad("DROPPED_TOPIC", "%v", err)
+		} else if slices.Contains([]string{c.InputTopic, c.OutputTopic, c.DeadLetterTopic, c.RepartitionTopic}, c.DroppedTopic) ||
+			(c.CheckpointStore == StoreKafka && c.DroppedTopic == c.CheckpointTopic) {
+			bad("DROPPED_TOPIC", "must differ from INPUT_TOPIC, OUTPUT_TOPIC, DEAD_LETTER_TOPIC, REPARTITION_TOPIC and CHECKPOINT_TOPIC, got %q", c.DroppedTopic)
+		}
+	}
+	if !(c.DroppedSampleRate > 0 && c.DroppedSampleRate <= 1) {
+		bad("DROPPED_SAMPLE_RATE", "must be a number with 0 < r <= 1, got %v", c.DroppedSampleRate)
+	}
 	// Brokers use client.id in quota and metric names, which take the
 	// topic-name alphabet.
 	if err := checkTopicName(c.ClientID); err != nil {
@@ -544,6 +561,12 @@ func (c *Config) validate() []Problem {
 
 	if c.MetricsAddr != "" {
 		address("METRICS_ADDR", c.MetricsAddr)
+	}
+	if c.ProbeAddr != "" {
+		address("PROBE_ADDR", c.ProbeAddr)
+		if _, port, _ := net.SplitHostPort(c.ProbeAddr); c.ProbeAddr == c.MetricsAddr && port != "0" {
+			bad("PROBE_ADDR", "must differ from METRICS_ADDR (the probe has a listener of its own), got %q", c.ProbeAddr)
+		}
 	}
 	dirOrAbsent("DATA_DIR", c.DataDir)
 	if _, err := parseLevel(c.LogLevel); err != nil {

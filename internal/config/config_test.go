@@ -113,6 +113,8 @@ func badValues(t *testing.T) []badValue {
 		{name: "REPARTITION_TOPIC", value: "events"},         // equals INPUT_TOPIC
 		{name: "REPARTITION_PARTITIONS", value: "0", env: testkit.Env{"REPARTITION_TOPIC": "events-by-id"}},
 		{name: "REPARTITION_HOPS", value: "hop1", env: testkit.Env{"REPARTITION_TOPIC": "events-by-id"}},
+		{name: "DROPPED_TOPIC", value: "bad topic"},
+		{name: "DROPPED_SAMPLE_RATE", value: "0"},
 		{name: "KAFKA_CLIENT_ID", value: "dedup stage"},
 		{name: "KAFKA_SESSION_TIMEOUT", value: "0s"},
 		{name: "KAFKA_GROUP_BALANCER", value: "cooperative-sticky"},
@@ -147,6 +149,7 @@ func badValues(t *testing.T) []badValue {
 		{name: "CHECKPOINT_KEEP", value: "0"},
 		{name: "CHECKPOINT_ON_DAMAGE", value: "skip"},
 		{name: "METRICS_ADDR", value: "9464"},
+		{name: "PROBE_ADDR", value: "127.0.0.1:9465", env: testkit.Env{"METRICS_ADDR": "127.0.0.1:9465"}},
 		{name: "DATA_DIR", value: file},
 		{name: "LOG_LEVEL", value: "loud"},
 		{name: "LOG_FORMAT", value: "xml"},
@@ -365,6 +368,7 @@ func TestConfigAddresses(t *testing.T) {
 		setting{"METRICS_ADDR", ":99999"},
 		setting{"METRICS_ADDR", "bad host!:9464"},
 		setting{"METRICS_ADDR", "localhost:http"},
+		setting{"PROBE_ADDR", ":99999"},
 		setting{"EMBEDDED_BROKER_ADDR", ":99999"},
 		setting{"EMBEDDED_BROKER_ADDR", "-x-:9092"},
 		setting{"KAFKA_BROKERS", "k1:9092,k2:70000"},
@@ -373,6 +377,7 @@ func TestConfigAddresses(t *testing.T) {
 		setting{"METRICS_ADDR", ":0"},
 		setting{"METRICS_ADDR", "[::1]:9464"},
 		setting{"METRICS_ADDR", "metrics.internal:9464"},
+		setting{"PROBE_ADDR", "127.0.0.1:9465"},
 		setting{"EMBEDDED_BROKER_ADDR", "0.0.0.0:9092"},
 	)
 }
@@ -439,5 +444,38 @@ func TestSchemaKeyNeedsRegistry(t *testing.T) {
 	}
 	if cfg.Key != "header:Tenant,avro:id" || len(cfg.RegistryURLs()) != 2 || cfg.RegistrySubject != "events-value" {
 		t.Errorf("key %q, urls %q, subject %q", cfg.Key, cfg.RegistryURLs(), cfg.RegistrySubject)
+	}
+}
+
+// TestConfigDroppedTopic: DROPPED_TOPIC must differ from every other topic
+// the stage reads or writes, the checkpoint topic of the Kafka store
+// included, and DROPPED_SAMPLE_RATE lie in (0, 1]; the embedded broker
+// creates the drop topic.
+func TestConfigDroppedTopic(t *testing.T) {
+	for _, other := range []testkit.Env{
+		{"INPUT_TOPIC": "same"}, {"OUTPUT_TOPIC": "same"}, {"DEAD_LETTER_TOPIC": "same"}, {"REPARTITION_TOPIC": "same"},
+		{"CHECKPOINT_STORE": "kafka", "CHECKPOINT_TOPIC": "same"},
+	} {
+		env := testkit.Env{"DROPPED_TOPIC": "same"}
+		for k, v := range other {
+			env[k] = v
+		}
+		_, err := Load(env.Lookup)
+		var ce *Error
+		if !errors.As(err, &ce) || !slices.ContainsFunc(ce.Problems, func(p Problem) bool { return p.Var == "DROPPED_TOPIC" }) {
+			t.Errorf("DROPPED_TOPIC equal to %v: got %v, want a problem naming DROPPED_TOPIC", other, err)
+		}
+	}
+	for _, rate := range []string{"-0.1", "1.5", "NaN"} {
+		if _, err := Load(testkit.Env{"DROPPED_TOPIC": "drops", "DROPPED_SAMPLE_RATE": rate}.Lookup); err == nil || !strings.Contains(err.Error(), "DROPPED_SAMPLE_RATE") {
+			t.Errorf("DROPPED_SAMPLE_RATE=%s: got %v, want a problem naming it", rate, err)
+		}
+	}
+	c, err := Load(testkit.Env{"DROPPED_TOPIC": "drops", "DROPPED_SAMPLE_RATE": "0.25"}.Lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DroppedSampleRate != 0.25 || !slices.Contains(c.EmbeddedTopics(), "drops") {
+		t.Errorf("sample rate %v, embedded topics %v: want 0.25 and the drop topic among them", c.DroppedSampleRate, c.EmbeddedTopics())
 	}
 }

@@ -179,6 +179,8 @@ func newStage(ctx context.Context, cfg *config.Config, cl *cluster, reg *prometh
 		RekeyInput:         rekeyInput(cfg),
 		OutputTopic:        cfg.OutputTopic,
 		DeadLetterTopic:    cfg.DeadLetterTopic,
+		DroppedTopic:       cfg.DroppedTopic,
+		DroppedSampleRate:  cfg.DroppedSampleRate,
 		StartOffset:        hop2Start,
 		SessionTimeout:     cfg.SessionTimeout,
 		GroupBalancer:      cfg.GroupBalancer,
@@ -372,6 +374,7 @@ type Service struct {
 	cluster *cluster
 	stage   *stage
 	status  *statusServer
+	probe   *keyProbe // PROBE_ADDR's key probe; nil when off
 }
 
 // Run runs the stage until ctx ends and stops it (stage.Run); Close
@@ -409,8 +412,15 @@ func Start(ctx context.Context, o Options) (_ *Service, err error) {
 	}()
 	reg := newRegistry(cfg, o.Build)
 	status := newStartupStatus()
+	if cfg.ProbeAddr != "" {
+		if s.probe, err = listenKeyProbe(cfg.ProbeAddr, cfg.Key, cfg.RepartitionTopic != "", log); err != nil {
+			return nil, err
+		}
+		go s.probe.Serve()
+		log.Info("serving the key probe GET /probe", "addr", s.probe.Addr())
+	}
 	if cfg.MetricsAddr != "" {
-		if s.status, err = listenStatus(cfg.MetricsAddr, reg, status, log); err != nil {
+		if s.status, err = listenStatus(cfg.MetricsAddr, reg, status, s.probe.addr(), log); err != nil {
 			return nil, err
 		}
 		go s.status.Serve()
@@ -432,6 +442,9 @@ func Start(ctx context.Context, o Options) (_ *Service, err error) {
 		return nil, err
 	}
 	status.running(s.stage.probe())
+	if s.probe != nil {
+		s.probe.proc.Store(s.stage.proc)
+	}
 	return s, nil
 }
 
@@ -446,6 +459,12 @@ func (s *Service) Close() error {
 		defer cancel()
 		errs = append(errs, s.status.Shutdown(ctx))
 		s.status = nil
+	}
+	if s.probe != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
+		defer cancel()
+		errs = append(errs, s.probe.Shutdown(ctx))
+		s.probe = nil
 	}
 	if s.cluster != nil {
 		errs = append(errs, s.cluster.Close())

@@ -18,13 +18,19 @@ import (
 type Admin struct {
 	Client        *kafka.Client
 	Input, Output string // topics
+	Dropped       string // the drop topic; empty: none
 }
 
 // OutputEnds reads the end offsets of output partitions parts.
 func (a Admin) OutputEnds(ctx context.Context, parts []int) (map[int]int64, error) {
+	return a.Ends(ctx, a.Output, parts)
+}
+
+// Ends reads the end offsets of partitions parts of topic.
+func (a Admin) Ends(ctx context.Context, topic string, parts []int) (map[int]int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	r, err := offsets.List(ctx, a.Client, a.Output, parts)
+	r, err := offsets.List(ctx, a.Client, topic, parts)
 	if err != nil {
 		return nil, err
 	}
@@ -45,28 +51,41 @@ func (a Admin) Bounds(ctx context.Context, topic string, partition int) (first, 
 	return r[partition].First, r[partition].End, nil
 }
 
-// PartitionCounts reads how many partitions the input and output topics
-// have; routing depends on whether they match.
-func (a Admin) PartitionCounts(ctx context.Context) (in, out int, err error) {
-	res, err := a.Client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{a.Input, a.Output}})
-	if err != nil {
-		return 0, 0, fmt.Errorf("read metadata: %w", err)
+// Counts are the partition counts of the stage's topics.
+type Counts struct {
+	In, Out int
+	Dropped int // 0 without a drop topic
+}
+
+// PartitionCounts reads how many partitions the input, output (and drop)
+// topics have; routing depends on whether they match.
+func (a Admin) PartitionCounts(ctx context.Context) (Counts, error) {
+	topics := []string{a.Input, a.Output}
+	if a.Dropped != "" {
+		topics = append(topics, a.Dropped)
 	}
+	res, err := a.Client.Metadata(ctx, &kafka.MetadataRequest{Topics: topics})
+	if err != nil {
+		return Counts{}, fmt.Errorf("read metadata: %w", err)
+	}
+	var c Counts
 	for _, t := range res.Topics {
 		if t.Error != nil {
-			return 0, 0, fmt.Errorf("read metadata of %s: %w", t.Name, t.Error)
+			return Counts{}, fmt.Errorf("read metadata of %s: %w", t.Name, t.Error)
 		}
 		switch t.Name {
 		case a.Input:
-			in = len(t.Partitions)
+			c.In = len(t.Partitions)
 		case a.Output:
-			out = len(t.Partitions)
+			c.Out = len(t.Partitions)
+		case a.Dropped:
+			c.Dropped = len(t.Partitions)
 		}
 	}
-	if in == 0 || out == 0 {
-		return 0, 0, fmt.Errorf("read metadata: %s has %d partitions, %s has %d", a.Input, in, a.Output, out)
+	if c.In == 0 || c.Out == 0 || (a.Dropped != "" && c.Dropped == 0) {
+		return Counts{}, fmt.Errorf("read metadata: %s has %d partitions, %s has %d, drop topic %q %d", a.Input, c.In, a.Output, c.Out, a.Dropped, c.Dropped)
 	}
-	return in, out, nil
+	return c, nil
 }
 
 // BatchOverhead is a v2 record batch's header: what a broker counts

@@ -48,10 +48,11 @@ type Config struct {
 	Brokers   []string
 	Transport *kafka.Transport // settings (TLS, SASL) of each check's own transport; nil: defaults
 	// The topics the stage cannot progress without; all but Input may be
-	// empty. Hop 2 watches Input, Output and DeadLetter; hop 1 run alone
-	// (REPARTITION_HOPS=rekey) Input and Repartition; both hops in one
-	// process (REPARTITION_HOPS=both) all four, hop 2's watch.
+	// empty. Hop 2 watches Input, Output, DeadLetter and Dropped; hop 1
+	// run alone (REPARTITION_HOPS=rekey) Input and Repartition; both hops
+	// in one process (REPARTITION_HOPS=both) all of them, hop 2's watch.
 	Input, Output, DeadLetter, Repartition string
+	Dropped                                string // DROPPED_TOPIC
 	Log                                    *slog.Logger
 	Connected                              prometheus.Gauge     // dedup_broker_connected
 	Missing                                *prometheus.GaugeVec // dedup_topic_missing{topic}
@@ -170,7 +171,7 @@ func (s *Watch) Update(missing []string, reqErr error) bool {
 // Topics are the topics the stage cannot progress without.
 func (s *Watch) Topics() []string {
 	ts := []string{s.c.Input}
-	for _, t := range []string{s.c.Output, s.c.DeadLetter, s.c.Repartition} {
+	for _, t := range []string{s.c.Output, s.c.DeadLetter, s.c.Repartition, s.c.Dropped} {
 		if t != "" {
 			ts = append(ts, t)
 		}
@@ -186,6 +187,8 @@ func (s *Watch) role(t string) string {
 		return "dead-letter"
 	case s.c.Repartition:
 		return "repartition"
+	case s.c.Dropped:
+		return "dropped"
 	}
 	return "output"
 }

@@ -41,6 +41,9 @@ const (
 type Metrics struct {
 	Messages         *prometheus.CounterVec
 	ReplaySuppressed *prometheus.CounterVec
+	// DROPPED_TOPIC: duplicates written there, and those not written by
+	// reason (DroppedSampledOut, DroppedRefused, DroppedReplayed).
+	DroppedWritten, DroppedSkipped *prometheus.CounterVec
 	// Unkeyed input records by reason (key.Status), per instance: the
 	// series outlive a partition's move.
 	UnkeyedReasons *prometheus.CounterVec
@@ -134,6 +137,8 @@ func New(reg prometheus.Registerer) *Metrics {
 		UnkeyedReasons:       r.counterVec("dedup_unkeyed_total", "Input records forwarded without a dedup key (outcome unkeyed), by reason: empty (record key, value or header absent or empty), malformed (not one well-formed JSON document), missing_field (path absent, null, unset or empty), not_scalar (path holds a record, object, array, map or repeated field), not_framed (value not in the Schema Registry wire format), unknown_schema (the registry has no schema of the value's id: 40403), undecodable (the value does not decode under its schema, or the schema is of another format than DEDUP_KEY reads).", []string{"topic", "reason"}),
 		ExpectedFalseDrops:   r.counterVec("dedup_expected_false_drops_total", "False drops expected so far: every key the filters did not hold adds the pair's estimated false-positive probability when it was tested (both generations). Beside dedup_messages_total{outcome=\"duplicate\"}: the share of the duplicates that were new records dropped by mistake; divided by rate(dedup_messages_total{outcome=\"forwarded\"}), the false-drop rate DEDUP_FP_RATE promises to stay under.", pt),
 		KeyWaiting:           r.gaugeVec("dedup_key_waiting", "1 while the partition's next record waits for its schema from the schema registry (unreachable, failing or refusing the credentials): it and the records behind it are held, none is forwarded unkeyed.", pt),
+		DroppedWritten:       r.counterVec("dedup_dropped_written_total", "Input records dropped as duplicates and written to DROPPED_TOPIC (queued to its writer; the commit waits for their acknowledgement). With DROPPED_SAMPLE_RATE 1 it follows dedup_messages_total{outcome=\"duplicate\"} less dedup_dropped_skipped_total.", pt),
+		DroppedSkipped:       r.counterVec("dedup_dropped_skipped_total", "Duplicates not written to DROPPED_TOPIC, by reason: sampled_out (left out by DROPPED_SAMPLE_RATE, by the dedup key's hash), refused (larger than the drop topic's max.message.bytes or PRODUCE_BATCH_BYTES, or keyless for a compacted drop topic; logged), replayed (a replay after a restore found it in the drop topic already).", []string{"topic", "partition", "reason"}),
 		ReplaySuppressed:     r.counterVec("dedup_replay_suppressed_total", "Replayed input records whose output was already in the output topic, not forwarded again.", pt),
 		RepartitionResent:    r.counterVec("dedup_repartition_resends_dropped_total", "Records of the repartition topic dropped as re-sends of the re-key hop: their origin offset was at or below the highest one the partition had taken from that input partition.", pt),
 		RepartitionUnmarked:  r.counterVec("dedup_repartition_unmarked_total", "Records of the repartition topic whose value does not end in a (well-formed) origin trailer, decided as records of their own: not written by the re-key hop.", pt),
@@ -189,7 +194,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		InputSkipped:      r.counterVec("dedup_input_skipped_offsets_total", "Input offsets the stage never read because they were below the partition's log start when it got there (deleted by retention or DeleteRecords while the stage was down or behind): their records were neither deduplicated nor forwarded.", pt),
 
 		Connected:   r.gauge("dedup_broker_connected", "1 while the brokers answer the stage's metadata requests, 0 while none does."),
-		Missing:     r.gaugeVec("dedup_topic_missing", "1 while a topic the stage needs (input, output or dead-letter; with REPARTITION_HOPS=rekey input or repartition topic) named by the label does not exist; the stage waits for it, not ready.", []string{"topic"}),
+		Missing:     r.gaugeVec("dedup_topic_missing", "1 while a topic the stage needs (input, output, dead-letter or drop topic; with REPARTITION_HOPS=rekey input or repartition topic) named by the label does not exist; the stage waits for it, not ready.", []string{"topic"}),
 		Generations: r.counter("dedup_group_generations_total", "Consumer-group generations this member joined; a steady rise without partition changes is a rebalance loop."),
 		JoinFails:   r.counter("dedup_group_join_failures_total", "Attempts to join the consumer group that failed (coordinator errors, rejected joins); a member that keeps failing holds no partition."),
 
@@ -218,7 +223,7 @@ func (m *Metrics) Forget(topic string, part int) {
 	for _, v := range []interface {
 		DeletePartialMatch(prometheus.Labels) int
 	}{
-		m.Messages, m.KeyWaiting, m.ExpectedFalseDrops, m.ReplaySuppressed, m.RepartitionResent, m.RepartitionUnmarked, m.RepartitionControl, m.TimestampAnomalies, m.TimestampRewritten, m.Fill, m.EstimatedKeys, m.FPRate,
+		m.Messages, m.DroppedWritten, m.DroppedSkipped, m.KeyWaiting, m.ExpectedFalseDrops, m.ReplaySuppressed, m.RepartitionResent, m.RepartitionUnmarked, m.RepartitionControl, m.TimestampAnomalies, m.TimestampRewritten, m.Fill, m.EstimatedKeys, m.FPRate,
 		m.Saturated, m.WindowElapsed, m.FilterBytes, m.Rotations, m.Overflows, m.EarlyRotations,
 		m.ForgottenKeys, m.Stashed, m.Lag, m.CheckpointSize,
 		m.CheckpointLast, m.Checkpoints, m.CheckpointFails, m.InputSkipped, m.InputTruncations, m.CheckpointDamaged, m.CheckpointMissing, m.CheckpointWritten,
@@ -226,6 +231,22 @@ func (m *Metrics) Forget(topic string, part int) {
 	} {
 		v.DeletePartialMatch(l)
 	}
+}
+
+// Reasons of dedup_dropped_skipped_total.
+const (
+	DroppedSampledOut = "sampled_out"
+	DroppedRefused    = "refused"
+	DroppedReplayed   = "replayed"
+)
+
+// Dropped adds the series of a partition writing DROPPED_TOPIC to pm.
+func (m *Metrics) Dropped(pm *partition.Metrics, topic string, part int) {
+	p := strconv.Itoa(part)
+	pm.DroppedWritten = m.DroppedWritten.WithLabelValues(topic, p)
+	pm.DroppedSampledOut = m.DroppedSkipped.WithLabelValues(topic, p, DroppedSampledOut)
+	pm.DroppedRefused = m.DroppedSkipped.WithLabelValues(topic, p, DroppedRefused)
+	pm.DroppedReplayed = m.DroppedSkipped.WithLabelValues(topic, p, DroppedReplayed)
 }
 
 // Repartitioned adds the series of a repartitioned partition (hop 2) to pm.

@@ -27,6 +27,17 @@ func (out *Writer) completion(msgs []kafka.Message, err error) {
 	}
 }
 
+// droppedCompletion is the drop writer's Completion callback: as the
+// output's, without the truncation check of the output topic's offsets.
+func (out *Writer) droppedCompletion(msgs []kafka.Message, err error) {
+	failed := out.c.settle.Settle(msgs, err)
+	if failed > 0 {
+		out.c.Failures.broke(out)
+		out.c.DroppedErrors.Add(float64(failed))
+		out.c.Log.Error("produce failed", "topic", out.c.DroppedTopic, "records", failed, "err", err)
+	}
+}
+
 // newCompletion returns how the writer's acknowledgements settle: outputs
 // aborted with a broken writer are not counted again, and each delivered
 // output's end-to-end latency is observed.

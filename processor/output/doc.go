@@ -1,10 +1,12 @@
-// Package output is everything the stage writes to the output and
+// Package output is everything the stage writes to the output, drop and
 // dead-letter topics, and the one owner of produce failures.
 //
 // Output holds the writers: the one asynchronous writer the partitions
 // share (Writer: kafka.Writer → metadata cache → outcomes → kafka.Transport,
-// with its own connections), the dead-letter writer, and the output limits
-// read of the topics at each generation's start. A broken writer is closed
+// with its own connections; with DROPPED_TOPIC a second kafka.Writer for
+// it on the same transport, failing, aborted and closed with the first),
+// the dead-letter writer, and the output limits read of the topics at each
+// generation's start. A broken writer is closed
 // (Abort) and a new one opened (Renew) between generations.
 //
 // What it guarantees:

@@ -1,6 +1,7 @@
 package output
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -34,6 +35,7 @@ import (
 type Failures struct {
 	log           *slog.Logger
 	input, output string           // topics, for logs
+	dropped       string           // the drop topic, for logs (WithDropped)
 	stalledGauge  prometheus.Gauge // dedup_partitions_stalled
 	mu            sync.Mutex
 	since         time.Time     // first failure of the recovery streak; zero when none
@@ -55,12 +57,26 @@ func NewFailures(log *slog.Logger, inputTopic, outputTopic string, stalled prome
 		failedAt: map[int]int64{}, isolateAt: map[int]int64{}, stalled: map[int]*ProduceError{}}
 }
 
+// WithDropped names the drop topic in the logs of f.
+func (f *Failures) WithDropped(topic string) *Failures {
+	f.dropped = topic
+	return f
+}
+
 // Failed records a partition's produce failure and reports whether the
 // partition is stopped for good (stalled): it then no longer consumes
 // until the generation ends. Otherwise w is broken and the worker's
 // return ends the generation.
 func (f *Failures) Failed(w *Writer, perr *ProduceError) (stalled bool) {
 	switch {
+	case perr.Dropped && (Refused(perr) || RecordRefused(perr)):
+		// The drop topic refused a duplicate the size check let through:
+		// stopped as for any refusal, since writing drops alone (the
+		// output's probe) is not worth its machinery for the drop topic.
+		// The next start reads its limits again, and the check then
+		// names and skips a record that no longer fits.
+		f.stall(perr)
+		return true
 	case RecordRefused(perr):
 		// The output refused a record the size check let through: its
 		// limit may have been lowered, or the record is invalid. The
@@ -123,13 +139,20 @@ func (f *Failures) stall(perr *ProduceError) {
 		f.resetStreak()
 	}
 	f.mu.Unlock()
-	outPart := -1
+	outPart, outTopic := -1, f.output
+	if perr.Dropped {
+		outTopic = f.dropped
+	}
 	var oe *OutputError
 	if errors.As(perr, &oe) {
-		outPart = oe.Partition
+		outPart, outTopic = oe.Partition, cmp.Or(oe.Topic, outTopic)
 	}
-	f.log.Error("output refused a record for good: partition stopped, nothing at or after the offset is committed; fix the cause (ACLs, the topic) and restart the member",
-		"output_topic", f.output, "output_partition", outPart,
+	msg := "output refused a record for good: partition stopped, nothing at or after the offset is committed; fix the cause (ACLs, the topic) and restart the member"
+	if perr.Dropped {
+		msg = "drop topic refused a duplicate for good: partition stopped, nothing at or after the offset is committed; fix the cause (ACLs, the topic, its max.message.bytes) and restart the member"
+	}
+	f.log.Error(msg,
+		"output_topic", outTopic, "output_partition", outPart,
 		"topic", f.input, "partition", perr.Partition, "offset", perr.Offset, "err", perr.Err)
 }
 

@@ -22,11 +22,14 @@ type Config struct {
 	Topic           string // the output topic
 	InputTopic      string // for logs
 	DeadLetterTopic string // empty: no dead-letter writer
-	BatchSize       int
-	BatchBytes      int64 // PRODUCE_BATCH_BYTES; the writer's batches are at most Limit().Bytes
-	BatchTimeout    time.Duration
-	Compression     kafka.Compression
-	Admin           cluster.Admin // reads the topics' limits
+	// DroppedTopic, when set, is written beside the output by the same
+	// Writer (Writer.Dropped): the duplicates the partitions drop.
+	DroppedTopic string
+	BatchSize    int
+	BatchBytes   int64 // PRODUCE_BATCH_BYTES; the writer's batches are at most Limit().Bytes
+	BatchTimeout time.Duration
+	Compression  kafka.Compression
+	Admin        cluster.Admin // reads the topics' limits
 	// Fence is asked right before each produce request and each write of
 	// one to the socket: the member's lease (docs/fencing.md).
 	Fence func() error
@@ -38,6 +41,7 @@ type Config struct {
 	OutputErrors  *prometheus.CounterVec // dedup_output_errors_total{kind}
 	Truncations   *prometheus.CounterVec // dedup_output_truncations_total{topic,partition}; nil: not checked
 	ProduceErrors prometheus.Counter     // dedup_produce_errors_total{topic}
+	DroppedErrors prometheus.Counter     // dedup_produce_errors_total{topic} of DroppedTopic; with it only
 	Latency       prometheus.Observer    // dedup_end_to_end_latency_seconds
 	Log           *slog.Logger
 	Failures      *Failures // where the writer's failures are recorded
@@ -80,7 +84,7 @@ func (o *Output) Truncations() *cluster.Truncations { return o.c.truncated }
 func (o *Output) Settle() partition.Completion { return o.c.settle }
 
 func (o *Output) setWriter() {
-	o.w = newWriter(&o.c, o.Limit().Bytes)
+	o.w = newWriter(&o.c, o.Limit().Bytes, o.DroppedLimit().Bytes)
 	o.transport.Store(o.w.transport)
 }
 

@@ -88,6 +88,9 @@ type outcomes struct {
 	// truncated checks the base offsets of acknowledged requests (nil:
 	// not checked).
 	truncated *cluster.Truncations
+	// dropped is the drop topic (Config.DroppedTopic), whose refused
+	// records stop their partitions instead of aborting the writer.
+	dropped string
 	// blind passes produce outcomes to kafka.Writer unclassified: its own
 	// retries, which can append a batch twice. Only the produce-path
 	// benchmark sets it, as the reference.
@@ -95,7 +98,7 @@ type outcomes struct {
 }
 
 func newOutcomes(next kafka.RoundTripper, c *Config, abort func()) *outcomes {
-	o := &outcomes{next: next, abort: abort, counts: map[string]prometheus.Counter{}, truncated: c.truncated}
+	o := &outcomes{next: next, abort: abort, counts: map[string]prometheus.Counter{}, truncated: c.truncated, dropped: c.DroppedTopic}
 	for _, k := range []string{OutputRetriable, OutputAmbiguous, OutputRefused} {
 		o.counts[k] = c.OutputErrors.WithLabelValues(k)
 	}
@@ -116,19 +119,22 @@ func (o *outcomes) RoundTrip(ctx context.Context, addr net.Addr, req kafka.Reque
 		return res, nil
 	}
 	o.counts[kind].Inc()
-	// An ambiguous outcome, or the broker refusing the records themselves,
-	// ends the generation: aborting at once keeps the later batches of the
-	// same output partition, which kafka-go sends once a failed one is
-	// given up, from landing ahead of the records being resolved.
-	if kind == OutputAmbiguous || (kind == OutputRefused && RecordRefused(cause)) {
-		o.abort()
-	}
 	oe := &OutputError{Kind: kind, Err: cause, Partition: -1}
 	if len(pr.Topics) > 0 {
 		oe.Topic = pr.Topics[0].Topic
 		if len(pr.Topics[0].Partitions) > 0 {
 			oe.Partition = int(pr.Topics[0].Partitions[0].Partition)
 		}
+	}
+	// An ambiguous outcome, or the broker refusing the records themselves,
+	// ends the generation: aborting at once keeps the later batches of the
+	// same output partition, which kafka-go sends once a failed one is
+	// given up, from landing ahead of the records being resolved. Refused
+	// drops stop their input partitions instead (Failures.Failed): no
+	// order of the drop topic waits on them, and writing them again would
+	// be refused again.
+	if kind == OutputAmbiguous || (kind == OutputRefused && RecordRefused(cause) && (o.dropped == "" || oe.Topic != o.dropped)) {
+		o.abort()
 	}
 	return nil, oe
 }

@@ -107,11 +107,18 @@ type Writer struct {
 	rt        *metadataCache
 	transport *kafka.Transport
 	c         *Config
+	// dropped writes DROPPED_TOPIC (nil without one) beside w, through the
+	// same classifying, fenced transport and its own metadata cache (which
+	// keeps one topic): a failure of either breaks the Writer, and an
+	// abort or a close applies to both.
+	dropped   *kafka.Writer
+	droppedRT *metadataCache
 }
 
 // newWriter returns the stage's one asynchronous writer, shared by all
-// partitions, its batches at most batchBytes.
-func newWriter(c *Config, batchBytes int64) *Writer {
+// partitions, its batches at most batchBytes (droppedBytes for the drop
+// topic's).
+func newWriter(c *Config, batchBytes, droppedBytes int64) *Writer {
 	out := &Writer{transport: cluster.NewTransport(c.Transport), c: c}
 	oc := newOutcomes(leader.Follow(out.transport), c, out.abort)
 	out.rt = newMetadataCache(oc)
@@ -121,16 +128,28 @@ func newWriter(c *Config, batchBytes int64) *Writer {
 		fenceConns(out.transport, c.Fence)
 		out.rt.fence = c.Fence
 	}
-	out.w = &kafka.Writer{
+	out.w = out.kafkaWriter(c.Topic, batchBytes, out.rt, out.completion, "writer")
+	if c.DroppedTopic != "" {
+		out.droppedRT = newMetadataCache(oc)
+		out.droppedRT.fence = out.rt.fence
+		out.dropped = out.kafkaWriter(c.DroppedTopic, droppedBytes, out.droppedRT, out.droppedCompletion, "drop writer")
+	}
+	return out
+}
+
+// kafkaWriter is one asynchronous kafka.Writer of out to topic.
+func (out *Writer) kafkaWriter(topic string, batchBytes int64, rt *metadataCache, completion func([]kafka.Message, error), component string) *kafka.Writer {
+	c := out.c
+	return &kafka.Writer{
 		Addr:     kafka.TCP(c.Brokers...),
-		Topic:    c.Topic,
+		Topic:    topic,
 		Balancer: kafka.BalancerFunc(routeChosen),
 		// The zero value means no acknowledgement at all.
 		RequiredAcks: kafka.RequireAll,
 		// Async with Completion: a worker never waits per record; acks are
 		// tracked per input partition (ackTracker).
 		Async:        true,
-		Completion:   out.completion,
+		Completion:   completion,
 		BatchSize:    c.BatchSize,
 		BatchBytes:   batchBytes,
 		BatchTimeout: c.BatchTimeout, // the default 1s would hold partial batches far too long
@@ -143,11 +162,14 @@ func newWriter(c *Config, batchBytes int64) *Writer {
 		MaxAttempts:     3,
 		WriteBackoffMin: 50 * time.Millisecond,
 		WriteBackoffMax: 500 * time.Millisecond,
-		Transport:       out.rt,
-		ErrorLogger:     cluster.Logger{Log: c.Log.With("component", "writer")},
+		Transport:       rt,
+		ErrorLogger:     cluster.Logger{Log: c.Log.With("component", component)},
 	}
-	return out
 }
+
+// Dropped is the kafka.Writer of the drop topic the partitions write to
+// (partition.Drops.Writer), nil without one.
+func (out *Writer) Dropped() *kafka.Writer { return out.dropped }
 
 // Kafka is the kafka.Writer the partitions write to (partition.Deps.Writer).
 func (out *Writer) Kafka() *kafka.Writer { return out.w }
@@ -156,11 +178,19 @@ func (out *Writer) Kafka() *kafka.Writer { return out.w }
 // not wait for retries of batches queued behind a dead connection (each
 // would take the writer's full attempts). A request already sent completes
 // (or fails) before close returns.
-func (out *Writer) abort() { out.rt.aborted.Store(true) }
+func (out *Writer) abort() {
+	out.rt.aborted.Store(true)
+	if out.droppedRT != nil {
+		out.droppedRT.aborted.Store(true)
+	}
+}
 
-// close waits for the writer's batches, then drops its connections.
+// close waits for the writers' batches, then drops their connections.
 func (out *Writer) close() error {
 	err := out.w.Close()
+	if out.dropped != nil {
+		err = errors.Join(err, out.dropped.Close())
+	}
 	out.transport.CloseIdleConnections()
 	if err != nil {
 		return fmt.Errorf("close writer: %w", err)

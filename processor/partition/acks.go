@@ -42,6 +42,7 @@ type ackSlot struct {
 	offset int64     // input offset
 	ts     time.Time // input timestamp, for the end-to-end latency
 	done   bool
+	drop   bool // a drop (Deps.Drops), not an output
 }
 
 // ProduceError is a forwarded record the writer failed to deliver.
@@ -49,10 +50,17 @@ type ProduceError struct {
 	Partition int   // input partition
 	Offset    int64 // input offset
 	Err       error
+	// Dropped: the record was a duplicate written to the drop topic
+	// (Deps.Drops), not an output.
+	Dropped bool
 }
 
 func (e *ProduceError) Error() string {
-	return fmt.Sprintf("produce output of input partition %d offset %d: %v", e.Partition, e.Offset, e.Err)
+	what := "output"
+	if e.Dropped {
+		what = "drop"
+	}
+	return fmt.Sprintf("produce %s of input partition %d offset %d: %v", what, e.Partition, e.Offset, e.Err)
 }
 
 func (e *ProduceError) Unwrap() error { return e.Err }
@@ -77,7 +85,7 @@ func (t *ackTracker) reserve(offset int64, ts time.Time) *ackSlot {
 		return nil
 	}
 	s := &t.slots[t.tail&t.mask]
-	s.offset, s.ts, s.done = offset, ts, false
+	s.offset, s.ts, s.done, s.drop = offset, ts, false, false
 	t.tail++
 	return s
 }
@@ -101,7 +109,7 @@ func (t *ackTracker) retired() uint64 { return t.limit - uint64(len(t.slots)) }
 func (t *ackTracker) completeLocked(s *ackSlot, err error) {
 	if err != nil {
 		if t.err == nil {
-			t.err = &ProduceError{Partition: t.partition, Offset: s.offset, Err: err}
+			t.err = &ProduceError{Partition: t.partition, Offset: s.offset, Err: err, Dropped: s.drop}
 		}
 		return // never retired: nothing at or after it is committed
 	}

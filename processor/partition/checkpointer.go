@@ -339,6 +339,10 @@ func (w *Worker) handOff() error {
 type outputMark struct {
 	ends            map[int]int64
 	inputs, outputs int
+	// The drop topic's (Deps.Drops; nil without): DroppedEnds and
+	// DroppedPartitions.
+	dropped      map[int]int64
+	droppedParts int
 }
 
 // outputMark reads the output's end offsets now, under this generation's
@@ -348,7 +352,8 @@ func (c *checkpointer) outputMark(ctx context.Context) (outputMark, error) {
 	if err != nil {
 		return outputMark{}, fmt.Errorf("read output end offsets: %w", err)
 	}
-	return outputMark{ends: ends, inputs: c.d.Route.InputPartitions(), outputs: c.d.Route.OutputPartitions()}, nil
+	m := outputMark{ends: ends, inputs: c.d.Route.InputPartitions(), outputs: c.d.Route.OutputPartitions()}
+	return m, c.d.readDropMark(ctx, &m)
 }
 
 // finishCheckpoint is steps 4-6 for a pair nobody else writes to (the
@@ -422,6 +427,7 @@ func (c *checkpointer) saveCheckpoint(ctx context.Context, pos int64, ends outpu
 		Generation:       c.d.Generation,
 		Epoch:            c.epoch.Load(),
 	}
+	c.droppedMeta(&meta, mark)
 	if pc.delta != nil {
 		meta.Base, meta.Prev, meta.Epoch = c.chain.base.Seq, c.chain.head, c.chain.base.Epoch
 	}

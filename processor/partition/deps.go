@@ -72,6 +72,10 @@ type Offsets interface {
 	OutputEnds(ctx context.Context) (map[int]int64, error)
 	// Bounds reads the input partition's log start and end offsets.
 	Bounds(ctx context.Context) (first, end int64, err error)
+	// DroppedEnds reads the end offsets of every partition of the drop
+	// topic (Drops.Route.AllOutputs); asked only with Deps.Drops. Called
+	// from the saver goroutine too.
+	DroppedEnds(ctx context.Context) (map[int]int64, error)
 }
 
 // Owner is what the partition hands back to the one that started it.
@@ -129,6 +133,9 @@ type Deps struct {
 	// is skipped), and Owner.OutputRefused is called.
 	Limit      Limit
 	DeadLetter DeadLetter
+	// Drops, when set, is where the records dropped as duplicates are
+	// written too (DROPPED_TOPIC, drop.go); nil: they are only counted.
+	Drops *Drops
 	// Probe, when set, writes the first IsolateCount outputs at or after
 	// input offset IsolateFrom one at a time, each alone and waited for:
 	// the broker refused a batch holding one of them, and a refusal of a
@@ -191,6 +198,9 @@ type Deps struct {
 	// before, covering exactly the inputs below Committed: the partition
 	// resumes with it, without a restore. nil: restore from the Store.
 	Warm *rotation.Pair
+	// Questions are the owner's questions about keys, each answered from
+	// the live filters at the worker's next tick (ask.go). Nil: none.
+	Questions <-chan KeyQuestion
 
 	Metrics *Metrics
 	Totals  *Totals

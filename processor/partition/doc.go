@@ -40,6 +40,11 @@
 //     written, asked after the new pair, aged by the stream's event time
 //     (forward only, as the new pair), with keys retracted since kept exactly, saved in every checkpoint (state.go)
 //     and released once it would hold no key in its window.
+//   - With Deps.Drops every duplicate (a share, by the dedup key's hash)
+//     is also written to the drop topic, unchanged, with the source and
+//     drop headers, through the ack ring as an output is; checkpoints
+//     record the drop topic's ends and a restore scans it, so each drop is
+//     there once.
 //   - With Deps.Repartitioned the partition reads the repartition topic:
 //     each record is turned back into the input record hop 1 copied
 //     (the origin trailer), a record at or below its input partition's
@@ -74,7 +79,9 @@
 // replay scan starts), refuse.go (records the output cannot take),
 // skipped.go (input below the log start), origin.go (repartitioned
 // records: the origin trailer, high-water marks and their checkpoint section), damage.go (every snapshot
-// damaged: CHECKPOINT_ON_DAMAGE).
+// damaged: CHECKPOINT_ON_DAMAGE), drop.go (duplicates written to
+// DROPPED_TOPIC: their headers, sample and replay scan), ask.go (what the filters say of a key,
+// never adding it: dedup explain and the key probe).
 //
 // Concurrency: one worker goroutine owns the reader, pair, arena and ack
 // ring tail; one saver goroutine per partition runs its checkpoints and

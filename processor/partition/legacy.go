@@ -47,7 +47,21 @@ type legacyFilters struct {
 func (f legacyFilters) seen(r *record, ts time.Time) bool {
 	dup := f.pair.TestAndAddAt(&r.probe, ts)
 	f.legacy.age(ts)
-	return dup || f.legacy.seen(r.key)
+	if dup {
+		return true
+	}
+	r.byLegacy = f.legacy.seen(r.key)
+	return r.byLegacy
+}
+
+// held names the pair's generation that held r's key, or the legacy pair
+// with the window of its generation that did.
+func (f legacyFilters) held(r *record) ([]byte, time.Time, time.Time) {
+	if !r.byLegacy {
+		return heldIn(f.pair, f.pair.HeldBy(&r.probe))
+	}
+	_, start, end := heldIn(f.legacy.pair, f.legacy.pair.HeldAt(r.key, f.legacy.at))
+	return dropGenLegacy, start, end
 }
 
 // retract removes key from the pair and, once the pair applied it, records

@@ -26,6 +26,11 @@ type Metrics struct {
 	ExpectedFalseDrops    prometheus.Counter
 	Refused, DeadLettered prometheus.Counter // outputs the output cannot take
 	ReplaySuppressed      prometheus.Counter
+	// Duplicates written to the drop topic (Deps.Drops), and those not
+	// written: left out by the sample, refused before writing (too large,
+	// keyless for a compacted topic), found there already by a replay.
+	// Nil: not counted.
+	DroppedWritten, DroppedSampledOut, DroppedRefused, DroppedReplayed prometheus.Counter
 	// A repartitioned partition's records sent again by hop 1 and
 	// dropped by their origin offset, and records without an origin trailer
 	// (not written by hop 1). Nil outside repartition mode.
@@ -116,6 +121,7 @@ type Totals struct {
 	In, Forwarded, Duplicates, Retractions, Unkeyed, Suppressed atomic.Uint64
 	Refused, DeadLettered                                       atomic.Uint64
 	Resent                                                      atomic.Uint64 // repartition re-sends dropped
+	Dropped                                                     atomic.Uint64 // duplicates written to the drop topic
 }
 
 // counts are per-outcome tallies the worker keeps locally and publishes
@@ -126,6 +132,7 @@ type counts struct {
 	future, missing, rewritten                                  uint64
 	resent, unmarked                                            uint64
 	resets                                                      uint64 // reset records (controlRecord)
+	dropped, dropSampledOut, dropRefused, dropReplayed          uint64 // Deps.Drops (drop.go)
 	unkeyedBy                                                   [key.NumStatus]uint64
 	expectedFalse                                               float64 // false drops expected of the keys tested
 }
@@ -164,6 +171,17 @@ func (w *Worker) publishCounts() {
 	}
 	if c.resets > 0 && pm.RepartitionResets != nil {
 		pm.RepartitionResets.Add(float64(c.resets))
+	}
+	if c.dropped > 0 {
+		pr.Dropped.Add(c.dropped)
+	}
+	for _, a := range [...]struct {
+		n uint64
+		m prometheus.Counter
+	}{{c.dropped, pm.DroppedWritten}, {c.dropSampledOut, pm.DroppedSampledOut}, {c.dropRefused, pm.DroppedRefused}, {c.dropReplayed, pm.DroppedReplayed}} {
+		if a.n > 0 && a.m != nil {
+			a.m.Add(float64(a.n))
+		}
 	}
 	for _, a := range [...]struct {
 		n uint64

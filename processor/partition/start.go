@@ -44,6 +44,9 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 	}
 	w.pastEnd.Store(-1)
 	w.acks = newAckTracker(part, d.InflightCap)
+	if d.Drops != nil {
+		w.drops.sampleBelow = sampleBound(d.Drops.SampleRate)
+	}
 	if w.d.Limit.Bytes <= 0 {
 		w.d.Limit = Limit{Bytes: math.MaxInt64, Setting: "none"}
 	}
@@ -63,6 +66,7 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 	resumed := "committed offset" // what decided start, for a skipped-input warning
 	var anchor *outputMark        // replay-scan start of the initial checkpoint, when known
 	var replay replayMark         // the restore's replay, for the checkpoints' scan start
+	dropsUnmarked := false        // the snapshot recorded no end offsets of Deps.Drops's topic
 	switch {
 	case d.Warm != nil:
 		// Kept from the previous generation at exactly the committed
@@ -83,6 +87,17 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 				resumed = "committed offset (no checkpoint used)"
 			}
 			mark := outputMark{ends: r.meta.OutputEnds, inputs: r.meta.InputPartitions, outputs: r.meta.OutputPartitions}
+			mark.dropped, mark.droppedParts = d.droppedMark(r.meta)
+			if d.Drops != nil && mark.dropped == nil {
+				// Taken without this drop topic: no drop of an input
+				// after it was written since (a start that writes drops
+				// anchors first, below), so the drop topic's ends now
+				// are a complete scan start for the drops.
+				if err := d.readDropMark(ctx, &mark); err != nil {
+					return nil, err
+				}
+				dropsUnmarked = true
+			}
 			if r.pair != nil {
 				w.pair = r.pair
 			} else {
@@ -91,7 +106,8 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 			w.legacy = r.legacy
 			w.origins = r.marks
 			w.suppress, w.suppressTo = r.suppress, r.suppressTo
-			replay = replayMark{to: r.suppressTo, from: mark}
+			w.drops.suppress, w.drops.suppressTo = r.dropSuppress, r.dropSuppressTo
+			replay = replayMark{to: r.suppressTo, dropTo: r.dropSuppressTo, from: mark}
 		}
 	}
 	if w.pair == nil {
@@ -156,6 +172,7 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 		start = end
 		// Offsets to suppress name records of the old log.
 		w.suppress, w.suppressTo, replay = nil, 0, replayMark{}
+		w.drops.suppress, w.drops.suppressTo = nil, 0
 	}
 	d.Metrics.Restores.WithLabelValues(string(source)).Inc()
 	d.Metrics.restoredFrom(source)
@@ -190,19 +207,26 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 	// A kept pair was last checkpointed exactly at the offset it resumes
 	// at (the stop that kept it made sure).
 	w.cp.exact = source == SourceMemory
-	if d.Store != nil && source == checkpoint.SourceEmpty {
+	if d.Store != nil && (source == checkpoint.SourceEmpty || dropsUnmarked) {
 		// Anchor the partition before the first record: a crash before the
 		// first periodic checkpoint then restores here and its replay scan
 		// starts at today's output end, so even the first outputs are never
-		// forwarded twice.
+		// forwarded twice. A restored snapshot without the drop topic's
+		// ends is anchored too, at the restore's own scan start, so that
+		// the drops written from here on are found by the next restore.
 		var (
-			ends outputMark
-			err  error
+			ends  outputMark
+			err   error
+			fresh bool
 		)
-		if anchor != nil {
+		switch {
+		case anchor != nil:
 			ends = *anchor
-		} else {
+		case source != checkpoint.SourceEmpty && replay.from.ends != nil:
+			ends = replay.from
+		default:
 			ends, err = w.cp.outputMark(ctx)
+			fresh = true
 		}
 		if err == nil {
 			err = w.finishCheckpoint(ctx, start, ends, time.Now())
@@ -211,7 +235,7 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 			_ = w.reader.Close()
 			return nil, fmt.Errorf("write initial checkpoint of %s/%d: %w", topic, part, err)
 		}
-		w.cp.last, w.cp.exact = start, anchor == nil
+		w.cp.last, w.cp.exact = start, fresh
 	}
 	log.Info("partition assigned", OffsetAttr("committed", committed), "start", start, "source", string(source),
 		"suppress", len(w.suppress), "origins", len(w.origins))
@@ -228,6 +252,10 @@ type restored struct {
 	suppressTo int64
 	rejected   bool    // no snapshot used (all rejected or none left): meta is the committed offset's
 	marks      origins // a repartitioned partition's high-water marks (nil: none saved)
+
+	// Inputs at or after the snapshot whose drop is in the drop topic.
+	dropSuppress   map[int64]struct{}
+	dropSuppressTo int64
 }
 
 // restore loads the newest valid snapshot and scans the output for records
@@ -427,14 +455,9 @@ func (w *Worker) restore(ctx context.Context) (restored, error) {
 		return restored{}, fmt.Errorf("scan output after checkpoint of %s/%d: %w", d.Topic, d.Partition, err)
 	}
 	d.Metrics.RestoreScanned.Add(float64(scan.Records))
-	for _, tr := range scan.Truncated {
-		if c := d.Metrics.OutputTruncations; c != nil {
-			c.WithLabelValues(so.OutputTopic, strconv.Itoa(tr.Partition)).Inc()
-		}
-		log.Error("output partition truncated: records written before the checkpoint are gone "+
-			"(unclean leader election, or the topic deleted and created again)",
-			"topic", so.OutputTopic, "partition", tr.Partition, "checkpoint_end_offset", tr.Recorded, "end_offset", tr.End,
-			"offsets_lost_at_least", tr.Recorded-tr.End)
+	w.reportTruncated(so.OutputTopic, scan.Truncated)
+	if r.dropSuppress, r.dropSuppressTo, err = w.scanDrops(ctx, meta); err != nil {
+		return restored{}, err
 	}
 	suppress := scan.Forwarded
 	for off := range suppress {
@@ -445,6 +468,6 @@ func (w *Worker) restore(ctx context.Context) (restored, error) {
 	}
 	log.Info("checkpoint restored", "source", string(r.source), "offset", meta.Offset, "seq", meta.Seq, "base", meta.Base,
 		"increments", increments, "read_bytes", readBytes, "load", loaded,
-		"created", meta.Created, "already_forwarded", len(suppress), "scanned", scan.Records, "scan", time.Since(began))
+		"created", meta.Created, "already_forwarded", len(suppress), "already_dropped", len(r.dropSuppress), "scanned", scan.Records, "scan", time.Since(began))
 	return r, nil
 }

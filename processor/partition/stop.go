@@ -62,7 +62,7 @@ func (w *Worker) keepable() bool {
 	// A repartitioned partition restores its high-water marks with its
 	// pair from the checkpoint: the kept pair alone would lose them.
 	return w.d.Owner != nil && w.legacy == nil && w.origins == nil && w.position >= 0 && w.position == w.cp.last &&
-		(w.cp.exact || w.d.Store == nil) && w.position >= w.suppressTo &&
+		(w.cp.exact || w.d.Store == nil) && w.position >= w.suppressTo && w.position >= w.drops.suppressTo &&
 		w.acks.failed() == nil && !w.crashed()
 }
 

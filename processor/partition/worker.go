@@ -54,6 +54,7 @@ type Worker struct {
 	// already in the output topic. nil once the replay passed them all.
 	suppress   map[int64]struct{}
 	suppressTo int64
+	drops      dropState // Deps.Drops: the drop topic's buffer, sample and replay (drop.go)
 
 	batch   []record  // records read ahead, not yet decided from w.next on (reused)
 	next    int       // the first record of batch not yet decided
@@ -159,6 +160,8 @@ type record struct {
 	probe  rotation.Probe
 	// origin: the input record a repartitioned record copies (unwrap).
 	origin originOf
+	// byLegacy: the legacy pair, not the pair, held the key (legacyFilters).
+	byLegacy bool
 }
 
 // source is the values of the source headers of r's origin, nil when it
@@ -321,6 +324,9 @@ func (w *Worker) process(r *record) error {
 		}
 	case w.filters.seen(r, ts):
 		w.counts.duplicates++
+		if w.d.Drops != nil {
+			return w.drop(r)
+		}
 		return w.flushIfCaughtUp()
 	default:
 		// A key the filters did not hold: it could have read as held with
@@ -354,21 +360,9 @@ func (w *Worker) process(r *record) error {
 	}
 	*outcome++
 
-	slot := w.acks.reserve(m.Offset, ts)
-	if slot == nil {
-		// The ring is full: hand what is buffered to the writer and wait for
-		// acknowledgements. Not cancellable: the record is already decided,
-		// so its output must be queued before anything moves on.
-		if err := w.flush(); err != nil {
-			return err
-		}
-		if err := w.acks.waitRoom(context.Background()); err != nil {
-			return err
-		}
-		if err := w.acks.publish(); err != nil {
-			return err
-		}
-		slot = w.acks.reserve(m.Offset, ts)
+	slot, err := w.slot(m.Offset, ts)
+	if err != nil {
+		return err
 	}
 	out := m.Time
 	if out.IsZero() {
@@ -393,6 +387,27 @@ func (w *Worker) process(r *record) error {
 	return w.flushIfCaughtUp()
 }
 
+// slot reserves the ack slot of the output (or drop) of input offset
+// off, stamped ts for the end-to-end latency (zero: not observed).
+func (w *Worker) slot(off int64, ts time.Time) (*ackSlot, error) {
+	if s := w.acks.reserve(off, ts); s != nil {
+		return s, nil
+	}
+	// The ring is full: hand what is buffered to the writer and wait for
+	// acknowledgements. Not cancellable: the record is already decided,
+	// so its output must be queued before anything moves on.
+	if err := w.flush(); err != nil {
+		return nil, err
+	}
+	if err := w.acks.waitRoom(context.Background()); err != nil {
+		return nil, err
+	}
+	if err := w.acks.publish(); err != nil {
+		return nil, err
+	}
+	return w.acks.reserve(off, ts), nil
+}
+
 // filters is what the hot path asks of the partition's filters, for a
 // record at event time ts: the pair alone (pairFilters), or, after the
 // filter options changed, the pair with the legacy pair asked behind it
@@ -403,12 +418,19 @@ type filters interface {
 	seen(r *record, ts time.Time) bool
 	// retract removes key from the filters that hold it.
 	retract(key []byte, ts time.Time) error
+	// held names the generation that held the key of r, which seen just
+	// reported held, and that generation's window (the drop headers).
+	held(r *record) (gen []byte, start, end time.Time)
 }
 
 // pairFilters is the partition's pair alone.
 type pairFilters struct{ pair *rotation.Pair }
 
 func (f pairFilters) seen(r *record, ts time.Time) bool { return f.pair.TestAndAddAt(&r.probe, ts) }
+
+func (f pairFilters) held(r *record) ([]byte, time.Time, time.Time) {
+	return heldIn(f.pair, f.pair.HeldBy(&r.probe))
+}
 
 func (f pairFilters) retract(key []byte, ts time.Time) error {
 	_, err := f.pair.Remove(key, ts)
@@ -431,16 +453,20 @@ func (w *Worker) setFilters() {
 // worker hands over up to flushAt outputs per call, which amortises
 // WriteMessages' per-call cost (a map and a metadata lookup).
 func (w *Worker) flushIfCaughtUp() error {
-	if w.position >= w.hwm && len(w.buf) > 0 {
+	if w.position >= w.hwm && (len(w.buf) > 0 || len(w.drops.buf) > 0) {
 		return w.flush()
 	}
 	return nil
 }
 
-// flush publishes the reserved slots and hands the buffered outputs to the
-// asynchronous writer; acknowledgements arrive in Completion.Settle.
+// flush publishes the reserved slots and hands the buffered outputs (and
+// drops) to the asynchronous writers; acknowledgements arrive in
+// Completion.Settle.
 func (w *Worker) flush() error {
 	if err := w.acks.publish(); err != nil {
+		return err
+	}
+	if err := w.flushDrops(); err != nil {
 		return err
 	}
 	if len(w.buf) == 0 {
@@ -521,6 +547,7 @@ func (w *Worker) periodic(ctx context.Context, now time.Time) error {
 		w.recoverAt = -1
 	}
 	w.publishCounts()
+	w.answerQuestions()
 	if !now.Before(w.nextGauges) {
 		w.nextGauges = now.Add(time.Second)
 		w.releaseLegacy()
@@ -582,6 +609,7 @@ func (w *Worker) readPastEnd(ctx context.Context) error {
 	}
 	w.position, w.hwm = end, end
 	w.suppress, w.suppressTo = nil, 0
+	w.drops.suppress, w.drops.suppressTo = nil, 0
 	w.cp.replay = replayMark{}
 	return nil
 }
