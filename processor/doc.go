@@ -78,7 +78,8 @@
 // a produce failure, the recovery deadline), generation.go (generations
 // and the partitions' Deps), commit.go (offset commits with their
 // checkpoint's output end offsets), warm.go (pairs kept across a
-// rebalance), damaged.go (partitions held back by damaged checkpoints).
+// rebalance), damaged.go (partitions held back by damaged checkpoints),
+// keyask.go (questions about a key, answered by the partitions' workers).
 // The dedup key is found by package key.
 //
 // Concurrency: Processor methods are safe for concurrent use; Run is called

@@ -6,5 +6,6 @@
 //
 // service.go holds the start-up and the stop, startup.go the wait for the
 // brokers and the start-up status, store.go the checkpoint store,
-// status.go the HTTP status server and the metrics registry.
+// status.go the HTTP status server and the metrics registry, probe.go the
+// key probe on PROBE_ADDR.
 package service

@@ -118,8 +118,9 @@ type statusServer struct {
 }
 
 // listenStatus binds addr now, so that a taken port fails the start rather
-// than surfacing later; Serve starts answering.
-func listenStatus(addr string, reg *prometheus.Registry, probe Probe, log *slog.Logger) (*statusServer, error) {
+// than surfacing later; Serve starts answering. keyProbe is the key probe's
+// bound address, for the page's form (empty: no probe).
+func listenStatus(addr string, reg *prometheus.Registry, probe Probe, keyProbe string, log *slog.Logger) (*statusServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on METRICS_ADDR %s: %w", addr, err)
@@ -145,7 +146,7 @@ func listenStatus(addr string, reg *prometheus.Registry, probe Probe, log *slog.
 		}
 		fmt.Fprintln(w, "ready")
 	})
-	po := statuspage.Options{Gatherer: reg}
+	po := statuspage.Options{Gatherer: reg, Probe: statuspage.ProbeOn(keyProbe)}
 	if r, ok := probe.(interface{ Readiness() error }); ok {
 		po.Readiness = r.Readiness // what /readyz says
 	}

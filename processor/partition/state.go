@@ -134,7 +134,7 @@ func readState(r io.Reader, pair *rotation.Pair) (*legacy, error) {
 }
 
 // Snapshot is a decoded snapshot payload, for readers outside the worker
-// (dedup inspect).
+// (dedup inspect, dedup explain).
 type Snapshot struct {
 	Pair *rotation.Pair
 	// Legacy is the pair kept from before the filter options changed (nil:
@@ -144,6 +144,8 @@ type Snapshot struct {
 	// Origins are a repartitioned partition's high-water marks
 	// ("topic/partition:offset ..."), empty for any other.
 	Origins string
+
+	legacy *legacy // Legacy with its retracted keys, for Ask
 }
 
 // ReadSnapshot decodes a snapshot payload.
@@ -161,13 +163,13 @@ func ReadSnapshot(r io.Reader) (Snapshot, error) {
 		s.Origins = marks.String()
 	}
 	if l != nil {
-		s.Legacy, s.Retracted = l.pair, len(l.retracted)
+		s.Legacy, s.Retracted, s.legacy = l.pair, len(l.retracted), l
 	}
 	return s, nil
 }
 
-// ApplyIncrement applies an increment's payload to pair (dedup inspect):
-// its high-water-mark section, if any, is skipped.
+// ApplyIncrement applies an increment's payload to pair (dedup inspect,
+// dedup explain): its high-water-mark section, if any, is skipped.
 func ApplyIncrement(pair *rotation.Pair, r io.Reader) error {
 	_, r, err := readOrigins(r)
 	if err != nil {
