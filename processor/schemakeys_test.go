@@ -55,6 +55,24 @@ func avroSerde(t *testing.T, reg *registrytest.Server, subject string) *sr.Serde
 	return &serde
 }
 
+// schemaKeys starts a test registry and a client of it with a short
+// request timeout, and parses spec bound to that client.
+func schemaKeys(t *testing.T, spec string) (*registrytest.Server, *registry.Client, key.Source) {
+	t.Helper()
+	reg := registrytest.New()
+	t.Cleanup(reg.Close)
+	client, err := registry.New(registry.Options{URLs: []string{reg.URL()}, Timeout: 300 * time.Millisecond, Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	ks, err := key.Parse(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg, client, ks.WithRegistry(client)
+}
+
 // TestSchemaKeysWaitForRegistry: with DEDUP_KEY=avro:id, a partition whose
 // next record's schema is not cached waits through a registry outage
 // (nothing of it is forwarded, nothing counted unkeyed) while a partition
@@ -64,20 +82,10 @@ func avroSerde(t *testing.T, reg *registrytest.Server, subject string) *sr.Serde
 func TestSchemaKeysWaitForRegistry(t *testing.T) {
 	e := newTestEnv(t, 2, 2)
 	out := e.collect()
-	reg := registrytest.New()
-	t.Cleanup(reg.Close)
+	reg, client, ks := schemaKeys(t, "avro:id")
 	serde := avroSerde(t, reg, inTopic+"-value")
-	client, err := registry.New(registry.Options{URLs: []string{reg.URL()}, Timeout: 300 * time.Millisecond, Logger: testLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(client.Close)
-	ks, err := key.Parse("avro:id")
-	if err != nil {
-		t.Fatal(err)
-	}
 	o := e.options("schema-wait")
-	o.Key = ks.WithRegistry(client)
+	o.Key = ks
 	base := time.Now().Add(-time.Minute)
 	n := 0
 	r := func(p int32, v any) *kgo.Record {
@@ -162,19 +170,8 @@ func TestSchemaKeysWaitForRegistry(t *testing.T) {
 // keys.
 func TestSchemaKeysTwoHops(t *testing.T) {
 	e, _ := twoHopEnv(t, 3, 2)
-	reg := registrytest.New()
-	t.Cleanup(reg.Close)
+	reg, client, ks := schemaKeys(t, "key,avro:id")
 	serde := avroSerde(t, reg, inTopic+"-value")
-	client, err := registry.New(registry.Options{URLs: []string{reg.URL()}, Timeout: 300 * time.Millisecond, Logger: testLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(client.Close)
-	ks, err := key.Parse("key,avro:id")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ks = ks.WithRegistry(client)
 	o := e.options("schema-two-hops")
 	o.InputTopic, o.Repartitioned, o.Key = reTopic, true, ks
 	out := e.collect()
