@@ -122,7 +122,7 @@ func newCluster(t *testing.T, extra ...kfake.Opt) (*kfake.Cluster, string) {
 	// Registered before any process or client of the test starts, so it
 	// runs after their cleanups stopped them.
 	t.Cleanup(func() { removeNames(t, n) })
-	createTopics(t, n.input, n.output)
+	createTopics(t, external, n.input, n.output)
 	return nil, external
 }
 
@@ -174,19 +174,25 @@ func seedBrokers(brokers string) kgo.Opt {
 // below; the caller closes it.
 func adminClient(t testing.TB) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(seedBrokers(external))
+	return clientOf(t, external)
+}
+
+// clientOf is a plain client of brokers; the caller closes it.
+func clientOf(t testing.TB, brokers string) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(seedBrokers(brokers))
 	if err != nil {
-		t.Fatalf("client of %s: %v", external, err)
+		t.Fatalf("client of %s: %v", brokers, err)
 	}
 	return cl
 }
 
-// createTopics creates topics with numPartitions partitions each (the
-// cluster's replication factor) and waits until every partition has a
-// leader: a stage started at once must not find a topic missing.
-func createTopics(t *testing.T, topics ...string) {
+// createTopics creates topics on brokers with numPartitions partitions
+// each (the cluster's replication factor) and waits until every partition
+// has a leader: a stage started at once must not find a topic missing.
+func createTopics(t *testing.T, brokers string, topics ...string) {
 	t.Helper()
-	cl := adminClient(t)
+	cl := clientOf(t, brokers)
 	defer cl.Close()
 	req := kmsg.NewPtrCreateTopicsRequest()
 	req.TimeoutMillis = 30_000

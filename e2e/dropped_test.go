@@ -1,16 +1,11 @@
 package e2e_test
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 const (
@@ -35,7 +30,7 @@ func testDroppedTopicCrash(t *testing.T, store string) {
 	rng, brokers, w, obs := sc.rng, sc.brokers, sc.w, sc.obs
 	env := stageEnv(t, brokers, store)
 	dropped := env["OUTPUT_TOPIC"] + "-dropped"
-	createDropTopic(t, brokers, dropped)
+	createTopics(t, brokers, dropped)
 	env["DROPPED_TOPIC"] = dropped
 
 	var names procSet
@@ -75,33 +70,6 @@ func testDroppedTopicCrash(t *testing.T, store string) {
 		drops[i] = outRecord{key: string(r.Key), value: string(r.Value), ts: r.Timestamp, partition: r.Partition, offset: r.Offset, headers: h}
 	}
 	checkDropped(t, w, env["INPUT_TOPIC"], drops)
-}
-
-// createDropTopic creates topic with numPartitions partitions, as the
-// input and output are.
-func createDropTopic(t *testing.T, brokers, topic string) {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	req := kmsg.NewPtrCreateTopicsRequest()
-	req.TimeoutMillis = 30_000
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, numPartitions, -1
-	req.Topics = append(req.Topics, rt)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		t.Fatalf("create %s: %v", topic, err)
-	}
-	for _, r := range resp.Topics {
-		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
-			t.Fatalf("create %s: %v", topic, err)
-		}
-	}
 }
 
 // checkDropped asserts that drops hold every input record of w that is
