@@ -11,8 +11,6 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"dedup/bench/keyformats"
-	"dedup/registry"
-	"dedup/registry/registrytest"
 )
 
 // TestCompositeUnambiguous: the parts of a composite key are kept apart,
@@ -142,17 +140,7 @@ func TestKeyOfParts(t *testing.T) {
 // text (a string as it is, a long in decimal) is the key Extract takes
 // from a record framed by the registry, alone and as a composite part.
 func TestKeyOfSchemaFramed(t *testing.T) {
-	reg := registrytest.New()
-	t.Cleanup(reg.Close)
-	enc, err := keyformats.Register(reg, "events")
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := registry.New(registry.Options{URLs: []string{reg.URL()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(client.Close)
+	enc, client := keyFormatsRegistry(t)
 	ev := keyformats.New(3, 42)
 	for _, f := range keyformats.Formats {
 		value, err := enc.Value(f, &ev)

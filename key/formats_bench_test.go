@@ -20,12 +20,9 @@ type formatCase struct {
 	value int // the value's size in bytes
 }
 
-// keyFormatCases are the same event (keyformats: ten fields, the id the
-// fifth) as a plain JSON value for json:id and framed by the registry in
-// Avro, Protobuf and JSON Schema for the others, each Source bound to a
-// registry client, its schema cached and its plan compiled: every case
-// has had one Extract, waited for its schema, and taken the event's id.
-func keyFormatCases(tb testing.TB) []formatCase {
+// keyFormatsRegistry starts a test registry holding keyformats' schemas
+// under subject "events" and a client of it; both close with tb.
+func keyFormatsRegistry(tb testing.TB) (*keyformats.Encoder, *registry.Client) {
 	tb.Helper()
 	reg := registrytest.New()
 	tb.Cleanup(reg.Close)
@@ -38,6 +35,17 @@ func keyFormatCases(tb testing.TB) []formatCase {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(client.Close)
+	return enc, client
+}
+
+// keyFormatCases are the same event (keyformats: ten fields, the id the
+// fifth) as a plain JSON value for json:id and framed by the registry in
+// Avro, Protobuf and JSON Schema for the others, each Source bound to a
+// registry client, its schema cached and its plan compiled: every case
+// has had one Extract, waited for its schema, and taken the event's id.
+func keyFormatCases(tb testing.TB) []formatCase {
+	tb.Helper()
+	enc, client := keyFormatsRegistry(tb)
 	ev := keyformats.New(0, 42)
 	var cases []formatCase
 	for _, f := range keyformats.Formats {
