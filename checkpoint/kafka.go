@@ -823,11 +823,7 @@ func (s *KafkaStore) damaged(ctx context.Context, id snapID, loc *manifestLoc, e
 // reach from its base: a warn line naming its key, and the context's
 // report. Unlike a damaged manifest it is tombstoned with its base.
 func (s *KafkaStore) unreachableFound(ctx context.Context, id snapID, loc *manifestLoc, err error) {
-	s.mu.Lock()
-	off, seen := s.unreachable[loc.key]
-	s.unreachable[loc.key] = loc.offset
-	s.mu.Unlock()
-	if seen && off == loc.offset {
+	if !s.firstReport(s.unreachable, loc) {
 		return
 	}
 	d := Damage{Topic: id.topic, Partition: id.partition, Seq: loc.m.Meta.Seq, Where: loc.key, Err: err}
@@ -836,14 +832,20 @@ func (s *KafkaStore) unreachableFound(ctx context.Context, id snapID, loc *manif
 	reportDamage(ctx, d)
 }
 
+// firstReport records loc's record in seen (by key, the offset it was
+// read at) and reports whether it is new there: each record is logged once.
+func (s *KafkaStore) firstReport(seen map[string]int64, loc *manifestLoc) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	off, ok := seen[loc.key]
+	seen[loc.key] = loc.offset
+	return !ok || off != loc.offset
+}
+
 // staleFound logs, once per record and at info, a stale increment a
 // Save tombstones (staleIncrements): no damage, nothing is counted.
 func (s *KafkaStore) staleFound(id snapID, loc *manifestLoc, why string) {
-	s.mu.Lock()
-	off, seen := s.stale[loc.key]
-	s.stale[loc.key] = loc.offset
-	s.mu.Unlock()
-	if seen && off == loc.offset {
+	if !s.firstReport(s.stale, loc) {
 		return
 	}
 	s.log.Info("checkpoint increment superseded: tombstoned, no damage", "topic", id.topic, "partition", id.partition,

@@ -32,15 +32,7 @@ type topicLimits struct {
 // check cannot know: with compression the batch limit alone applies, and
 // the broker's refusal of a record settles the rest (probe.go).
 func (o *Output) Limit() partition.Limit {
-	lim := partition.Limit{Bytes: o.c.BatchBytes, Setting: fmt.Sprintf("PRODUCE_BATCH_BYTES=%d", o.c.BatchBytes)}
-	if m := o.limits.output; m > 0 && m-batchOverhead < lim.Bytes && o.c.Compression == 0 {
-		lim = partition.Limit{Bytes: m - batchOverhead,
-			Setting: fmt.Sprintf("max.message.bytes=%d of topic %s less %d bytes of batch header", m, o.c.Topic, batchOverhead)}
-	}
-	if o.limits.outputCompacted {
-		lim.KeyRequired = fmt.Sprintf("cleanup.policy=compact of topic %s", o.c.Topic)
-	}
-	return lim
+	return o.topicLimit(o.c.Topic, o.limits.output, o.limits.outputCompacted)
 }
 
 // DroppedLimit is the largest drop record the drop writer can deliver, as
@@ -48,13 +40,19 @@ func (o *Output) Limit() partition.Limit {
 // max.message.bytes less the batch header when that is smaller; a
 // compacted drop topic requires a key.
 func (o *Output) DroppedLimit() partition.Limit {
+	return o.topicLimit(o.c.DroppedTopic, o.limits.dropped, o.limits.droppedCompacted)
+}
+
+// topicLimit is the limit of records written to topic, whose
+// max.message.bytes is maxBytes (0: unknown).
+func (o *Output) topicLimit(topic string, maxBytes int64, compacted bool) partition.Limit {
 	lim := partition.Limit{Bytes: o.c.BatchBytes, Setting: fmt.Sprintf("PRODUCE_BATCH_BYTES=%d", o.c.BatchBytes)}
-	if m := o.limits.dropped; m > 0 && m-batchOverhead < lim.Bytes && o.c.Compression == 0 {
+	if m := maxBytes; m > 0 && m-batchOverhead < lim.Bytes && o.c.Compression == 0 {
 		lim = partition.Limit{Bytes: m - batchOverhead,
-			Setting: fmt.Sprintf("max.message.bytes=%d of topic %s less %d bytes of batch header", m, o.c.DroppedTopic, batchOverhead)}
+			Setting: fmt.Sprintf("max.message.bytes=%d of topic %s less %d bytes of batch header", m, topic, batchOverhead)}
 	}
-	if o.limits.droppedCompacted {
-		lim.KeyRequired = fmt.Sprintf("cleanup.policy=compact of topic %s", o.c.DroppedTopic)
+	if compacted {
+		lim.KeyRequired = fmt.Sprintf("cleanup.policy=compact of topic %s", topic)
 	}
 	return lim
 }
