@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 	produceAPI "github.com/segmentio/kafka-go/protocol/produce"
+	rawproduceAPI "github.com/segmentio/kafka-go/protocol/rawproduce"
 )
 
 // Kinds of failed produce requests, the values of
@@ -110,7 +111,7 @@ func (o *outcomes) RoundTrip(ctx context.Context, addr net.Addr, req kafka.Reque
 	if !ok || o.blind {
 		return o.next.RoundTrip(ctx, addr, req)
 	}
-	res, err := o.next.RoundTrip(ctx, addr, req)
+	res, err := o.send(ctx, addr, pr)
 	kind, cause := classifyProduce(res, err)
 	if kind == "" {
 		if r, ok := res.(*produceAPI.Response); ok && o.truncated != nil {
@@ -137,6 +138,22 @@ func (o *outcomes) RoundTrip(ctx context.Context, addr net.Addr, req kafka.Reque
 		o.abort()
 	}
 	return nil, oe
+}
+
+// send sends pr, its records encoded by rawProduce when it can.
+func (o *outcomes) send(ctx context.Context, addr net.Addr, pr *produceAPI.Request) (kafka.Response, error) {
+	raw, rb, ok, err := rawProduce(pr)
+	if err != nil {
+		return nil, fmt.Errorf("encode records: %w", err)
+	}
+	if !ok {
+		return o.next.RoundTrip(ctx, addr, pr)
+	}
+	res, err := o.next.RoundTrip(ctx, addr, raw)
+	if err == nil {
+		rb.release()
+	}
+	return res, err
 }
 
 // classifyProduce returns the kind of a produce round trip's failure and
@@ -169,9 +186,10 @@ func classifyProduce(res kafka.Response, err error) (kind string, cause error) {
 func failureKind(err error) string {
 	var op *net.OpError
 	var route *produceAPI.Error
+	var rawRoute *rawproduceAPI.Error // the same, of a request rawProduce encoded
 	switch {
 	case errors.As(err, &op) && op.Op == "dial",
-		errors.As(err, &route),
+		errors.As(err, &route), errors.As(err, &rawRoute),
 		errors.Is(err, kafka.BrokerNotAvailable):
 		return OutputRetriable
 	}
