@@ -111,8 +111,9 @@ func (e *StaleError) Error() string {
 func (e *StaleError) Unwrap() error { return ErrStale }
 
 func staleError(m, held Meta, where string) *StaleError {
-	return &StaleError{Topic: m.Topic, Partition: m.Partition, Epoch: m.Epoch, Generation: m.Generation,
-		HeldEpoch: held.Epoch, HeldGeneration: held.Generation, Where: where}
+	mf, hf := fenceOf(m), fenceOf(held)
+	return &StaleError{Topic: m.Topic, Partition: m.Partition, Epoch: mf.Epoch, Generation: mf.Generation,
+		HeldEpoch: hf.Epoch, HeldGeneration: hf.Generation, Where: where}
 }
 
 // ErrChainBroken is wrapped by *ChainError.

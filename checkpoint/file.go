@@ -476,6 +476,13 @@ func chainAt(ps []dirPiece, m Meta, seq uint64) *ChainError {
 	if newest != m.Prev {
 		return chainError(m, newest, "prev is not the newest piece of the chain")
 	}
+	if m.Owner != 0 {
+		for _, p := range ps {
+			if p.base == 0 && p.seq > m.Base && p.seq < seq {
+				return chainError(m, newest, fmt.Sprintf("a newer base (seq %d) is held: a chain is continued only from the newest", p.seq))
+			}
+		}
+	}
 	return nil
 }
 
@@ -509,6 +516,9 @@ func checkChain(dir string, m Meta) (int64, error) {
 	pm, err := footerOf(filepath.Join(dir, incName(m.Prev, m.Base)))
 	if err != nil {
 		return 0, chainError(m, m.Prev, fmt.Sprintf("previous increment unreadable: %v", err))
+	}
+	if pm.Owner > m.Owner {
+		return 0, chainError(m, m.Prev, fmt.Sprintf("previous increment written by generation %d, this one by %d", pm.Owner, fenceOf(m).Generation))
 	}
 	return pm.ChainBytes, nil
 }
@@ -957,16 +967,38 @@ func footerOf(path string) (Meta, error) {
 	return readFooter(f, path)
 }
 
-// checkFence refuses m when dir holds a readable base of a greater
-// (Epoch, Generation). Increments are not read: each has its base's.
+// checkFence refuses m when dir holds a readable piece written by a
+// greater (Epoch, Generation). Of increments only each chain's newest is
+// read: an increment has its base's, but for its Owner, which never
+// decreases along a chain.
 func checkFence(dir string, m Meta) error {
-	snaps, err := ranked(dir)
+	ps, err := pieces(dir)
 	if err != nil {
 		return fmt.Errorf("list snapshots: %w", err)
 	}
-	for _, sn := range snaps {
-		if sn.err == nil && compareFence(sn.meta, m) > 0 {
-			return staleError(m, sn.meta, filepath.Join(dir, fileName(sn.meta.Seq)))
+	newest := map[uint64]dirPiece{} // base seq -> its newest piece
+	for _, p := range ps {
+		b := p.base
+		if b == 0 {
+			b = p.seq
+		}
+		if q, ok := newest[b]; !ok || p.seq > q.seq {
+			newest[b] = p
+		}
+	}
+	for _, p := range newest {
+		path := filepath.Join(dir, p.name())
+		pm, err := footerOf(path)
+		if err == nil && compareWriter(pm, m) > 0 {
+			return staleError(m, pm, path)
+		}
+		if p.base == 0 {
+			continue
+		}
+		// The base too: an unreadable newest increment hides nothing of it.
+		path = filepath.Join(dir, fileName(p.base))
+		if bm, err := footerOf(path); err == nil && compareWriter(bm, m) > 0 {
+			return staleError(m, bm, path)
 		}
 	}
 	return nil

@@ -338,10 +338,11 @@ func (s *KafkaStore) write(ctx context.Context, msgs ...kafka.Message) error {
 }
 
 // checkFence refuses m when the index holds a decodable manifest of id
-// with a greater (Epoch, Generation). Called with pi.mu held.
+// written by a greater (Epoch, Generation) (an increment's Owner counts).
+// Called with pi.mu held.
 func (s *KafkaStore) checkFence(pi *partIndex, id snapID, m Meta) error {
 	for _, loc := range pi.manifests[id] {
-		if loc.err == nil && compareFence(loc.m.Meta, m) > 0 {
+		if loc.err == nil && compareWriter(loc.m.Meta, m) > 0 {
 			return staleError(m, loc.m.Meta, loc.key)
 		}
 	}
@@ -406,13 +407,24 @@ func (s *KafkaStore) checkChain(pi *partIndex, id snapID, m Meta) (int64, error)
 	if newest != m.Prev {
 		return 0, chainError(m, newest, "prev is not the newest piece of the chain")
 	}
+	if m.Owner != 0 {
+		for seq, loc := range ms {
+			if loc.base == 0 && seq > m.Base {
+				return 0, chainError(m, newest, fmt.Sprintf("a newer base (seq %d) is held: a chain is continued only from the newest", seq))
+			}
+		}
+	}
 	if newest == m.Base {
 		return 0, nil
 	}
-	if p := ms[newest]; p.err != nil {
+	p := ms[newest]
+	if p.err != nil {
 		return 0, chainError(m, newest, fmt.Sprintf("previous increment unreadable: %v", p.err))
 	}
-	return ms[newest].m.Meta.ChainBytes, nil
+	if p.m.Meta.Owner > m.Owner {
+		return 0, chainError(m, newest, fmt.Sprintf("previous increment written by generation %d, this one by %d", p.m.Meta.Owner, fenceOf(m).Generation))
+	}
+	return p.m.Meta.ChainBytes, nil
 }
 
 // superseded lists tombstones for the bases of id beyond the best Keep by

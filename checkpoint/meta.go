@@ -52,10 +52,17 @@ type Meta struct {
 	// base an increment chains to, Prev the Seq of the piece it directly
 	// follows (the base, or the previous increment). Both are 0 for a base
 	// and for every snapshot written before chains existed. An increment
-	// has its base's Epoch and Generation: a new generation starts a new
-	// base.
+	// has its base's Epoch and Generation, whoever wrote it (Owner).
 	Base uint64 `json:"base,omitempty"`
 	Prev uint64 `json:"prev,omitempty"`
+	// Owner is, for an increment written by a member of a newer
+	// generation than its base's (the chain continued after the partition
+	// moved or stayed through a rebalance), that generation; 0 otherwise.
+	// It fences: Save refuses a piece of an older generation once a
+	// piece of the partition has a newer Owner (fenceOf), and Owner never
+	// decreases along a chain. Generation keeps the base's, so that a
+	// release that predates Owner reads the chain as one generation's.
+	Owner int32 `json:"owner,omitempty"`
 	// ChainBytes is, for an increment, the sum of StoredBytes of the
 	// increments of its base up to and including this one (set by Save):
 	// what a restore reads beyond the base. 0 for a base.
@@ -87,6 +94,16 @@ func compareFence(a, b Meta) int {
 	return compareRank(Meta{Epoch: a.Epoch, Generation: a.Generation}, Meta{Epoch: b.Epoch, Generation: b.Generation})
 }
 
+// fenceOf is the (Epoch, Generation) of the member that wrote m: its
+// Owner's for an increment of a continued chain.
+func fenceOf(m Meta) Meta {
+	return Meta{Epoch: m.Epoch, Generation: max(m.Generation, m.Owner)}
+}
+
+// compareWriter orders pieces by the generation of the member that wrote
+// them (fenceOf): the fence Save checks.
+func compareWriter(a, b Meta) int { return compareFence(fenceOf(a), fenceOf(b)) }
+
 // Store keeps snapshots of partition state, as chains of a base and
 // increments (see Meta.Base). Implemented by *FileStore and
 // *KafkaStore. Both are safe for concurrent use by several goroutines.
@@ -95,13 +112,16 @@ type Store interface {
 	// (m.Topic, m.Partition) and returns m with Seq, RawBytes, StoredBytes
 	// and Checksum filled in. When Save returns nil the snapshot is durable.
 	// Save refuses with a *StaleError when the store already holds a
-	// snapshot of the partition with a greater (Epoch, Generation).
+	// piece of the partition written by a greater (Epoch, Generation)
+	// (fenceOf: an increment's Owner counts).
 	//
 	// With m.Base != 0 the state is an increment of that base: Save refuses
 	// with a *ChainError (wrapping ErrChainBroken) unless the base is held
 	// and intact as far as its metadata shows, has m's Epoch and
-	// Generation, and m.Prev is the newest piece of its chain the store
-	// holds; the returned Meta carries ChainBytes.
+	// Generation, m.Prev is the newest piece of its chain the store
+	// holds, m.Owner is not below the Owner of m.Prev, and, for an
+	// increment with an Owner, no base newer than m.Base is held; the
+	// returned Meta carries ChainBytes.
 	Save(ctx context.Context, m Meta, state io.WriterTo) (Meta, error)
 	// Load restores the best intact base of (topic, partition), ranked by
 	// (Epoch, Generation, Seq), and then its increments in Prev order:

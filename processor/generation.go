@@ -18,7 +18,6 @@ import (
 	"dedup/processor/lease"
 	"dedup/processor/output"
 	"dedup/processor/partition"
-	"dedup/rotation"
 )
 
 // generation is what the partitions of one consumer-group generation share.
@@ -121,7 +120,7 @@ func (p *Processor) superviseGeneration(ctx context.Context, gen *kafka.Generati
 // partition's pipeline. Returning ends the generation (the group rejoins
 // and the partition restarts from its last checkpoint or commit); a
 // produce failure also has Run replace the writer first.
-func (p *Processor) runPartition(ctx context.Context, g *generation, a kafka.PartitionAssignment, warm *rotation.Pair) {
+func (p *Processor) runPartition(ctx context.Context, g *generation, a kafka.PartitionAssignment, warm *partition.Kept) {
 	d := p.partitionDeps(g, a)
 	d.Warm = warm
 	questions := make(chan partition.KeyQuestion, keyQuestionQueue)
@@ -301,8 +300,8 @@ type partitionOwner struct {
 
 func (po partitionOwner) Delivered(offset int64) { po.p.failures.Delivered(po.part, offset) }
 
-func (po partitionOwner) Keep(pair *rotation.Pair, offset int64) {
-	po.p.keep(po.part, keptPair{pair: pair, offset: offset, gen: po.gen})
+func (po partitionOwner) Keep(k partition.Kept) {
+	po.p.keep(po.part, keptPair{Kept: k, gen: po.gen})
 }
 
 func (po partitionOwner) Crashed() bool { return po.p.crashed.Load() }

@@ -2,6 +2,7 @@ package processor
 
 import (
 	"context"
+	"dedup/processor/partition"
 	"io"
 	"strings"
 	"sync/atomic"
@@ -105,12 +106,12 @@ func TestTakeKept(t *testing.T) {
 	for i := range pairs {
 		pairs[i] = &rotation.Pair{}
 	}
-	p.keep(0, keptPair{pair: pairs[0], offset: 100, gen: 7}) // back next generation at its offset: resumes
-	p.keep(1, keptPair{pair: pairs[1], offset: 100, gen: 6}) // a generation went by: someone else may have owned it
-	p.keep(2, keptPair{pair: pairs[2], offset: 100, gen: 7}) // committed offset moved
-	p.keep(3, keptPair{pair: pairs[3], offset: 100, gen: 7}) // not assigned again
+	p.keep(0, keptPair{Kept: partition.Kept{Pair: pairs[0], Offset: 100}, gen: 7}) // back next generation at its offset: resumes
+	p.keep(1, keptPair{Kept: partition.Kept{Pair: pairs[1], Offset: 100}, gen: 6}) // a generation went by: someone else may have owned it
+	p.keep(2, keptPair{Kept: partition.Kept{Pair: pairs[2], Offset: 100}, gen: 7}) // committed offset moved
+	p.keep(3, keptPair{Kept: partition.Kept{Pair: pairs[3], Offset: 100}, gen: 7}) // not assigned again
 	warm := p.takeKept(8, []kafka.PartitionAssignment{{ID: 0, Offset: 100}, {ID: 1, Offset: 100}, {ID: 2, Offset: 120}, {ID: 5, Offset: 0}}, testLogger())
-	if len(warm) != 1 || warm[0] != pairs[0] {
+	if len(warm) != 1 || warm[0] == nil || warm[0].Pair != pairs[0] {
 		t.Errorf("resumed %v, want only partition 0 with its pair", warm)
 	}
 	if len(p.kept) != 0 {

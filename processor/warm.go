@@ -6,7 +6,6 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"dedup/processor/partition"
-	"dedup/rotation"
 )
 
 // Warm keep: kafka-go's groups rebalance eagerly, so at every membership
@@ -24,11 +23,12 @@ import (
 // partition restores from the store (whose replay scan finds whatever
 // another owner forwarded).
 
-// keptPair is a partition's pair kept at revocation.
+// keptPair is a partition's pair kept at revocation, with the offset
+// committed then (the pair covers exactly the inputs below it) and its
+// checkpoint chain.
 type keptPair struct {
-	pair   *rotation.Pair
-	offset int64 // committed at revocation: the pair covers exactly the inputs below it
-	gen    int32 // the generation in which this member owned the partition
+	partition.Kept
+	gen int32 // the generation in which this member owned the partition
 }
 
 // keep holds a revoked partition's pair for the next generation.
@@ -41,12 +41,12 @@ func (p *Processor) keep(part int, k keptPair) {
 // takeKept returns the kept pairs that the partitions of assigned resume
 // with in generation gen, and releases every other kept pair, so that the
 // instance holds no more pairs than its partitions need (plus the spare).
-func (p *Processor) takeKept(gen int32, assigned []kafka.PartitionAssignment, log *slog.Logger) map[int]*rotation.Pair {
+func (p *Processor) takeKept(gen int32, assigned []kafka.PartitionAssignment, log *slog.Logger) map[int]*partition.Kept {
 	p.mu.Lock()
 	kept := p.kept
 	p.kept = map[int]keptPair{}
 	p.mu.Unlock()
-	warm := map[int]*rotation.Pair{}
+	warm := map[int]*partition.Kept{}
 	for _, a := range assigned {
 		k, ok := kept[a.ID]
 		if !ok {
@@ -57,11 +57,11 @@ func (p *Processor) takeKept(gen int32, assigned []kafka.PartitionAssignment, lo
 		case k.gen+1 != gen:
 			log.Info("partition back after other generations: restoring from the store", "partition", a.ID,
 				"kept_generation", k.gen)
-		case a.Offset != k.offset:
+		case a.Offset != k.Offset:
 			log.Info("partition back at another committed offset: restoring from the store", "partition", a.ID,
-				partition.OffsetAttr("committed", a.Offset), "kept_offset", k.offset)
+				partition.OffsetAttr("committed", a.Offset), "kept_offset", k.Offset)
 		default:
-			warm[a.ID] = k.pair
+			warm[a.ID] = &k.Kept
 		}
 	}
 	if len(kept) > 0 {

@@ -20,9 +20,13 @@ import (
 //
 // A checkpoint saves one piece of a chain (checkpoint.Meta.Base): a base,
 // the whole state, or an increment, the words of the pair written since
-// the previous piece (rotation.Delta). The first checkpoint of an
-// assignment is a base, and so is the one after a failed checkpoint (the
-// changes it carried are lost to the chain) and the one after the chain's
+// the previous piece (rotation.Delta). An assignment continues the chain
+// it restored in full or the kept pair's (a move writes no base); its
+// increments then carry its generation as Meta.Owner, which fences the
+// previous owner out of the chain (docs/fencing.md). A checkpoint is a
+// base when there is no chain to continue (a fresh partition, a restore
+// that fell back or changed filter options), after a failed checkpoint
+// (the changes it carried are lost to the chain), and once the chain's
 // increments reach the size of its base: the restore bound, a base plus
 // at most as much again.
 //
@@ -102,13 +106,32 @@ type checkpointer struct {
 	next  time.Time
 }
 
-// chain is the newest chain of a partition, as its assignment wrote it.
-// Zero: no base yet, or a failed checkpoint broke it.
+// Kept is a stopped partition's pair handed to its owner (Owner.Keep), to
+// resume with in the next generation (Deps.Warm): the pair, the offset its
+// final checkpoint covers exactly, and the chain that checkpoint ended.
+type Kept struct {
+	Pair   *rotation.Pair
+	Offset int64
+	chain  chain
+}
+
+// chain is the newest chain of a partition, as its assignment wrote it or
+// its restore or kept pair continues it. Zero: no base yet, or a failed
+// checkpoint broke it.
 type chain struct {
 	base       checkpoint.Meta // the base's, as Save returned it
 	head       uint64          // the newest piece's Seq
 	bytes      int64           // stored bytes of the base's increments
 	increments int             // pieces on the base: dedup_checkpoint_chain_increments
+	owner      int32           // the newest piece's Meta.Owner
+}
+
+// continues reports whether an assignment of d, at now, may go on with
+// the chain: one was read or kept, its policy allows one more increment,
+// and d's generation is not older than any that wrote it (with the same
+// epoch numbering), so the store would not refuse the increment as stale.
+func (c chain) continues(d Deps, now time.Time) bool {
+	return c.extend(chainPolicyOf(d), now) && d.Generation >= max(c.base.Generation, c.owner)
 }
 
 // chainPolicy is how far a chain may grow before a checkpoint writes a
@@ -430,6 +453,12 @@ func (c *checkpointer) saveCheckpoint(ctx context.Context, pos int64, ends outpu
 	c.droppedMeta(&meta, mark)
 	if pc.delta != nil {
 		meta.Base, meta.Prev, meta.Epoch = c.chain.base.Seq, c.chain.head, c.chain.base.Epoch
+		// An increment keeps its base's generation; a newer owner's
+		// stands beside it.
+		meta.Generation = c.chain.base.Generation
+		if c.d.Generation > meta.Generation {
+			meta.Owner = c.d.Generation
+		}
 	}
 	// A damaged snapshot the Save's pruning finds is counted here.
 	ctx = checkpoint.WithDamageReport(ctx, c.d.Metrics.damageFound)
@@ -456,6 +485,7 @@ func (c *checkpointer) saveCheckpoint(ctx context.Context, pos int64, ends outpu
 		c.chain.head = m.Seq
 		c.chain.bytes += m.StoredBytes
 		c.chain.increments++
+		c.chain.owner = m.Owner
 		pm.CheckpointWritten[pieceIncrement].Add(float64(m.StoredBytes))
 	} else {
 		c.chain = chain{base: m, head: m.Seq}

@@ -85,8 +85,9 @@ type Owner interface {
 	// in the output.
 	Delivered(offset int64)
 	// Keep is given the pair at the stop when the final checkpoint (or
-	// commit) covers exactly the partition's position, with that position.
-	Keep(pair *rotation.Pair, offset int64)
+	// commit) covers exactly the partition's position, with that position
+	// and the checkpoint chain it continues.
+	Keep(k Kept)
 	// Crashed, when it reports true at the stop, makes the partition stop
 	// like a killed process: no final checkpoint, no final commit.
 	Crashed() bool
@@ -196,8 +197,9 @@ type Deps struct {
 	RecoverAt int64
 	// Warm is the partition's pair kept in memory from the generation just
 	// before, covering exactly the inputs below Committed: the partition
-	// resumes with it, without a restore. nil: restore from the Store.
-	Warm *rotation.Pair
+	// resumes with it, without a restore, and continues its checkpoint
+	// chain. nil: restore from the Store.
+	Warm *Kept
 	// Questions are the owner's questions about keys, each answered from
 	// the live filters at the worker's next tick (ask.go). Nil: none.
 	Questions <-chan KeyQuestion

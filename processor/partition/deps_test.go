@@ -2,8 +2,6 @@ package partition
 
 import (
 	"context"
-
-	"dedup/rotation"
 )
 
 // testOwner stands in for the partition's owner (Deps.Group and
@@ -17,7 +15,7 @@ func (testOwner) Commit(context.Context, int64, map[int]int64) error { return ni
 func (testOwner) CommittedEnds(context.Context) (int64, map[int]int64, error) {
 	return -1, nil, nil
 }
-func (testOwner) Delivered(int64)            {}
-func (testOwner) Keep(*rotation.Pair, int64) {}
-func (o testOwner) Crashed() bool            { return o.crashed }
-func (testOwner) OutputRefused()             {}
+func (testOwner) Delivered(int64) {}
+func (testOwner) Keep(Kept)       {}
+func (o testOwner) Crashed() bool { return o.crashed }
+func (testOwner) OutputRefused()  {}

@@ -67,12 +67,14 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 	var anchor *outputMark        // replay-scan start of the initial checkpoint, when known
 	var replay replayMark         // the restore's replay, for the checkpoints' scan start
 	dropsUnmarked := false        // the snapshot recorded no end offsets of Deps.Drops's topic
+	var continued chain           // the chain this assignment continues (zero: none)
 	switch {
 	case d.Warm != nil:
 		// Kept from the previous generation at exactly the committed
 		// offset (the owner checked it): nothing to load, nothing to scan.
-		w.pair, source = d.Warm, SourceMemory
+		w.pair, source = d.Warm.Pair, SourceMemory
 		resumed = "kept filters at the committed offset"
+		continued = d.Warm.chain
 	case d.Store != nil:
 		r, err := w.restore(ctx)
 		if err != nil {
@@ -105,6 +107,7 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 			}
 			w.legacy = r.legacy
 			w.origins = r.marks
+			continued = r.chain
 			w.suppress, w.suppressTo = r.suppress, r.suppressTo
 			w.drops.suppress, w.drops.suppressTo = r.dropSuppress, r.dropSuppressTo
 			replay = replayMark{to: r.suppressTo, dropTo: r.dropSuppressTo, from: mark}
@@ -173,6 +176,7 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 		// Offsets to suppress name records of the old log.
 		w.suppress, w.suppressTo, replay = nil, 0, replayMark{}
 		w.drops.suppress, w.drops.suppressTo = nil, 0
+		continued = chain{} // its offsets are of the old log
 	}
 	d.Metrics.Restores.WithLabelValues(string(source)).Inc()
 	d.Metrics.restoredFrom(source)
@@ -207,13 +211,27 @@ func Start(ctx context.Context, d Deps) (*Worker, error) {
 	// A kept pair was last checkpointed exactly at the offset it resumes
 	// at (the stop that kept it made sure).
 	w.cp.exact = source == SourceMemory
-	if d.Store != nil && (source == checkpoint.SourceEmpty || dropsUnmarked) {
+	// The chain restored in full, or the kept pair's, goes on: a move
+	// writes no base. The pair holds exactly the chain's head, and counts
+	// its changes from there (decoding and applying pieces, and taking the
+	// final checkpoint of a kept pair, left it so).
+	claim := false
+	if d.Store != nil && w.legacy == nil && continued.continues(d, time.Now()) {
+		w.cp.chain = continued
+		// A restored chain is claimed at once: an increment of this
+		// generation (Meta.Owner) on its head, so that the previous owner,
+		// should it still write, is fenced out of it (a kept pair's chain
+		// was this member's own).
+		claim = source != SourceMemory
+	}
+	if d.Store != nil && (source == checkpoint.SourceEmpty || dropsUnmarked || claim) {
 		// Anchor the partition before the first record: a crash before the
 		// first periodic checkpoint then restores here and its replay scan
 		// starts at today's output end, so even the first outputs are never
 		// forwarded twice. A restored snapshot without the drop topic's
 		// ends is anchored too, at the restore's own scan start, so that
-		// the drops written from here on are found by the next restore.
+		// the drops written from here on are found by the next restore;
+		// so is a continued chain (the claim, an empty increment).
 		var (
 			ends  outputMark
 			err   error
@@ -252,6 +270,7 @@ type restored struct {
 	suppressTo int64
 	rejected   bool    // no snapshot used (all rejected or none left): meta is the committed offset's
 	marks      origins // a repartitioned partition's high-water marks (nil: none saved)
+	chain      chain   // the chain read, when pair is its head exactly (zero otherwise)
 
 	// Inputs at or after the snapshot whose drop is in the drop topic.
 	dropSuppress   map[int64]struct{}
@@ -287,7 +306,8 @@ func (w *Worker) restore(ctx context.Context) (restored, error) {
 	var (
 		increments int
 		readBytes  int64
-		marks      origins // the high-water marks of the pieces read
+		marks      origins         // the high-water marks of the pieces read
+		baseMeta   checkpoint.Meta // the base read
 	)
 	loadBegan := time.Now()
 	meta, source, err := d.Store.Load(lctx, d.Topic, d.Partition, func(m checkpoint.Meta, r io.Reader) error {
@@ -325,7 +345,7 @@ func (w *Worker) restore(ctx context.Context) (restored, error) {
 			return err
 		}
 		got, old, mismatch, marks = &pr, l, pr.Options() != want, pm
-		increments, readBytes = 0, m.StoredBytes
+		increments, readBytes, baseMeta = 0, m.StoredBytes, m
 		return nil
 	})
 	loaded := time.Since(loadBegan)
@@ -412,6 +432,10 @@ func (w *Worker) restore(ctx context.Context) (restored, error) {
 		return restored{}, fmt.Errorf("load checkpoint of %s/%d: %w", d.Topic, d.Partition, err)
 	}
 	r := restored{found: true, meta: meta, source: source, pair: got, legacy: old, rejected: emptied, marks: marks}
+	if source == checkpoint.SourceLatest && !mismatch && old == nil && got != nil {
+		// The newest chain whole, as its writer left it: it may go on.
+		r.chain = chain{base: baseMeta, head: meta.Seq, bytes: meta.ChainBytes, increments: increments, owner: meta.Owner}
+	}
 	if mismatch {
 		// The snapshot's pair becomes the legacy one, unless no record
 		// ever reached it (it holds nothing to keep).

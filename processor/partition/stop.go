@@ -44,7 +44,7 @@ func (w *Worker) stop() error {
 		// inputs below the committed offset and nothing else, and no output
 		// of a later input exists. Should the partition come straight back,
 		// the owner resumes it from memory.
-		w.d.Owner.Keep(w.pair, w.position)
+		w.d.Owner.Keep(Kept{Pair: w.pair, Offset: w.position, chain: w.cp.chain})
 	}
 	w.log.Info("partition revoked", "position", w.position, OffsetAttr("committed", w.cp.last), "kept", kept)
 	return errors.Join(errs...)
