@@ -121,8 +121,9 @@ var ErrChainBroken = errors.New("increment does not continue its chain")
 
 // ChainError is Save's refusal of an increment that does not continue the
 // chain it names: its base is not held (pruned, kept aside as damaged,
-// never written, or not a base), is of another (Epoch, Generation), or
-// m.Prev is not the newest piece of the chain. Nothing was published; the
+// never written, or not a base), is of another (Epoch, Generation),
+// m.Prev is not the newest piece of the chain, m.Owner is below that
+// piece's, or (m.Owner set) a newer base is held. Nothing was published; the
 // caller writes a new base.
 type ChainError struct {
 	Topic     string

@@ -507,7 +507,7 @@ func checkChain(dir string, m Meta) (int64, error) {
 		return 0, chainError(m, 0, fmt.Sprintf("base unreadable: %v", err))
 	}
 	if compareFence(bm, m) != 0 {
-		return 0, chainError(m, m.Prev, fmt.Sprintf("base is of generation %d (epoch %d), the increment of %d (epoch %d): a new generation starts a new base",
+		return 0, chainError(m, m.Prev, fmt.Sprintf("base is of generation %d (epoch %d), the increment of %d (epoch %d): an increment keeps its base's, its writer's goes in owner",
 			bm.Generation, bm.Epoch, m.Generation, m.Epoch))
 	}
 	if m.Prev == m.Base {

@@ -401,7 +401,7 @@ func (s *KafkaStore) checkChain(pi *partIndex, id snapID, m Meta) (int64, error)
 		}
 	}
 	if compareFence(b.m.Meta, m) != 0 {
-		return 0, chainError(m, newest, fmt.Sprintf("base is of generation %d (epoch %d), the increment of %d (epoch %d): a new generation starts a new base",
+		return 0, chainError(m, newest, fmt.Sprintf("base is of generation %d (epoch %d), the increment of %d (epoch %d): an increment keeps its base's, its writer's goes in owner",
 			b.m.Meta.Generation, b.m.Meta.Epoch, m.Generation, m.Epoch))
 	}
 	if newest != m.Prev {

@@ -74,7 +74,7 @@ func newWorkloadAt(parts int32, first, keys, dup int, seed uint64, at time.Time)
 
 // checkExactlyOnce asserts that every key of w is in the output exactly
 // once and no input record was forwarded twice.
-func checkExactlyOnce(t *testing.T, w *workload, out []outRec) {
+func checkExactlyOnce(t testing.TB, w *workload, out []outRec) {
 	t.Helper()
 	seen := map[string]int{}
 	src := map[[2]int64]bool{}

@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -243,6 +244,7 @@ type collector struct {
 	t    testing.TB
 	cl   *kgo.Client
 	recs []outRec
+	wait time.Duration // how long until waits (0: 30 s)
 }
 
 // runMember runs one member of a sequence sharing a checkpoint store: it
@@ -278,7 +280,7 @@ func (e *testEnv) collect() *collector {
 // until polls the output until cond holds over everything read so far.
 func (c *collector) until(what string, cond func([]outRec) bool) []outRec {
 	c.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(cmp.Or(c.wait, 30*time.Second))
 	for !cond(c.recs) {
 		if time.Now().After(deadline) {
 			c.t.Fatalf("timed out waiting for output: %s (have %d records)", what, len(c.recs))

@@ -53,15 +53,19 @@
 //     the repartition headers besides the source headers naming the input.
 //   - Given Deps.Warm (a pair its owner kept from the generation just
 //     before, covering exactly the inputs below Deps.Committed), Start
-//     resumes with it: no store read, no scan. At the stop, a partition
-//     checkpointed and committed exactly at its position hands its pair to
-//     Deps.Owner (Owner.Keep).
+//     resumes with it and its checkpoint chain: no store read, no scan. At
+//     the stop, a partition checkpointed and committed exactly at its
+//     position hands its pair to Deps.Owner (Owner.Keep).
+//   - A chain restored whole, or a kept pair's, goes on with increments
+//     of this generation (checkpoint.Meta.Owner): a move writes no base. A
+//     restored chain is claimed at Start by an empty increment, which
+//     fences the previous owner out of it.
 //   - The hot path waits for nothing but the reader: the writer is
 //     asynchronous, and a periodic checkpoint costs the worker a flush and
 //     an in-memory copy: of the words its pair wrote since the previous
 //     checkpoint (an increment), or of the whole pair into the instance's
-//     spare (a base: the first of an assignment, after a failure, and once
-//     the increments reach Deps.ChainRatio times the base). The saver does
+//     spare (a base: when there is no chain to go on with, after a failure,
+//     and once the increments reach Deps.ChainRatio times the base). The saver does
 //     the rest in the background. At revocation the stopped worker's own
 //     pair (or its increment) is saved, within Deps.StopTimeout.
 //
