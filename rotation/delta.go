@@ -156,11 +156,11 @@ func (d *Delta) readFrom(r io.Reader) (int64, error) {
 	if o.Mode != Counting && o.Mode != Plain && o.Mode != Fingerprint {
 		return int64(n), deltaInvalid("delta mode", 6, "mode %d", h[6])
 	}
-	o, err = o.normalize()
+	m, k := u64(32), uint64(binary.LittleEndian.Uint32(h[40:]))
+	o, err = headerOptions(h[:], m, k)
 	if err != nil {
 		return int64(n), deltaInvalid("delta options", 8, "%v", err)
 	}
-	m, k := u64(32), uint64(binary.LittleEndian.Uint32(h[40:]))
 	wantM, _ := geometry(o)
 	if m < wantM/2 || m > 2*wantM || k == 0 || k > maxK {
 		return int64(n), deltaInvalid("delta geometry", 32, "m=%d, k=%d far from the options' m=%d", m, k, wantM)
@@ -424,10 +424,10 @@ func (p *Pair) checkDeltaHeader(h *[deltaHeaderSize]byte) (deltaHeader, error) {
 	if !p.initialised() {
 		return dh, fmt.Errorf("apply delta: %w: the pair has no state (ReadFrom a base snapshot first)", ErrDeltaMismatch)
 	}
-	o := preambleOptions(h[:])
 	m, k := u64(32), binary.LittleEndian.Uint32(h[40:])
+	o, _ := headerOptions(h[:], m, uint64(k)) // invalid options differ from the pair's
 	if o.Mode != p.opts.Mode || o.ExpectedKeys != p.opts.ExpectedKeys || math.Float64bits(o.FPRate) != math.Float64bits(p.opts.FPRate) ||
-		o.Window != p.opts.Window || m != p.m || uint64(k) != uint64(p.k) {
+		o.Window != p.opts.Window || o.otherSizing != p.opts.otherSizing || m != p.m || uint64(k) != uint64(p.k) {
 		return dh, fmt.Errorf("apply delta: %w: delta of %+v (m=%d k=%d), pair of %+v (m=%d k=%d)", ErrDeltaMismatch, o, m, k, p.opts, p.m, p.k)
 	}
 	if from := u64(48); from != p.rotations {
@@ -582,6 +582,9 @@ func (p *Pair) applyDeltaBody(dh *deltaHeader, body []byte) {
 			p.gens.setWord(g, i, v)
 			next = i + 1
 		}
+	}
+	if c := p.fp; c != nil {
+		c.flush()
 	}
 	p.start, p.started, p.rotations = dh.start, dh.started, dh.rotations
 	p.gens.setCounts([2]uint64{dh.counts[0][0], dh.counts[1][0]}, [2]uint64{dh.counts[0][1], dh.counts[1][1]})

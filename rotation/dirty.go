@@ -14,26 +14,25 @@ const dirtyRing = 256
 // ring is folded into the bitmaps at once, where the misses of its
 // independent updates overlap.
 //
-// In fingerprint mode a mark is a slot instead (markSlot), turned into the
-// words it spans when folded, so that the slot write stays small enough
-// to inline.
+// In fingerprint mode a mark is a bucket of a generation instead
+// (markBucket), turned into the words of the stream it spans when folded.
 type dirtySet struct {
 	maps     [2][]uint64
 	n        int
 	words    int    // bits set in maps: the changed words folded so far
-	slotBits uint64 // fingerprint mode: bits per slot; 0: marks are words
+	bucketBytes uint64 // fingerprint mode: stream bytes per bucket; 0: marks are words
 	ring     [dirtyRing]dirtyMark
 }
 
 // dirtyMark is a pending mark: bits mask of word at>>1 of bitmap at&1, or
-// in fingerprint mode slot at (of the interleaved table).
+// in fingerprint mode bucket at>>1 of generation at&1.
 type dirtyMark struct{ at, mask uint64 }
 
 // newDirtySet returns the tracking of generations of the given words; a
-// fingerprint table gives its slot bits, others 0.
-func newDirtySet(words, slotBits uint64) dirtySet {
+// fingerprint table gives its stream bytes per bucket, others 0.
+func newDirtySet(words, bucketBytes uint64) dirtySet {
 	n := (words + 63) / 64
-	return dirtySet{maps: [2][]uint64{make([]uint64, n), make([]uint64, n)}, slotBits: slotBits}
+	return dirtySet{maps: [2][]uint64{make([]uint64, n), make([]uint64, n)}, bucketBytes: bucketBytes}
 }
 
 // mark records that the words of generation g set in mask (bit j: word
@@ -46,9 +45,10 @@ func (d *dirtySet) mark(g int, w, mask uint64) {
 	}
 }
 
-// markSlot records that slot s of a fingerprint table changed.
-func (d *dirtySet) markSlot(s uint64) {
-	d.ring[d.n&(dirtyRing-1)].at = s
+// markBucket records that bucket i of generation g of a fingerprint table
+// changed.
+func (d *dirtySet) markBucket(g int, i uint64) {
+	d.ring[d.n&(dirtyRing-1)].at = i<<1 | uint64(g)
 	d.n++
 	if d.n == dirtyRing {
 		d.fold()
@@ -57,16 +57,15 @@ func (d *dirtySet) markSlot(s uint64) {
 
 // fold moves the pending marks into the bitmaps.
 func (d *dirtySet) fold() {
-	if f := d.slotBits; f != 0 {
+	if bb := d.bucketBytes; bb != 0 {
 		for _, m := range d.ring[:d.n] {
-			// Slot j of bucket i of generation g is bits [(4i+j)·f,
-			// (4i+j+1)·f) of the generation's stream: one or two words.
-			s := m.at
-			lo := (s>>3<<2 | s&3) * f
-			hi := lo + f - 1
-			b := d.maps[s>>2&1]
-			d.set(b, lo>>12, 1<<(lo>>6&63))
-			d.set(b, hi>>12, 1<<(hi>>6&63))
+			// Bucket i is bytes [i·bb, (i+1)·bb) of its generation's
+			// stream: up to three words (bb ≤ 16).
+			lo := (m.at >> 1) * bb
+			b := d.maps[m.at&1]
+			for w := lo >> 3; w <= (lo+bb-1)>>3; w++ {
+				d.set(b, w>>6, 1<<(w&63))
+			}
 		}
 		d.n = 0
 		return

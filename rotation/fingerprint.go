@@ -8,37 +8,64 @@ import (
 
 // fingerprint holds both generations of the fingerprint pair: cuckoo filters
 // (partial-key cuckoo hashing, Fan et al. 2014) with 4 slots per bucket and
-// f-bit fingerprints, f even, 2 ≤ f ≤ 32.
+// f-bit fingerprints, f even, 6 ≤ f ≤ 32 (2 and 4 in decoded tables).
 //
 // A key has a fingerprint fp (f bits of its hash, never 0: 0 marks an empty
 // slot) and two candidate buckets i1 (from the hash) and i2 = c(fp) - i1 mod
 // N, so that either bucket and fp give the other: the involution i ↦ c - i
-// works for any bucket count N, not only powers of two. Slots are packed
-// f bits apiece; a generation's bucket is 4f bits = f/2 bytes, byte-aligned
-// because f is even. The two generations are interleaved like the counting
-// filter's: bucket i of generation g is bytes [(2i+g)·f/2, (2i+g+1)·f/2), so
-// a test of both generations touches two places (i1 and i2), not four.
+// works for any bucket count N, not only powers of two.
 //
-// An insert that finds both buckets full evicts a resident fingerprint to
-// its other bucket, up to maxKicks times. When that fails, the fingerprint
-// left without a place is kept exactly in the generation's stash (keyed by
-// its lower candidate bucket and fp), so no key is lost; when a stash
-// reaches its capacity the pair rotates early (see Pair.overflow).
+// The table is semi-sorted (semisort.go): a generation's bucket is 4f-4
+// bits, its fingerprints in ascending order. The two generations are
+// interleaved like the counting filter's: bucket i of both generations is
+// the f-1 bytes from byte i·(f-1), generation 0 first, so a test of both
+// generations touches two places (i1 and i2), not four.
+//
+// Snapshots and deltas carry the table in another form, the stream: a
+// generation's buckets in order, f/2 bytes each, four slots of f bits
+// packed from the low bit, ascending (streamBytes). Earlier releases kept
+// that form in memory, unsorted; a table decoded from them starts in it
+// (raw, sorted false), where tests, clears and stream reads and writes
+// work but inserts do not: the first insert, removal or copy settles it
+// into the semi-sorted layout (Pair.settle). Decoding keeps it raw only
+// when it must: a bucket out of order cannot be held semi-sorted, and
+// holding the stream's exact bytes is what lets the deltas written after
+// it apply.
+//
+// An insert that finds both buckets full moves residents to their other
+// bucket along the shortest chain that ends in a free slot (bfsInsert).
+// When there is none within reach, the fingerprint is kept exactly in the
+// generation's stash (keyed by its lower candidate bucket and fp), so no
+// key is lost; when a stash reaches its capacity the pair rotates early
+// (see Pair.overflow).
 type fingerprint struct {
-	words   []uint64 // backing store of tab (8-byte aligned, for adviseHuge)
-	tab     []byte   // packed slots, plus padding for 8-byte loads and prefetches
+	words   []uint64       // backing store of tab (8-byte aligned, for adviseHuge)
+	tab     []byte         // the buckets, plus padding for 8-byte loads and prefetches
+	base    unsafe.Pointer // &tab[0]
 	buckets uint64
 	f       uint   // fingerprint bits
 	mask    uint64 // 1<<f - 1
-	bb      uint64 // bytes per generation bucket: f/2
-	// A bucket is read as two halves of two slots (2f bits each, at most
-	// 64): the second half starts at byte half2 and bit shift2 of it.
-	// ones2 has the low bit of each slot of a half set, highs2 the high bit.
+	bb      uint64 // stream bytes of a generation's bucket: f/2
+	sorted  bool   // semi-sorted layout; false: raw (the stream's bytes)
+
+	// Semi-sorted layout (sortedLayout): low bits per slot, f-4, and their
+	// mask; bits of a generation's bucket, 4f-4; bytes of a bucket pair,
+	// f-1; where each field of each generation starts in a pair, and the
+	// words pairHolds reads.
+	lbits   uint
+	lmask   uint64
+	gbits   uint64
+	pbytes  uint64
+	off, sh [2][slotsPerBucket + 1]uint64
+	chunk   [4]chunk
+
+	// Raw layout: a bucket is read as two halves of two slots (2f bits
+	// each, at most 64): the second half starts at byte half2 and bit
+	// shift2 of it. ones2 has the low bit of each slot of a half set,
+	// highs2 the high bit.
 	ones2, highs2, mask2 uint64
 	half2, shift2        uint64
-	// Both generations of a bucket (f bytes) are four such halves; half h
-	// starts at byte hb[h] and bit hs[h] of it.
-	hb, hs   [4]uint64
+
 	cur      int
 	held     [2]uint64 // per generation: fingerprints held, in slots and stash
 	stash    [2]map[stashKey]uint32
@@ -51,10 +78,26 @@ type fingerprint struct {
 
 	badPad bool // a decoded generation had non-zero padding (see streamBytes)
 
+	// pend is a bucket a stream write (scatter, setWord) has written part
+	// of, kept as stream bytes until written whole (flush).
+	pend pendingBucket
+
+	bfs [bfsNodes]bfsNode // bfsInsert's queue
+
 	// dirty marks, per generation, the words of its snapshot stream
-	// (gather) every slot write since the last TakeDelta changed; a clear of
-	// the generation clears its marks too (delta.go).
+	// (gather) every bucket write since the last TakeDelta changed; a clear
+	// of the generation clears its marks too (delta.go).
 	dirty dirtySet
+}
+
+// pendingBucket is a bucket's stream bytes while a stream write is under
+// way: writes come in ascending order, so at most one bucket is partly
+// written at a time.
+type pendingBucket struct {
+	ok     bool
+	g      int // physical generation
+	bucket uint64
+	b      [16]byte
 }
 
 // fprobe is where a key lives in the fingerprint pair.
@@ -71,10 +114,9 @@ type stashKey struct {
 
 const (
 	slotsPerBucket = 4
-	maxKicks       = 500
-	// tabPad keeps an 8-byte load of the last slot and a two-line prefetch
-	// of the last bucket inside the allocation.
-	tabPad = 8 + 2*64
+	// tabPad keeps 8-byte loads and writes of the last bucket and a
+	// two-line prefetch of it inside the allocation.
+	tabPad = 16 + 2*64
 )
 
 // stashCapacity is how many refused fingerprints a generation keeps before
@@ -82,27 +124,40 @@ const (
 // load, small next to the filter.
 func stashCapacity(buckets uint64) uint64 { return 64 + buckets/256 }
 
-func newFingerprint(buckets uint64, f int) *fingerprint {
+// newFingerprint returns an empty pair of tables, semi-sorted when sorted
+// is set (New), else raw (a decoder's, see fingerprint).
+func newFingerprint(buckets uint64, f int, sorted bool) *fingerprint {
 	bb := uint64(f) / 2
-	n := 2*buckets*bb + tabPad
-	words := make([]uint64, (n+7)/8)
-	adviseHuge(words)
 	c := &fingerprint{
-		words: words, tab: unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), len(words)*8),
 		buckets: buckets, f: uint(f), mask: 1<<uint(f) - 1, bb: bb,
 		stashCap: stashCapacity(buckets),
 		ones2:    1 | 1<<uint(f), half2: uint64(f) / 4, shift2: uint64(2*f) % 8,
 	}
 	c.highs2 = c.ones2 << (uint(f) - 1)
 	c.mask2 = 1<<(2*uint(f)) - 1
-	for h := range uint64(4) {
-		c.hb[h], c.hs[h] = h*2*uint64(f)/8, h*2*uint64(f)%8
+	n := 2 * buckets * bb
+	if sorted && c.sortable() {
+		c.sortedLayout()
+		c.sorted = true
+		n = buckets * c.pbytes
 	}
+	c.words = make([]uint64, (n+tabPad+7)/8)
+	adviseHuge(c.words)
+	c.tab = unsafe.Slice((*byte)(unsafe.Pointer(&c.words[0])), len(c.words)*8)
+	c.base = unsafe.Pointer(&c.words[0])
 	for g := range 2 {
 		c.stash[g] = make(map[stashKey]uint32, c.stashCap)
 	}
-	c.dirty = newDirtySet(c.genWords(), uint64(f))
+	c.dirty = newDirtySet(c.genWords(), bb)
 	return c
+}
+
+// tableBytes is the memory of the buckets of both generations.
+func (c *fingerprint) tableBytes() uint64 {
+	if c.sorted {
+		return c.buckets * c.pbytes
+	}
+	return 2 * c.buckets * c.bb
 }
 
 // alt is the other candidate bucket of fp in bucket i: c(fp) - i mod N.
@@ -126,7 +181,9 @@ func (c *fingerprint) locate(h uint64, pr *fprobe) {
 	pr.i2 = c.alt(pr.i1, pr.fp)
 }
 
-// slot index of slot j of bucket i in generation g.
+// The raw layout (a decoded table, see fingerprint): bucket i of
+// generation g is the stream's bytes [(2i+g)·f/2, (2i+g+1)·f/2), slot j
+// its j-th f bits. slotIndex is the index of slot 0 of that bucket.
 func (c *fingerprint) slotIndex(g int, i uint64) uint64 {
 	return (2*i + uint64(g)) * slotsPerBucket
 }
@@ -136,9 +193,7 @@ func (c *fingerprint) slot(s uint64) uint64 {
 	return binary.LittleEndian.Uint64(c.tab[bit>>3:]) >> (bit & 7) & c.mask
 }
 
-// setSlot writes slot s. Every change of the table is followed by a
-// dirty.markSlot of it, for the next delta (kept apart so that setSlot
-// stays small enough to inline).
+// setSlot writes slot s of a raw table (tests build raw tables with it).
 func (c *fingerprint) setSlot(s, v uint64) {
 	bit := s * uint64(c.f)
 	w := c.tab[bit>>3:]
@@ -146,7 +201,7 @@ func (c *fingerprint) setSlot(s, v uint64) {
 	binary.LittleEndian.PutUint64(w, binary.LittleEndian.Uint64(w)&^(c.mask<<sh)|v<<sh)
 }
 
-// find returns the slot of bucket i of generation g holding fp.
+// find returns the slot of raw bucket i of generation g holding fp.
 func (c *fingerprint) find(g int, i, fp uint64) (uint64, bool) {
 	s := c.slotIndex(g, i)
 	for j := range uint64(slotsPerBucket) {
@@ -157,14 +212,32 @@ func (c *fingerprint) find(g int, i, fp uint64) (uint64, bool) {
 	return 0, false
 }
 
+// rawBucket returns the slots of bucket i of generation g of a raw table
+// whose generation buckets are bb bytes, in the stream's order.
+func (c *fingerprint) rawBucket(bb uint64, g int, i uint64) [slotsPerBucket]uint64 {
+	o := (2*i + uint64(g)) * bb
+	var b [16]byte
+	copy(b[:], c.tab[o:o+bb])
+	return slotsOf(binary.LittleEndian.Uint64(b[:]), binary.LittleEndian.Uint64(b[8:]), c.f)
+}
+
+// bucket returns the slots of bucket i of generation g in either layout.
+func (c *fingerprint) bucket(g int, i uint64) [slotsPerBucket]uint64 {
+	if c.sorted {
+		return c.sortedBucket(g, i)
+	}
+	return c.rawBucket(c.bb, g, i)
+}
+
 func (c *fingerprint) stashKeyOf(pr *fprobe) stashKey {
 	return stashKey{bucket: min(pr.i1, pr.i2), fp: pr.fp}
 }
 
-// holds reports whether bucket i of generation g holds fp, comparing each
-// half's two slots at once: y has a zero slot exactly where the bucket holds
-// fp, and (y - ones) &^ y has a slot's high bit set if and only if some
-// slot of y is zero (a borrow only runs upwards from a zero slot).
+// holds reports whether raw bucket i of generation g holds fp, comparing
+// each half's two slots at once: y has a zero slot exactly where the
+// bucket holds fp, and (y - ones) &^ y has a slot's high bit set if and
+// only if some slot of y is zero (a borrow only runs upwards from a zero
+// slot).
 func (c *fingerprint) holds(g int, i, fp uint64) bool {
 	o := (2*i + uint64(g)) * c.bb
 	lo := binary.LittleEndian.Uint64(c.tab[o:]) & c.mask2
@@ -174,22 +247,14 @@ func (c *fingerprint) holds(g int, i, fp uint64) bool {
 	return ((y-c.ones2)&^y|(z-c.ones2)&^z)&c.highs2 != 0
 }
 
-// eitherHolds is non-zero when either generation's bucket i holds fp: the
-// check of holds over all four halves of both generations, without a branch.
-func (c *fingerprint) eitherHolds(i, fp uint64) uint64 {
-	t := c.tab[2*i*c.bb:]
-	m, one, rep := c.mask2, c.ones2, fp*c.ones2
-	y0 := binary.LittleEndian.Uint64(t)&m ^ rep
-	y1 := binary.LittleEndian.Uint64(t[c.hb[1]:])>>c.hs[1]&m ^ rep
-	y2 := binary.LittleEndian.Uint64(t[c.hb[2]:])>>c.hs[2]&m ^ rep
-	y3 := binary.LittleEndian.Uint64(t[c.hb[3]:])>>c.hs[3]&m ^ rep
-	return ((y0-one)&^y0 | (y1-one)&^y1 | (y2-one)&^y2 | (y3-one)&^y3) & c.highs2
-}
-
 // contains reports whether generation g holds the probe's fingerprint in
 // either candidate bucket or in its stash.
 func (c *fingerprint) contains(g int, pr *fprobe) bool {
-	if c.holds(g, pr.i1, pr.fp) || c.holds(g, pr.i2, pr.fp) {
+	if c.sorted {
+		if c.sortedHolds(g, pr.i1, pr.fp) || c.sortedHolds(g, pr.i2, pr.fp) {
+			return true
+		}
+	} else if c.holds(g, pr.i1, pr.fp) || c.holds(g, pr.i2, pr.fp) {
 		return true
 	}
 	return c.stashed[g] > 0 && c.stash[g][c.stashKeyOf(pr)] > 0
@@ -198,11 +263,11 @@ func (c *fingerprint) contains(g int, pr *fprobe) bool {
 // testAndAdd reports whether either generation holds the probe and, if
 // neither does, adds it to the current one. full reports that the add
 // filled the current generation's stash: the caller must rotate early.
-// The four buckets are all read before any branch on them, so that the
-// misses of both candidate places overlap.
+// Both candidate places are read before any branch on them, so that their
+// misses overlap. The table is semi-sorted (the caller settled it).
 func (c *fingerprint) testAndAdd(pr *fprobe) (seen, full bool) {
 	cur, prev := c.cur, 1-c.cur
-	if c.eitherHolds(pr.i1, pr.fp)|c.eitherHolds(pr.i2, pr.fp) != 0 {
+	if c.pairHolds(pr.i1, pr.fp)|c.pairHolds(pr.i2, pr.fp) != 0 {
 		return true, false
 	}
 	if c.stashed[cur]|c.stashed[prev] != 0 && (c.contains(cur, pr) || c.contains(prev, pr)) {
@@ -211,64 +276,25 @@ func (c *fingerprint) testAndAdd(pr *fprobe) (seen, full bool) {
 	return false, c.add(cur, pr)
 }
 
-// place puts fp in the first free slot of bucket i of generation g. The
-// lowest slot marked by the zero test of holds is exactly the first empty
-// one; a half has two slots, so its high bit says which.
-func (c *fingerprint) place(g int, i, fp uint64) bool {
-	o := (2*i + uint64(g)) * c.bb
-	lo := binary.LittleEndian.Uint64(c.tab[o:]) & c.mask2
-	hi := binary.LittleEndian.Uint64(c.tab[o+c.half2:]) >> c.shift2 & c.mask2
-	s := c.slotIndex(g, i)
-	if z := (lo - c.ones2) &^ lo & c.highs2; z != 0 {
-		s += uint64(bits.TrailingZeros64(z)) / uint64(c.f)
-	} else if z := (hi - c.ones2) &^ hi & c.highs2; z != 0 {
-		s += 2 + uint64(bits.TrailingZeros64(z))/uint64(c.f)
-	} else {
-		return false
-	}
-	c.setSlot(s, fp)
-	c.dirty.markSlot(s)
-	return true
-}
-
-// add inserts the probe's fingerprint into generation g and reports whether
-// the generation's stash is now full.
+// add inserts the probe's fingerprint into generation g of a semi-sorted
+// table and reports whether the generation's stash is now full.
 func (c *fingerprint) add(g int, pr *fprobe) (full bool) {
 	c.held[g]++
-	if c.place(g, pr.i1, pr.fp) || c.place(g, pr.i2, pr.fp) {
+	if c.sortedPlace(g, pr.i1, pr.fp) || c.sortedPlace(g, pr.i2, pr.fp) || c.bfsInsert(g, pr.i1, pr.i2, pr.fp) {
 		return false
 	}
-	i, fp := pr.i1, pr.fp
-	// The victim slot is a function of the fingerprint and the kick number,
-	// not of a random state, so that replays and decoded snapshots make the
-	// same moves.
-	for n := range uint64(maxKicks) {
-		s := c.slotIndex(g, i) + mix(fp^n)%slotsPerBucket
-		victim := c.slot(s)
-		c.setSlot(s, fp)
-		c.dirty.markSlot(s)
-		fp = victim
-		i = c.alt(i, fp)
-		if c.place(g, i, fp) {
-			return false
-		}
-	}
-	c.stash[g][stashKey{bucket: min(i, c.alt(i, fp)), fp: fp}]++
+	c.stash[g][c.stashKeyOf(pr)]++
 	c.stashed[g]++
 	c.refused++
 	return c.stashed[g] >= c.stashCap
 }
 
-// remove takes one copy of the probe's fingerprint out of generation g; the
-// caller has checked contains.
+// remove takes one copy of the probe's fingerprint out of generation g of
+// a semi-sorted table; the caller has checked contains.
 func (c *fingerprint) remove(g int, pr *fprobe) {
 	c.held[g]--
-	for _, i := range [2]uint64{pr.i1, pr.i2} {
-		if s, ok := c.find(g, i, pr.fp); ok {
-			c.setSlot(s, 0)
-			c.dirty.markSlot(s)
-			return
-		}
+	if c.sortedTake(g, pr.i1, pr.fp) || c.sortedTake(g, pr.i2, pr.fp) {
+		return
 	}
 	k := c.stashKeyOf(pr)
 	if c.stash[g][k]--; c.stash[g][k] == 0 {
@@ -285,16 +311,34 @@ func (c *fingerprint) rotate() {
 }
 
 func (c *fingerprint) clearGen(g int) {
-	for i := range c.buckets {
-		o := (2*i + uint64(g)) * c.bb
-		clear(c.tab[o : o+c.bb])
+	c.flush()
+	if c.sorted {
+		for i := range c.buckets {
+			bit := i*8*c.pbytes + uint64(g)*c.gbits
+			c.clearBits(bit, c.gbits)
+		}
+	} else {
+		for i := range c.buckets {
+			o := (2*i + uint64(g)) * c.bb
+			clear(c.tab[o : o+c.bb])
+		}
 	}
 	clear(c.stash[g])
 	c.held[g], c.stashed[g] = 0, 0
 	c.dirty.clearGen(g)
 }
 
+// clearBits zeroes n bits of the table from bit position bit.
+func (c *fingerprint) clearBits(bit, n uint64) {
+	for n > 0 {
+		k := min(n, 56-bit&7)
+		c.putBits(bit, uint(k), 0)
+		bit, n = bit+k, n-k
+	}
+}
+
 func (c *fingerprint) clearAll() {
+	c.pend.ok = false
 	clear(c.words)
 	for g := range 2 {
 		clear(c.stash[g])
@@ -304,17 +348,32 @@ func (c *fingerprint) clearAll() {
 }
 
 // reset clears both generations and the cumulative overflow counts
-// (Pair.Reset).
+// (Pair.Reset); a raw table becomes semi-sorted, as New makes it.
 func (c *fingerprint) reset() {
 	c.clearAll()
+	if !c.sorted && c.sortable() {
+		c.sortedLayout()
+		c.sorted = true
+	}
 	c.refused, c.early, c.forgotten = 0, 0, 0
 }
 
-// copyFrom copies src's state; the receiver's change tracking is cleared
-// (it holds what src holds, nothing is pending).
+// copyFrom copies src's state, src semi-sorted or raw; the receiver's
+// change tracking is cleared (it holds what src holds, nothing is
+// pending).
 func (c *fingerprint) copyFrom(src generations) {
 	s := src.(*fingerprint)
-	copy(c.words, s.words)
+	if s.sorted != c.sorted {
+		if s.sorted {
+			c.sortedLayout()
+			c.sorted = true
+		} else {
+			c.unsettle()
+		}
+	}
+	n := copy(c.words, s.words)
+	clear(c.words[n:])
+	c.pend.ok = false
 	c.dirty.reset()
 	for g := range 2 {
 		clear(c.stash[g])
@@ -329,16 +388,19 @@ func (c *fingerprint) copyFrom(src generations) {
 // bucketLines returns the first byte of bucket i (both generations) as the
 // two-line unit prefetchBucket loads.
 func (c *fingerprint) bucketLines(i uint64) *[bucketWords]uint64 {
-	return (*[bucketWords]uint64)(unsafe.Pointer(&c.tab[2*i*c.bb]))
+	if c.sorted {
+		return (*[bucketWords]uint64)(unsafe.Add(c.base, i*c.pbytes))
+	}
+	return (*[bucketWords]uint64)(unsafe.Add(c.base, 2*i*c.bb))
 }
 
-// genBytes is the size of one generation's slots in a snapshot, and
+// genBytes is the size of one generation's stream in a snapshot, and
 // genWords the same in words (the last one zero-padded).
 func (c *fingerprint) genBytes() uint64 { return c.buckets * c.bb }
 func (c *fingerprint) genWords() uint64 { return (c.genBytes() + 7) / 8 }
 
-// gather copies words of logical generation g's byte stream (its buckets
-// in order), from word i on, into dst, and returns how many it copied.
+// gather copies words of logical generation g's stream, from word i on,
+// into dst, and returns how many it copied.
 func (c *fingerprint) gather(g int, i uint64, dst []uint64) int {
 	n := min(uint64(len(dst)), c.genWords()-i)
 	var b [8]byte
@@ -349,7 +411,7 @@ func (c *fingerprint) gather(g int, i uint64, dst []uint64) int {
 	return int(n)
 }
 
-// scatter is the inverse of gather.
+// scatter is the inverse of gather; flush ends it.
 func (c *fingerprint) scatter(g int, i uint64, src []uint64) int {
 	n := min(uint64(len(src)), c.genWords()-i)
 	var b [8]byte
@@ -360,14 +422,15 @@ func (c *fingerprint) scatter(g int, i uint64, src []uint64) int {
 	return int(n)
 }
 
-// word returns word i of logical generation g's byte stream.
+// word returns word i of logical generation g's stream.
 func (c *fingerprint) word(g int, i uint64) uint64 {
 	var b [8]byte
 	c.streamBytes(c.cur^g, 8*i, b[:], false)
 	return binary.LittleEndian.Uint64(b[:])
 }
 
-// setWord sets word i of logical generation g's byte stream to v.
+// setWord sets word i of logical generation g's stream to v. Words of a
+// generation are set in ascending order, and flush ends them.
 func (c *fingerprint) setWord(g int, i, v uint64) {
 	var b [8]byte
 	binary.LittleEndian.PutUint64(b[:], v)
@@ -432,10 +495,11 @@ func (c *fingerprint) validate() error {
 	return nil
 }
 
-// streamBytes copies len(b) bytes at offset q of generation g's byte stream
-// out of the table into b, or from b into the table when in is set; bytes
-// past the generation's end read as 0 and are not stored (decoders check
-// that they are 0 with padIsZero).
+// streamBytes copies len(b) bytes at offset q of generation g's stream out
+// of the table into b, or from b into the table when in is set; bytes past
+// the generation's end read as 0 and are not stored (decoders check that
+// they are 0 with padIsZero). A semi-sorted table writes a bucket only
+// once its stream bytes are written whole (pend, flush).
 func (c *fingerprint) streamBytes(g int, q uint64, b []byte, in bool) {
 	for len(b) > 0 {
 		if q >= c.genBytes() {
@@ -448,24 +512,73 @@ func (c *fingerprint) streamBytes(g int, q uint64, b []byte, in bool) {
 			return
 		}
 		bucket, off := q/c.bb, q%c.bb
-		o := (2*bucket+uint64(g))*c.bb + off
 		var n int
-		if in {
-			n = copy(c.tab[o:o+c.bb-off], b)
-		} else {
-			n = copy(b, c.tab[o:o+c.bb-off])
+		switch {
+		case !c.sorted:
+			o := (2*bucket+uint64(g))*c.bb + off
+			if in {
+				n = copy(c.tab[o:o+c.bb-off], b)
+			} else {
+				n = copy(b, c.tab[o:o+c.bb-off])
+			}
+		case in:
+			p := &c.pend
+			if p.ok && (p.g != g || p.bucket != bucket) {
+				c.flush()
+			}
+			if !p.ok {
+				*p = pendingBucket{ok: true, g: g, bucket: bucket}
+				c.streamBucket(g, bucket, &p.b)
+			}
+			n = copy(p.b[off:c.bb], b)
+			if off+uint64(n) == c.bb {
+				c.flush()
+			}
+		default:
+			var sb [16]byte
+			c.streamBucket(g, bucket, &sb)
+			n = copy(b, sb[off:c.bb])
 		}
 		b, q = b[n:], q+uint64(n)
 	}
+}
+
+// streamBucket writes the stream bytes of semi-sorted bucket i of
+// generation g to b.
+func (c *fingerprint) streamBucket(g int, i uint64, b *[16]byte) {
+	s := c.sortedBucket(g, i)
+	lo, hi := streamOf(&s, c.f)
+	binary.LittleEndian.PutUint64(b[:], lo)
+	binary.LittleEndian.PutUint64(b[8:], hi)
+}
+
+// flush writes the pending bucket of a stream write into the table. A
+// bucket out of ascending order comes from a table that earlier releases
+// filled (they placed a fingerprint in the first free slot); the table
+// turns raw to keep its bytes exactly, since the deltas that follow it
+// write parts of buckets in that order.
+func (c *fingerprint) flush() {
+	p := &c.pend
+	if !p.ok {
+		return
+	}
+	p.ok = false
+	s := slotsOf(binary.LittleEndian.Uint64(p.b[:]), binary.LittleEndian.Uint64(p.b[8:]), c.f)
+	if c.sorted && ascending(&s) {
+		c.writeSorted(p.g, p.bucket, &s)
+		return
+	}
+	c.unsettle()
+	o := (2*p.bucket + uint64(p.g)) * c.bb
+	copy(c.tab[o:o+c.bb], p.b[:c.bb])
 }
 
 // recount scans generation g's slots; used only to validate a decoded
 // snapshot.
 func (c *fingerprint) recount(g int) (slots uint64) {
 	for i := range c.buckets {
-		s := c.slotIndex(g, i)
-		for j := range uint64(slotsPerBucket) {
-			if c.slot(s+j) != 0 {
+		for _, v := range c.bucket(g, i) {
+			if v != 0 {
 				slots++
 			}
 		}

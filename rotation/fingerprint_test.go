@@ -2,6 +2,8 @@ package rotation
 
 import (
 	"bytes"
+	"encoding/binary"
+	"slices"
 	"errors"
 	"fmt"
 	"math"
@@ -22,7 +24,7 @@ func TestFingerprintRateTable(t *testing.T) {
 		load float64
 	}{{8, 0.5}, {8, 0.9}, {10, 0.9}, {12, 0.95}} {
 		t.Run(fmt.Sprintf("f=%d,load=%g", row.f, row.load), func(t *testing.T) {
-			c := newFingerprint(buckets, row.f)
+			c := newFingerprint(buckets, row.f, true)
 			n := uint64(row.load * buckets * slotsPerBucket)
 			var pr fprobe
 			for i := range n {
@@ -175,7 +177,7 @@ func TestFingerprintOverload(t *testing.T) {
 func TestFingerprintSnapshotWithStash(t *testing.T) {
 	o := Options{ExpectedKeys: 2000, FPRate: 0.01, Window: time.Hour, Mode: Fingerprint}
 	p := mustNew(t, o)
-	for i := range uint64(2250) {
+	for i := range uint64(2065) { // just past the load the buckets hold
 		p.TestAndAdd(testKey(1, i), epoch)
 	}
 	if p.fp.stashed[p.fp.cur] == 0 {
@@ -189,7 +191,7 @@ func TestFingerprintSnapshotWithStash(t *testing.T) {
 	if q.Stats() != p.Stats() || !bytes.Equal(encode(t, &q), data) {
 		t.Fatalf("decoded %+v, want %+v", q.Stats(), p.Stats())
 	}
-	for i := range uint64(2250) {
+	for i := range uint64(2065) { // just past the load the buckets hold
 		if p.Test(testKey(1, i)) != q.Test(testKey(1, i)) {
 			t.Fatalf("key %d answered differently after decoding", i)
 		}
@@ -230,10 +232,10 @@ func TestFalseDropsPerDay(t *testing.T) {
 }
 
 // TestFingerprintHoldsMatchesSlots checks the two-slots-at-once comparison
-// against slot-by-slot reads for every fingerprint width.
+// of the raw layout against slot-by-slot reads for every fingerprint width.
 func TestFingerprintHoldsMatchesSlots(t *testing.T) {
 	for f := 2; f <= 32; f += 2 {
-		c := newFingerprint(64, f)
+		c := newFingerprint(64, f, false)
 		x := uint64(f)
 		next := func() uint64 { x = mix(x + golden); return x }
 		for s := range uint64(64 * 2 * slotsPerBucket) {
@@ -250,13 +252,74 @@ func TestFingerprintHoldsMatchesSlots(t *testing.T) {
 			if _, want := c.find(g, i, fp); c.holds(g, i, fp) != want {
 				t.Fatalf("f=%d: bucket %d of generation %d, fingerprint %#x: holds = %v, slots say %v", f, i, g, fp, !want, want)
 			}
-			either := c.holds(0, i, fp) || c.holds(1, i, fp)
-			if got := c.eitherHolds(i, fp) != 0; got != either {
-				t.Fatalf("f=%d: bucket %d, fingerprint %#x: eitherHolds = %v, holds says %v", f, i, fp, got, either)
+		}
+	}
+}
+
+// TestSemiSortedBuckets checks the semi-sorted layout against a plain
+// model of the buckets for every fingerprint width: places, removals,
+// tests of one and both generations, the stream form, and the index of
+// every multiset of nibbles.
+func TestSemiSortedBuckets(t *testing.T) {
+	seen := map[uint16]bool{}
+	for x := range uint16(nibbleSets) {
+		n := nibbleSet[x]
+		a, b, c, d := n&15, n>>4&15, n>>8&15, n>>12
+		if a > b || b > c || c > d || seen[n] {
+			t.Fatalf("index %d: nibbles %#04x not ascending or repeated", x, n)
+		}
+		seen[n] = true
+		if r := nibbleRank[0][a] + nibbleRank[1][b] + nibbleRank[2][c] + nibbleRank[3][d]; r != x {
+			t.Fatalf("nibbles %#04x rank %d, want %d", n, r, x)
+		}
+	}
+	const buckets = 64
+	for f := 6; f <= 32; f += 2 {
+		c := newFingerprint(buckets, f, true)
+		var model [2][buckets][]uint64
+		x := uint64(f)
+		next := func() uint64 { x = mix(x + golden); return x }
+		for range 20000 {
+			g, i := int(next()%2), next()%buckets
+			fp := next() & c.mask
+			if next()%3 == 0 && len(model[g][i]) > 0 { // one the bucket holds
+				fp = model[g][i][next()%uint64(len(model[g][i]))]
 			}
-			free, hasFree := c.find(g, i, 0)
-			if c.place(g, i, fp|1) != hasFree || hasFree && c.slot(free) != fp|1 {
-				t.Fatalf("f=%d: bucket %d of generation %d: place missed the first free slot %d (%v)", f, i, g, free, hasFree)
+			if fp == 0 {
+				continue
+			}
+			has := slices.Contains(model[g][i], fp)
+			if c.sortedHolds(g, i, fp) != has {
+				t.Fatalf("f=%d: bucket %d of generation %d, %#x: sortedHolds = %v", f, i, g, fp, !has)
+			}
+			either := has || slices.Contains(model[1-g][i], fp)
+			if (c.pairHolds(i, fp) != 0) != either {
+				t.Fatalf("f=%d: bucket %d, %#x: pairHolds = %v", f, i, fp, !either)
+			}
+			switch next() % 3 {
+			case 0, 1:
+				if placed := c.sortedPlace(g, i, fp); placed != (len(model[g][i]) < slotsPerBucket) {
+					t.Fatalf("f=%d: place in a bucket of %d: %v", f, len(model[g][i]), placed)
+				} else if placed {
+					model[g][i] = append(model[g][i], fp)
+				}
+			default:
+				if took := c.sortedTake(g, i, fp); took != has {
+					t.Fatalf("f=%d: take %#x: %v, held %v", f, fp, took, has)
+				} else if took {
+					j := slices.Index(model[g][i], fp)
+					model[g][i] = slices.Delete(model[g][i], j, j+1)
+				}
+			}
+			want := [slotsPerBucket]uint64{}
+			copy(want[slotsPerBucket-len(model[g][i]):], slices.Sorted(slices.Values(model[g][i])))
+			if got := c.sortedBucket(g, i); got != want {
+				t.Fatalf("f=%d: bucket %v, want %v", f, got, want)
+			}
+			var sb [16]byte
+			c.streamBucket(g, i, &sb)
+			if got := slotsOf(binary.LittleEndian.Uint64(sb[:]), binary.LittleEndian.Uint64(sb[8:]), c.f); got != want {
+				t.Fatalf("f=%d: stream form %v, want %v", f, got, want)
 			}
 		}
 	}

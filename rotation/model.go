@@ -8,9 +8,18 @@ import (
 )
 
 // maxBucketLoad is the fraction of slots a fingerprint generation holds at
-// ExpectedKeys. A cuckoo filter with 4-slot buckets starts refusing inserts
-// near 95 % full; 90 % leaves room for late growth and keeps evictions short.
-const maxBucketLoad = 0.9
+// ExpectedKeys. Two candidate buckets of 4 slots can hold keys up to about
+// 97.7 % full (the load threshold of the (2,4) cuckoo table); the
+// breadth-first insert (bfsInsert) finds a place up to about 97 %, so 96 %
+// leaves some room for late growth (beyond it refused inserts go to the
+// stash). 0.958 is the least load at which the pair at 1e-6 stays within
+// 48 bits per key.
+const maxBucketLoad = 0.96
+
+// earlierBucketLoad is maxBucketLoad of the releases up to 0.9.0, whose
+// tables were neither semi-sorted nor filled breadth-first
+// (earlierFingerprintGeometry).
+const earlierBucketLoad = 0.9
 
 // fingerprintRate is the false-positive rate of one fingerprint generation
 // of N buckets holding x fingerprints in its slots and s in its stash, with
@@ -25,15 +34,30 @@ func fingerprintRate(f int, buckets uint64, x, s float64) float64 {
 // fingerprintGeometry sizes a fingerprint generation for n keys at rate p:
 // for each even f it takes the highest load (at most maxBucketLoad) at which
 // the modelled rate is at most p, and keeps the f with the fewest bits per
-// key, f/load. It returns the number of buckets and f.
+// key, (f-1)/load (a semi-sorted slot stores f-1 bits), f from 6 (see
+// fingerprint.sortable). It returns the number of buckets and f.
 func fingerprintGeometry(n uint64, p float64) (buckets uint64, f int) {
+	return fingerprintSizing(n, p, 6, maxBucketLoad, 1)
+}
+
+// earlierFingerprintGeometry is fingerprintGeometry as releases up to 0.9.0
+// computed it (f/load, f from 2, load at most 0.9): the geometry of their
+// snapshots, which the snapshot header tells apart from this release's
+// (putPreamble).
+func earlierFingerprintGeometry(n uint64, p float64) (buckets uint64, f int) {
+	return fingerprintSizing(n, p, 2, earlierBucketLoad, 0)
+}
+
+// fingerprintSizing is fingerprintGeometry with f from minF, the load at
+// most maxLoad, and bits per key (f-saved)/load.
+func fingerprintSizing(n uint64, p float64, minF int, maxLoad, saved float64) (buckets uint64, f int) {
 	best := math.Inf(1)
 	bestLoad := 0.0
-	for ff := 2; ff <= 32; ff += 2 {
+	for ff := minF; ff <= 32; ff += 2 {
 		q := 1 / (math.Ldexp(1, ff) - 1)
 		// rate at load a: 1 - (1-q)^(2·slotsPerBucket·a) ≤ p.
-		load := math.Min(maxBucketLoad, math.Log1p(-p)/(2*slotsPerBucket*math.Log1p(-q)))
-		if bpk := float64(ff) / load; bpk < best {
+		load := math.Min(maxLoad, math.Log1p(-p)/(2*slotsPerBucket*math.Log1p(-q)))
+		if bpk := (float64(ff) - saved) / load; bpk < best {
 			best, bestLoad, f = bpk, load, ff
 		}
 	}
@@ -116,7 +140,7 @@ func pairBytes(mode Mode, m uint64, k int) uint64 {
 	case Plain:
 		return 2 * 8 * ((m + 63) / 64)
 	case Fingerprint:
-		return 2 * (m / slotsPerBucket) * uint64(k) / 2
+		return (m / slotsPerBucket) * (uint64(k) - 1) // semi-sorted: f-1 bytes per bucket of both generations
 	default:
 		return 2 * m / 2
 	}

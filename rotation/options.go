@@ -13,6 +13,15 @@ type Options struct {
 	FPRate       float64       // target false-positive rate at ExpectedKeys
 	Window       time.Duration // window length; boundaries are multiples of it since the Unix epoch
 	Mode         Mode          // zero means Counting
+
+	// otherSizing marks the options of a decoded fingerprint pair whose
+	// geometry is not the one this release gives these options (a
+	// snapshot of a release that sized the pair otherwise). Such a pair
+	// cannot stand in for one New builds (CopyTo needs equal geometry), so
+	// its options compare unequal to the configured ones, and a partition
+	// keeps it read-only beside new filters until its keys expire (see
+	// processor/partition/legacy.go).
+	otherSizing bool
 }
 
 // Limits on options; they keep every size computation inside uint64/int and

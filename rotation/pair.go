@@ -118,7 +118,9 @@ func newPair(o Options, m uint64, k int) *Pair {
 		p.pl = newPlainPair(m, k)
 		p.gens = p.pl
 	case Fingerprint:
-		p.fp = newFingerprint(m/slotsPerBucket, k)
+		// A pair of another release's sizing is only ever read (a legacy
+		// pair): it stays in the stream's layout, as it was written.
+		p.fp = newFingerprint(m/slotsPerBucket, k, !o.otherSizing)
 		p.gens = p.fp
 	default:
 		p.cnt = newCounting(m/blockCounters, k)
@@ -148,6 +150,9 @@ func (p *Pair) TestAndAdd(key []byte, ts time.Time) (seen bool) {
 }
 
 func (p *Pair) testAndAddFingerprint(pr *fprobe) bool {
+	if !p.fp.sorted {
+		p.fp.settle()
+	}
 	seen, full := p.fp.testAndAdd(pr)
 	if full {
 		p.overflow()
@@ -179,6 +184,7 @@ func (p *Pair) Remove(key []byte, ts time.Time) (removed bool, err error) {
 	}
 	p.advance(ts)
 	if p.fp != nil {
+		p.fp.settle()
 		var pr fprobe
 		p.fp.locate(xxhash.Sum64(key), &pr)
 		for g := range 2 {
@@ -300,7 +306,11 @@ func (p *Pair) SizeBytes() int {
 	if !p.initialised() {
 		return 0
 	}
-	return int(pairBytes(p.opts.Mode, p.m, p.k) + trackingBytes(p.opts.Mode, p.m, p.k))
+	filters := pairBytes(p.opts.Mode, p.m, p.k)
+	if p.fp != nil {
+		filters = p.fp.tableBytes() // a raw table is larger
+	}
+	return int(filters + trackingBytes(p.opts.Mode, p.m, p.k))
 }
 
 // CopyTo copies the whole state of p into dst without allocating. dst must
@@ -315,6 +325,9 @@ func (p *Pair) CopyTo(dst *Pair) error {
 	if dst.opts != p.opts || dst.m != p.m || dst.k != p.k {
 		return fmt.Errorf("copy pair: %w: have %+v (m=%d k=%d), destination %+v (m=%d k=%d)",
 			ErrMismatch, p.opts, p.m, p.k, dst.opts, dst.m, dst.k)
+	}
+	if p.fp != nil && !p.opts.otherSizing {
+		p.fp.settle() // so that the copy is laid out as the pair New built
 	}
 	dst.start, dst.started, dst.rotations = p.start, p.started, p.rotations
 	dst.deltaSwaps, dst.deltaFrom, dst.deltaSeq = 0, p.rotations, 0 // dst's copies clear its dirty bitmaps

@@ -79,8 +79,55 @@ func (p *Pair) putPreamble(h []byte, magic string, version uint16) {
 		h[7] = 1
 	}
 	binary.LittleEndian.PutUint64(h[8:], p.opts.ExpectedKeys)
-	binary.LittleEndian.PutUint64(h[16:], math.Float64bits(p.opts.FPRate))
+	rate := math.Float64bits(p.opts.FPRate)
+	if rateMarked(p.opts) {
+		rate ^= 1
+	}
+	binary.LittleEndian.PutUint64(h[16:], rate)
 	binary.LittleEndian.PutUint64(h[24:], uint64(p.opts.Window))
+}
+
+// rateMarked reports whether headers of a pair of options o store FPRate
+// with its lowest bit flipped: a fingerprint pair of this release's sizing
+// where it differs from the sizing of releases up to 0.9.0. Those decode
+// the pair all the same (the format is theirs), but with options one ulp
+// off their configured ones, so they keep it read-only beside filters of
+// their own sizing instead of running it with a spare of another geometry
+// (their CopyTo would refuse it at the next full snapshot); and when the
+// partition comes back, this release resumes it (headerOptions clears the
+// bit).
+func rateMarked(o Options) bool {
+	if o.Mode != Fingerprint || o.otherSizing {
+		return false
+	}
+	p := generationFPRate(o.FPRate)
+	b, f := fingerprintGeometry(o.ExpectedKeys, p)
+	eb, ef := earlierFingerprintGeometry(o.ExpectedKeys, p)
+	return b != eb || f != ef
+}
+
+// headerOptions decodes the options of a snapshot or delta header of
+// geometry (m, k), normalised: FPRate's lowest bit flipped back when
+// rateMarked says this release set it, and a fingerprint pair of another
+// sizing marked otherSizing.
+func headerOptions(h []byte, m, k uint64) (Options, error) {
+	o := preambleOptions(h)
+	if o.Mode == Fingerprint {
+		o1 := o
+		o1.FPRate = math.Float64frombits(math.Float64bits(o.FPRate) ^ 1)
+		if n1, err := o1.normalize(); err == nil && rateMarked(n1) {
+			if wm, wk := geometry(n1); wm == m && uint64(wk) == k {
+				return n1, nil
+			}
+		}
+	}
+	n, err := o.normalize()
+	if err == nil && n.Mode == Fingerprint {
+		if wm, wk := geometry(n); wm != m || uint64(wk) != k {
+			n.otherSizing = true
+		}
+	}
+	return n, err
 }
 
 // preambleOptions decodes the options putPreamble wrote, unchecked.
@@ -215,6 +262,9 @@ func (s *snapReader) readGens(p *Pair) error {
 			i += uint64(p.gens.scatter(g, i, words[:n]))
 		}
 	}
+	if p.fp != nil {
+		p.fp.flush()
+	}
 	return nil
 }
 
@@ -282,7 +332,9 @@ func decodeHeader(h *[headerSize]byte) (*Pair, error) {
 	if o.Mode != Counting && o.Mode != Plain && o.Mode != Fingerprint {
 		return nil, invalid("mode", 6, "mode %d", h[6])
 	}
-	o, err := o.normalize()
+	m := binary.LittleEndian.Uint64(h[48:])
+	k := binary.LittleEndian.Uint32(h[56:])
+	o, err := headerOptions(h[:], m, uint64(k))
 	if err != nil {
 		return nil, invalid("options", 8, "%v", err)
 	}
@@ -299,8 +351,6 @@ func decodeHeader(h *[headerSize]byte) (*Pair, error) {
 	case !started && (start != 0 || rotations != 0):
 		return nil, invalid("window start", 32, "window start %d and %d rotations before the first record", start, rotations)
 	}
-	m := binary.LittleEndian.Uint64(h[48:])
-	k := binary.LittleEndian.Uint32(h[56:])
 	if r := binary.LittleEndian.Uint32(h[60:]); r != 0 {
 		return nil, invalid("reserved", 60, "reserved field %#x", r)
 	}

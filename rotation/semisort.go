@@ -1,0 +1,445 @@
+package rotation
+
+import (
+	"encoding/binary"
+	"unsafe"
+)
+
+// Semi-sorted buckets (Fan et al. 2014, section 5.2). A bucket's four
+// fingerprints are kept in ascending order, so the multiset of their high
+// nibbles is all a bucket needs to say of them: one of the C(19,4) = 3876
+// multisets of four values of 0..15, an index of 12 bits instead of 16
+// bits of nibbles. A generation's bucket is then the index and the four
+// fingerprints' low f-4 bits, 4f-4 bits instead of 4f: one bit per slot.
+//
+// Ascending order by the whole fingerprint (the nibble is its high part)
+// makes the encoding of a bucket a function of the fingerprints it holds,
+// empty slots (0) first: equal pairs have equal bytes, whatever the order
+// of the inserts, and a bucket with a free slot is one whose first slot is
+// 0.
+const (
+	nibbleSets = 3876 // C(16+4-1, 4)
+	indexBits  = 12
+)
+
+var (
+	// nibbleSet[x] is the multiset of index x as four ascending nibbles
+	// (the lowest at bits 0-3); 4096 entries, so that any 12-bit value
+	// indexes it without a bounds check.
+	nibbleSet [1 << indexBits]uint16
+	// nibbleRank[j][v] is nibble v's share of the index as the j-th
+	// (ascending) of four: the combinatorial number system over the
+	// strictly increasing {n0, n1+1, n2+2, n3+3} ⊂ 0..18, whose colex rank
+	// is C(n0,1) + C(n1+1,2) + C(n2+2,3) + C(n3+3,4).
+	nibbleRank [4][16]uint16
+)
+
+func init() {
+	binom := func(n, k int) int {
+		r := 1
+		for i := range k {
+			r = r * (n - i) / (i + 1)
+		}
+		return r
+	}
+	for j := range 4 {
+		for v := range 16 {
+			nibbleRank[j][v] = uint16(binom(v+j, j+1))
+		}
+	}
+	for a := range 16 {
+		for b := a; b < 16; b++ {
+			for c := b; c < 16; c++ {
+				for d := c; d < 16; d++ {
+					x := nibbleRank[0][a] + nibbleRank[1][b] + nibbleRank[2][c] + nibbleRank[3][d]
+					nibbleSet[x] = uint16(a | b<<4 | c<<8 | d<<12)
+				}
+			}
+		}
+	}
+}
+
+// ld is the little-endian word at byte off of the table; the table's
+// padding keeps every load of a bucket inside it.
+func ld(base unsafe.Pointer, off uint64) uint64 {
+	return binary.LittleEndian.Uint64(unsafe.Slice((*byte)(unsafe.Add(base, off)), 8))
+}
+
+// sortedLayout places the fields of a semi-sorted bucket pair. Generation
+// g's bucket starts at bit g·(4f-4) of the pair: the low f-4 bits of its
+// four slots, then the 12-bit index of their nibbles. Slot j's low bits
+// are at byte off[g][j], bit sh[g][j] of the pair, the index at
+// off[g][4], sh[g][4].
+//
+// pairHolds reads each generation's low bits as two words (chunks), each
+// holding whole slots: chunk[2g] the first slots of generation g, as many
+// as fit, chunk[2g+1] the rest (none when all four fit in the first).
+func (c *fingerprint) sortedLayout() {
+	c.lbits = c.f - 4
+	c.lmask = 1<<c.lbits - 1
+	c.gbits = 4*uint64(c.f) - 4
+	c.pbytes = uint64(c.f) - 1
+	w := uint64(c.lbits)
+	for g := range 2 {
+		bit := uint64(g) * c.gbits
+		for j := range uint64(slotsPerBucket + 1) {
+			b := bit + j*w
+			c.off[g][j], c.sh[g][j] = b>>3, b&7
+		}
+		a := min(slotsPerBucket, (64-bit&7)/w)
+		for k, lanes := range [2]uint64{a, slotsPerBucket - a} {
+			b := bit + uint64(k)*a*w
+			ch := &c.chunk[2*g+k]
+			ch.off, ch.sh, ch.ones = b>>3, b&7, 0
+			for j := range lanes {
+				ch.ones |= 1 << (j * w)
+			}
+			ch.highs = ch.ones << (w - 1)
+		}
+	}
+}
+
+// chunk is where pairHolds finds some slots' low bits: a word at byte off
+// of the pair, shifted right by sh; ones has the lowest bit of each slot's
+// low bits set, highs the highest.
+type chunk struct{ off, sh, ones, highs uint64 }
+
+// sortedBucket returns the slots of bucket i of generation g, ascending.
+func (c *fingerprint) sortedBucket(g int, i uint64) (s [slotsPerBucket]uint64) {
+	base := unsafe.Add(c.base, i*c.pbytes)
+	o, sh := &c.off[g], &c.sh[g]
+	n := uint64(nibbleSet[ld(base, o[4])>>sh[4]&(1<<indexBits-1)])
+	lb, lm := c.lbits, c.lmask
+	s[0] = ld(base, o[0])>>sh[0]&lm | (n&15)<<lb
+	s[1] = ld(base, o[1])>>sh[1]&lm | (n>>4&15)<<lb
+	s[2] = ld(base, o[2])>>sh[2]&lm | (n>>8&15)<<lb
+	s[3] = ld(base, o[3])>>sh[3]&lm | (n>>12)<<lb
+	return s
+}
+
+// sortedHasFree reports whether bucket i of generation g has an empty
+// slot: its first (lowest) slot is 0.
+func (c *fingerprint) sortedHasFree(g int, i uint64) bool {
+	base := unsafe.Add(c.base, i*c.pbytes)
+	o, sh := &c.off[g], &c.sh[g]
+	return ld(base, o[0])>>sh[0]&c.lmask == 0 && nibbleSet[ld(base, o[4])>>sh[4]&(1<<indexBits-1)]&15 == 0
+}
+
+// pairHolds is non-zero when either generation's bucket i holds fp. It
+// first compares fp's low bits with every slot's at once, four words for
+// eight slots: y has a zero slot exactly where the low bits are equal, and
+// (y - ones) &^ y has a slot's high bit set if and only if some slot of y
+// is zero (a borrow only runs upwards from a zero slot; bits above the
+// slots do not reach them). Only when some low bits are equal, which a key
+// never added rarely meets (8 slots, 2^(f-4) values), does it decode the
+// buckets and compare whole fingerprints.
+func (c *fingerprint) pairHolds(i, fp uint64) uint64 {
+	base := unsafe.Add(c.base, i*c.pbytes)
+	low := fp & c.lmask
+	k := &c.chunk
+	y0 := ld(base, k[0].off)>>k[0].sh ^ low*k[0].ones
+	y1 := ld(base, k[1].off)>>k[1].sh ^ low*k[1].ones
+	y2 := ld(base, k[2].off)>>k[2].sh ^ low*k[2].ones
+	y3 := ld(base, k[3].off)>>k[3].sh ^ low*k[3].ones
+	if (y0-k[0].ones)&^y0&k[0].highs|(y1-k[1].ones)&^y1&k[1].highs|
+		(y2-k[2].ones)&^y2&k[2].highs|(y3-k[3].ones)&^y3&k[3].highs == 0 {
+		return 0
+	}
+	if c.sortedHolds(0, i, fp) || c.sortedHolds(1, i, fp) {
+		return 1
+	}
+	return 0
+}
+
+// sortedHolds reports whether bucket i of generation g holds fp.
+func (c *fingerprint) sortedHolds(g int, i, fp uint64) bool {
+	s := c.sortedBucket(g, i)
+	return s[0] == fp || s[1] == fp || s[2] == fp || s[3] == fp
+}
+
+// putBits sets the n bits at bit position bit of the table to v.
+func (c *fingerprint) putBits(bit uint64, n uint, v uint64) {
+	w := c.tab[bit>>3:]
+	sh := bit & 7
+	m := (uint64(1)<<n - 1) << sh
+	binary.LittleEndian.PutUint64(w, binary.LittleEndian.Uint64(w)&^m|v<<sh)
+}
+
+// putSorted writes the ascending slots s as bucket i of generation g and
+// marks the bucket changed for the next delta.
+func (c *fingerprint) putSorted(g int, i uint64, s *[slotsPerBucket]uint64) {
+	c.writeSorted(g, i, s)
+	c.dirty.markBucket(g, i)
+}
+
+func (c *fingerprint) writeSorted(g int, i uint64, s *[slotsPerBucket]uint64) {
+	lb := c.lbits
+	x := nibbleRank[0][s[0]>>lb] + nibbleRank[1][s[1]>>lb] + nibbleRank[2][s[2]>>lb] + nibbleRank[3][s[3]>>lb]
+	// The bucket as one value of 4f-4 bits, written in whole words: the
+	// writes do not overlap, so no load waits on a partial store.
+	var lo, hi uint64
+	for j := range uint(slotsPerBucket + 1) {
+		v := uint64(x)
+		if j < slotsPerBucket {
+			v = s[j] & c.lmask
+		}
+		b := j * lb
+		switch {
+		case b >= 64:
+			hi |= v << (b - 64)
+		case b > 0:
+			lo |= v << b
+			hi |= v >> (64 - b)
+		default:
+			lo |= v
+		}
+	}
+	c.putSpan(i*8*c.pbytes+uint64(g)*c.gbits, c.gbits, lo, hi)
+}
+
+// putSpan sets the n ≤ 124 bits of the table from bit position bit to the
+// value hi:lo, as read-modify-writes of up to three consecutive words.
+func (c *fingerprint) putSpan(bit, n, lo, hi uint64) {
+	o, sh := bit>>3, bit&7
+	mlo, mhi := ^uint64(0), uint64(0)
+	if n > 64 {
+		mhi = 1<<(n-64) - 1
+	} else if n < 64 {
+		mlo = 1<<n - 1
+	}
+	// Shift value and mask left by sh into three words.
+	var v, m [3]uint64
+	v[0], m[0] = lo<<sh, mlo<<sh
+	if sh == 0 {
+		v[1], m[1] = hi, mhi
+	} else {
+		v[1], m[1] = hi<<sh|lo>>(64-sh), mhi<<sh|mlo>>(64-sh)
+		v[2], m[2] = hi>>(64-sh), mhi>>(64-sh)
+	}
+	for k := range uint64(3) {
+		if m[k] == 0 {
+			break
+		}
+		w := c.tab[o+8*k:]
+		binary.LittleEndian.PutUint64(w, binary.LittleEndian.Uint64(w)&^m[k]|v[k])
+	}
+}
+
+// sort4 sorts four slots ascending.
+func sort4(s *[slotsPerBucket]uint64) {
+	if s[0] > s[1] {
+		s[0], s[1] = s[1], s[0]
+	}
+	if s[2] > s[3] {
+		s[2], s[3] = s[3], s[2]
+	}
+	if s[0] > s[2] {
+		s[0], s[2] = s[2], s[0]
+	}
+	if s[1] > s[3] {
+		s[1], s[3] = s[3], s[1]
+	}
+	if s[1] > s[2] {
+		s[1], s[2] = s[2], s[1]
+	}
+}
+
+func ascending(s *[slotsPerBucket]uint64) bool {
+	return s[0] <= s[1] && s[1] <= s[2] && s[2] <= s[3]
+}
+
+// sortedPlace puts fp in a free slot of bucket i of generation g.
+func (c *fingerprint) sortedPlace(g int, i, fp uint64) bool {
+	s := c.sortedBucket(g, i)
+	if s[0] != 0 {
+		return false
+	}
+	s[0] = fp
+	for j := 0; j < slotsPerBucket-1 && s[j] > s[j+1]; j++ {
+		s[j], s[j+1] = s[j+1], s[j]
+	}
+	c.putSorted(g, i, &s)
+	return true
+}
+
+// sortedTake removes one copy of fp from bucket i of generation g, if it
+// holds one.
+func (c *fingerprint) sortedTake(g int, i, fp uint64) bool {
+	s := c.sortedBucket(g, i)
+	for j := range slotsPerBucket {
+		if s[j] == fp {
+			for ; j > 0; j-- { // the emptied slot goes first
+				s[j] = s[j-1]
+			}
+			s[0] = 0
+			c.putSorted(g, i, &s)
+			return true
+		}
+	}
+	return false
+}
+
+// bfsNodes bounds the breadth-first search of an insert: the two
+// candidate buckets and four levels below them (2+8+32+128+512), so that
+// an insert the table refuses costs a bounded number of bucket reads.
+const bfsNodes = 682
+
+// bfsNode is a bucket the search reached by moving fp, held by its parent
+// node's bucket, there (parent -1: a candidate bucket of the new key).
+type bfsNode struct {
+	bucket, fp uint64
+	parent     int32
+}
+
+// bfsInsert places fp, whose candidate buckets i1 and i2 of generation g
+// are full, by moving residents along the shortest chain of moves that
+// ends in a bucket with a free slot (breadth-first, Li et al. 2014): each
+// move takes a fingerprint to its other candidate bucket. The search reads
+// a level's buckets one after another without waiting on each, and
+// nothing moves unless a chain is found. Like every move of the table it
+// depends only on the table's contents, so replays make the same moves.
+func (c *fingerprint) bfsInsert(g int, i1, i2, fp uint64) bool {
+	q := c.bfs[:0]
+	q = append(q, bfsNode{bucket: i1, parent: -1})
+	if i2 != i1 {
+		q = append(q, bfsNode{bucket: i2, parent: -1})
+	}
+	for head := 0; head < len(q); {
+		level := len(q)
+		for ; head < level; head++ {
+			n := q[head]
+			s := c.sortedBucket(g, n.bucket)
+			for j, v := range s {
+				if j > 0 && v == s[j-1] {
+					continue // the same move as the slot before
+				}
+				nb := c.alt(n.bucket, v)
+				if nb == n.bucket || onPath(q, head, nb) {
+					continue
+				}
+				if len(q) == cap(q) {
+					return false
+				}
+				q = append(q, bfsNode{bucket: nb, fp: v, parent: int32(head)})
+			}
+		}
+		for k := level; k < len(q); k++ {
+			if !c.sortedHasFree(g, q[k].bucket) {
+				continue
+			}
+			// Move along the chain from its free end, each move freeing
+			// the slot the next one fills.
+			t := k
+			for ; q[t].parent >= 0; t = int(q[t].parent) {
+				c.sortedTake(g, q[q[t].parent].bucket, q[t].fp)
+				c.sortedPlace(g, q[t].bucket, q[t].fp)
+			}
+			return c.sortedPlace(g, q[t].bucket, fp)
+		}
+	}
+	return false
+}
+
+// onPath reports whether bucket b is node n's or one of its ancestors':
+// a chain never passes a bucket twice.
+func onPath(q []bfsNode, n int, b uint64) bool {
+	for ; n >= 0; n = int(q[n].parent) {
+		if q[n].bucket == b {
+			return true
+		}
+	}
+	return false
+}
+
+// settle turns a raw table (as decoded) into the semi-sorted layout, in
+// place: bucket pair i moves from byte i·f to byte i·(f-1), so it is read
+// whole before anything below its new end is written. A bucket whose
+// slots were not in ascending order encodes to other stream bytes than it
+// was decoded from: it is marked changed, so the next delta carries it.
+func (c *fingerprint) settle() {
+	if c.sorted || !c.sortable() {
+		return
+	}
+	rawBB := c.bb
+	c.sortedLayout()
+	for i := range c.buckets {
+		var s [2][slotsPerBucket]uint64
+		for g := range 2 {
+			s[g] = c.rawBucket(rawBB, g, i)
+		}
+		for g := range 2 {
+			if !ascending(&s[g]) {
+				sort4(&s[g])
+				c.dirty.markBucket(g, i)
+			}
+			c.writeSorted(g, i, &s[g])
+		}
+	}
+	clear(c.tab[c.buckets*c.pbytes:])
+	c.sorted = true
+}
+
+// sortable reports whether the fingerprints are wide enough for the
+// semi-sorted layout (a nibble and at least two low bits, which pairHolds
+// compares first).
+func (c *fingerprint) sortable() bool { return c.f >= 6 }
+
+// unsettle turns a semi-sorted table into the raw layout, in a new
+// allocation: a delta being applied holds a bucket out of order, which
+// only the raw layout can keep (see flush). The stream is unchanged.
+func (c *fingerprint) unsettle() {
+	if !c.sorted {
+		return
+	}
+	rawBB := c.bb
+	words := make([]uint64, (2*c.buckets*rawBB+tabPad+7)/8)
+	adviseHuge(words)
+	tab := unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), len(words)*8)
+	for i := range c.buckets {
+		for g := range 2 {
+			s := c.sortedBucket(g, i)
+			o := (2*i + uint64(g)) * rawBB
+			lo, hi := streamOf(&s, c.f)
+			var b [16]byte
+			binary.LittleEndian.PutUint64(b[:], lo)
+			binary.LittleEndian.PutUint64(b[8:], hi)
+			copy(tab[o:o+rawBB], b[:])
+		}
+	}
+	c.words, c.tab, c.base = words, tab, unsafe.Pointer(&words[0])
+	c.sorted = false
+}
+
+// streamOf packs four slots f bits apiece, the first lowest: a bucket's
+// bytes in the snapshot stream (lo, then hi).
+func streamOf(s *[slotsPerBucket]uint64, f uint) (lo, hi uint64) {
+	for j := range uint(slotsPerBucket) {
+		b := j * f
+		if b < 64 {
+			lo |= s[j] << b
+			if b+f > 64 {
+				hi |= s[j] >> (64 - b)
+			}
+		} else {
+			hi |= s[j] << (b - 64)
+		}
+	}
+	return lo, hi
+}
+
+// slotsOf unpacks what streamOf packs.
+func slotsOf(lo, hi uint64, f uint) (s [slotsPerBucket]uint64) {
+	mask := uint64(1)<<f - 1
+	for j := range uint(slotsPerBucket) {
+		b := j * f
+		switch {
+		case b+f <= 64:
+			s[j] = lo >> b & mask
+		case b < 64:
+			s[j] = (lo>>b | hi<<(64-b)) & mask
+		default:
+			s[j] = hi >> (b - 64) & mask
+		}
+	}
+	return s
+}
