@@ -132,6 +132,9 @@ type Filter struct {
 	// is the stored size of that mid-window base, scaled from the sample
 	// to the partition's pair.
 	IncrementBytes, BaseBytes float64
+	// IncrementFixed is the stored size of an empty increment: what every
+	// increment costs whatever it carries, and all a move's claim costs.
+	IncrementFixed float64
 }
 
 // chainRatio is w's chain ratio, its default applied; 0: no increments.
@@ -161,6 +164,26 @@ func (f Filter) IncrementalBandwidth(w Workload) float64 {
 		return 0
 	}
 	return f.IncrementBytes * (1 + 1/ratio) * float64(w.Partitions) / w.CheckpointInterval.Seconds()
+}
+
+// RollingDeploy is what the checkpoints of a rolling deploy write, each of
+// w.Instances replaced in turn, with chains: every replacement is two
+// rebalances (the member leaves, its replacement joins), at each of which
+// every partition stops with a final increment (half an interval of
+// changes, on average); and each of the instance's partitions moves twice
+// (away, and back to the replacement under sticky assignment), each move
+// adding the new owner's claim, an empty increment. perMove is a moved
+// partition's final increment and claim; bases is what the moves would
+// write if each wrote a base instead. Zero without increments.
+func (f Filter) RollingDeploy(w Workload) (total, perMove, bases float64, moves int) {
+	if w.chainRatio(f.Mode) == 0 || f.IncrementBytes == 0 {
+		return 0, 0, 0, 0
+	}
+	stop := f.IncrementFixed + (f.IncrementBytes-f.IncrementFixed)/2
+	moves = 2 * w.Partitions
+	rebalances := 2 * max(w.Instances, 1)
+	total = float64(rebalances*w.Partitions)*stop + float64(moves)*f.IncrementFixed
+	return total, stop + f.IncrementFixed, float64(moves) * f.BaseBytes, moves
 }
 
 // RestoreBytes is the most a restore of one partition reads: its base and
@@ -253,7 +276,7 @@ func Size(w Workload, mode rotation.Mode) (Filter, error) {
 		sp.TestAndAdd(sampleKey(&buf, id), t1)
 	}
 	var added uint64
-	if r.IncrementBytes, r.BaseBytes, added, err = incrementBytes(w, mode, sp, store, half, float64(o.ExpectedKeys)/float64(n)); err != nil {
+	if r.IncrementBytes, r.BaseBytes, r.IncrementFixed, added, err = incrementBytes(w, mode, sp, store, half, float64(o.ExpectedKeys)/float64(n)); err != nil {
 		return Filter{}, err
 	}
 	for id := half + added; id < 2*n; id++ {
@@ -283,18 +306,18 @@ func Size(w Workload, mode rotation.Mode) (Filter, error) {
 // an interval's new keys: they touch the same share of its words, at the
 // same gaps, as the whole interval does in the partition's pair. The
 // increment is that beyond the empty one times scale, plus the empty one;
-// the base is scaled by scale.
-func incrementBytes(w Workload, mode rotation.Mode, sp *rotation.Pair, store *checkpoint.FileStore, first uint64, scale float64) (inc, base float64, added uint64, err error) {
+// the base is scaled by scale; fixed is the empty one.
+func incrementBytes(w Workload, mode rotation.Mode, sp *rotation.Pair, store *checkpoint.FileStore, first uint64, scale float64) (inc, base, fixed float64, added uint64, err error) {
 	ctx := context.Background()
 	meta := checkpoint.Meta{Group: "size", Topic: "t", OutputTopic: "o"}
 	sp.ResetDelta()
 	b, err := store.Save(ctx, meta, sp)
 	if err != nil {
-		return 0, 0, 0, fmt.Errorf("save a sample base: %w", err)
+		return 0, 0, 0, 0, fmt.Errorf("save a sample base: %w", err)
 	}
 	base = float64(b.StoredBytes) * scale
 	if !mode.Incremental() {
-		return 0, base, 0, nil
+		return 0, base, 0, 0, nil
 	}
 	var d rotation.Delta
 	save := func(prev uint64) (checkpoint.Meta, error) {
@@ -309,7 +332,7 @@ func incrementBytes(w Workload, mode rotation.Mode, sp *rotation.Pair, store *ch
 	}
 	empty, err := save(b.Seq)
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, 0, err
 	}
 	want := w.keysPerInterval() / scale
 	keys := max(uint64(min(math.Round(want), float64(sp.Options().ExpectedKeys/4))), 1)
@@ -320,11 +343,11 @@ func incrementBytes(w Workload, mode rotation.Mode, sp *rotation.Pair, store *ch
 	}
 	m, err := save(empty.Seq)
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, 0, err
 	}
-	fixed := float64(empty.StoredBytes)
+	fixed = float64(empty.StoredBytes)
 	perKey := max(float64(m.StoredBytes)-fixed, 0) / float64(keys)
-	return fixed + perKey*w.keysPerInterval(), base, keys, nil
+	return fixed + perKey*w.keysPerInterval(), base, fixed, keys, nil
 }
 
 // Report is a workload with the figures of each of its modes.
@@ -390,6 +413,10 @@ func (r Report) Write(w io.Writer) error {
 		} else {
 			fmt.Fprintf(w, "  checkpoint bandwidth, all partitions every %v, full snapshots (%s mode has no increments): raw %s/s; compressed %s/s at a window's start to %s/s at its end\n",
 				in.CheckpointInterval, r.Mode, BytesIEC(raw), BytesIEC(raw*r.RatioStart), BytesIEC(raw*r.RatioEnd))
+		}
+		if total, perMove, bases, moves := r.RollingDeploy(in); total > 0 {
+			fmt.Fprintf(w, "  a rolling deploy of %d instance(s) writes about %s of checkpoints: %s per moved partition (%d moves: its final increment and the new owner's claim), a final increment of every partition at each rebalance; %s if every move wrote a base\n",
+				in.Instances, BytesIEC(total), BytesIEC(perMove), moves, BytesIEC(bases))
 		}
 		what := "its base and the increments on it"
 		if in.chainRatio(r.Mode) == 0 {

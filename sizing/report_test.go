@@ -96,3 +96,30 @@ func TestIncrementalBandwidthAtScale(t *testing.T) {
 		t.Errorf("full snapshots only: incremental bandwidth %.0f, want 0", got)
 	}
 }
+
+// TestRollingDeployAtScale: the same workload on 6 instances. A rolling
+// deploy with chains writes a move's final increment and claim, not a
+// base: the whole deploy less than a minute of the steady bandwidth per
+// instance replaced, and a thousandth of what a base per move would write.
+// Without increments there is nothing to continue: no figure.
+func TestRollingDeployAtScale(t *testing.T) {
+	in := Workload{KeysPerWindow: 1_000_000_000, Window: 24 * time.Hour, FPRate: 1e-6, Partitions: 48, Instances: 6,
+		Modes: []rotation.Mode{rotation.Fingerprint}, CheckpointInterval: 10 * time.Second}
+	r, err := Size(in, rotation.Fingerprint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total, perMove, bases, moves := r.RollingDeploy(in)
+	steady := r.IncrementalBandwidth(in)
+	t.Logf("deploy %.0f bytes, %.0f per moved partition, %d moves; bases instead %.0f; steady %.0f B/s", total, perMove, moves, bases, steady)
+	if moves != 2*in.Partitions || r.IncrementFixed <= 0 || perMove <= r.IncrementFixed || perMove > r.IncrementBytes+r.IncrementFixed {
+		t.Errorf("%d moves of %.0f bytes each (empty increment %.0f, interval's %.0f)", moves, perMove, r.IncrementFixed, r.IncrementBytes)
+	}
+	if total <= 0 || total > 60*steady*float64(in.Instances) || total*1000 > bases {
+		t.Errorf("deploy writes %.0f bytes: want above 0, below a minute of steady %.0f B/s per instance and a thousandth of bases' %.0f", total, steady, bases)
+	}
+	in.ChainRatio = -1
+	if total, _, _, _ := r.RollingDeploy(in); total != 0 {
+		t.Errorf("full snapshots only: rolling deploy %.0f bytes, want no figure", total)
+	}
+}
