@@ -17,11 +17,11 @@ const dirtyRing = 256
 // In fingerprint mode a mark is a bucket of a generation instead
 // (markBucket), turned into the words of the stream it spans when folded.
 type dirtySet struct {
-	maps     [2][]uint64
-	n        int
-	words    int    // bits set in maps: the changed words folded so far
+	maps        [2][]uint64
+	n           int
+	words       int    // bits set in maps: the changed words folded so far
 	bucketBytes uint64 // fingerprint mode: stream bytes per bucket; 0: marks are words
-	ring     [dirtyRing]dirtyMark
+	ring        [dirtyRing]dirtyMark
 }
 
 // dirtyMark is a pending mark: bits mask of word at>>1 of bitmap at&1, or

@@ -72,12 +72,19 @@
 //
 // Fingerprint mode uses cuckoo filters (fingerprint.go): buckets of four
 // f-bit fingerprints, f even, and two candidate buckets per key; the
-// generations are interleaved as in counting mode. Each generation takes
-// the even f and load (at most 0.9) with the fewest bits per key for which
+// generations are interleaved as in counting mode. Buckets are
+// semi-sorted (semisort.go): their fingerprints in ascending order, the
+// high nibbles of the four stored as one 12-bit index, f-1 bits per slot.
+// An insert whose buckets are full moves residents along the shortest
+// chain to a free slot (breadth-first), which fills the table to 96 % at
+// ExpectedKeys. Each generation takes the even f and load (at most 0.96)
+// with the fewest bits per key, (f-1)/load, for which
 // 1 - (1 - 1/(2^f - 1))^(2x/N) ≤ p at x = ExpectedKeys keys in N buckets
-// (model.go): 26.7 bits per key and generation at FPRate = 1e-6. An insert
+// (model.go): 24.0 bits per key and generation at FPRate = 1e-6. An insert
 // the buckets refuse goes to an exact stash; a full stash rotates the pair
 // early, counted in Stats (Overflows, EarlyRotations, ForgottenKeys).
+// Little room is left past ExpectedKeys: at about 1.02 times it the
+// buckets refuse most inserts and the stash fills.
 // PairRate, FalseDropsPerDay and BitsPerKey expose the models of every mode.
 //
 // A probe of a large pair is a cache (and TLB) miss that TestAndAdd waits
@@ -99,6 +106,15 @@
 // checksums. A truncated, corrupt or unknown-version snapshot is refused with
 // a *CorruptError wrapping ErrTruncated, ErrChecksum, ErrInvalid or
 // ErrVersion; the receiver is then left untouched.
+//
+// A fingerprint pair's snapshot carries its buckets as releases up to
+// 0.9.0 held them (four f-bit slots, f/2 bytes a bucket), so each release
+// reads the other's. A pair sized as 0.9.0 sized it (load 0.9) decodes
+// with Options marked as of another sizing, unequal to any configured
+// ones: a partition keeps it read-only beside new filters until its keys
+// expire. A pair of this release's sizing is written with FPRate one ulp
+// off (its lowest bit flipped, cleared again on reading), so that 0.9.0
+// does the same with it.
 //
 // # Deltas
 //
@@ -133,8 +149,9 @@
 // pair.go holds Pair (time, rotation, CopyTo) and generations, the
 // interface through which it rotates, copies, streams, counts and checks
 // the filters of any mode; options.go and mode.go its Options and Mode;
-// counting.go, fingerprint.go (with stash.go, its stash's encoding) and
-// plain.go the three filter kinds, each implementing generations (the
+// counting.go, fingerprint.go (with semisort.go, its bucket layout and
+// insertion, and stash.go, its stash's encoding) and plain.go the three
+// filter kinds, each implementing generations (the
 // per-record path calls their concrete types); sizing.go the counting and
 // plain geometry, model.go the fingerprint geometry, the rate models and
 // the memory of a pair; probe.go Locate and TestAndAddAt; held.go HeldBy,

@@ -3,10 +3,10 @@ package rotation
 import (
 	"bytes"
 	"encoding/binary"
-	"slices"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -92,9 +92,35 @@ func TestFingerprintSizing(t *testing.T) {
 			}
 		}
 	}
+	// 48 bits is 1.15 times the lower bound for a pair at 1e-6 (two
+	// generations of log2(1/p) = 20.9 bits).
 	bpk, err := BitsPerKey(Options{ExpectedKeys: 100_000_000, FPRate: 1e-6, Window: time.Hour, Mode: Fingerprint})
-	if err != nil || bpk > 62 {
-		t.Errorf("pair at ε=1e-6: %.1f bits per key, %v; want ≤ 62", bpk, err)
+	if err != nil || bpk > 48 {
+		t.Errorf("pair at ε=1e-6: %.2f bits per key, %v; want ≤ 48", bpk, err)
+	}
+}
+
+// TestFingerprintHeadroom fills the current generation of a pair of 10⁶
+// expected keys to ExpectedKeys and a little past it: at ExpectedKeys the
+// buckets take every key, at 1.01 times they refuse a few (stashed, far
+// from the stash's capacity), and no early rotation happens.
+func TestFingerprintHeadroom(t *testing.T) {
+	const n = 1_000_000
+	p := mustNew(t, Options{ExpectedKeys: n, FPRate: 1e-6, Window: time.Hour, Mode: Fingerprint})
+	i := uint64(0)
+	for _, c := range []struct {
+		keys      uint64
+		maxStash  uint64
+		condition string
+	}{{n, 0, "at ExpectedKeys"}, {n * 101 / 100, p.fp.stashCap / 8, "at 1.01 x ExpectedKeys"}} {
+		for ; i < c.keys; i++ {
+			p.TestAndAdd(testKey(1, i), epoch)
+		}
+		st := p.Stats()
+		t.Logf("%s: load %.4f, %d stashed (capacity %d)", c.condition, st.Current.Fill, st.Current.Stashed, p.fp.stashCap)
+		if st.Current.Stashed > c.maxStash || st.EarlyRotations != 0 {
+			t.Errorf("%s: %d stashed, %d early rotations; want at most %d and none", c.condition, st.Current.Stashed, st.EarlyRotations, c.maxStash)
+		}
 	}
 }
 
