@@ -107,11 +107,16 @@ func newOutcomes(next kafka.RoundTripper, c *Config, abort func()) *outcomes {
 }
 
 func (o *outcomes) RoundTrip(ctx context.Context, addr net.Addr, req kafka.Request) (kafka.Response, error) {
-	pr, ok := req.(*produceAPI.Request)
-	if !ok || o.blind {
+	if !isProduce(req) || o.blind {
 		return o.next.RoundTrip(ctx, addr, req)
 	}
-	res, err := o.send(ctx, addr, pr)
+	var res kafka.Response
+	var err error
+	if pr, ok := req.(*produceAPI.Request); ok {
+		res, err = o.send(ctx, addr, pr)
+	} else {
+		res, err = o.next.RoundTrip(ctx, addr, req)
+	}
 	kind, cause := classifyProduce(res, err)
 	if kind == "" {
 		if r, ok := res.(*produceAPI.Response); ok && o.truncated != nil {
@@ -120,13 +125,8 @@ func (o *outcomes) RoundTrip(ctx context.Context, addr net.Addr, req kafka.Reque
 		return res, nil
 	}
 	o.counts[kind].Inc()
-	oe := &OutputError{Kind: kind, Err: cause, Partition: -1}
-	if len(pr.Topics) > 0 {
-		oe.Topic = pr.Topics[0].Topic
-		if len(pr.Topics[0].Partitions) > 0 {
-			oe.Partition = int(pr.Topics[0].Partitions[0].Partition)
-		}
-	}
+	oe := &OutputError{Kind: kind, Err: cause}
+	oe.Topic, oe.Partition = produced(req)
 	// An ambiguous outcome, or the broker refusing the records themselves,
 	// ends the generation: aborting at once keeps the later batches of the
 	// same output partition, which kafka-go sends once a failed one is
@@ -138,6 +138,36 @@ func (o *outcomes) RoundTrip(ctx context.Context, addr net.Addr, req kafka.Reque
 		o.abort()
 	}
 	return nil, oe
+}
+
+// isProduce reports whether req is a produce request: kafka.Writer's, or
+// a raw one (rawProduce's, the drop writer's).
+func isProduce(req kafka.Request) bool {
+	switch req.(type) {
+	case *produceAPI.Request, *rawproduceAPI.Request:
+		return true
+	}
+	return false
+}
+
+// produced is the topic and partition a produce request writes (its first
+// ones; -1: none).
+func produced(req kafka.Request) (topic string, partition int) {
+	switch r := req.(type) {
+	case *produceAPI.Request:
+		if len(r.Topics) > 0 && len(r.Topics[0].Partitions) > 0 {
+			return r.Topics[0].Topic, int(r.Topics[0].Partitions[0].Partition)
+		} else if len(r.Topics) > 0 {
+			return r.Topics[0].Topic, -1
+		}
+	case *rawproduceAPI.Request:
+		if len(r.Topics) > 0 && len(r.Topics[0].Partitions) > 0 {
+			return r.Topics[0].Topic, int(r.Topics[0].Partitions[0].Partition)
+		} else if len(r.Topics) > 0 {
+			return r.Topics[0].Topic, -1
+		}
+	}
+	return "", -1
 }
 
 // send sends pr, its records encoded by rawProduce when it can.

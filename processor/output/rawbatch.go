@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -209,9 +210,13 @@ func appendBytes(b []byte, v protocol.Bytes) ([]byte, error) {
 	n := v.Len()
 	b = binary.AppendVarint(b, int64(n))
 	at := len(b)
-	b = append(b, make([]byte, n)...)
-	if _, err := io.ReadFull(v, b[at:]); err != nil {
-		return b, fmt.Errorf("%w: %w", errRecordSize, err)
+	b = slices.Grow(b, n)[:at+n]
+	// One Read takes all of kafka.Writer's bytes.Reader; ReadFull only
+	// for another Bytes.
+	if m, err := v.Read(b[at:]); m < n {
+		if _, err = io.ReadFull(v, b[at+m:]); err != nil {
+			return b, fmt.Errorf("%w: %w", errRecordSize, err)
+		}
 	}
 	return b, nil
 }

@@ -10,10 +10,10 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	metadataAPI "github.com/segmentio/kafka-go/protocol/metadata"
-	produceAPI "github.com/segmentio/kafka-go/protocol/produce"
 
 	"dedup/internal/leader"
 	"dedup/processor/cluster"
+	"dedup/processor/partition"
 )
 
 // metadataCache is the writer's transport. kafka.Writer.WriteMessages asks
@@ -69,7 +69,7 @@ func (c *metadataCache) RoundTrip(ctx context.Context, addr net.Addr, req kafka.
 	if c.aborted.Load() {
 		return nil, errAborted
 	}
-	if _, ok := req.(*produceAPI.Request); ok && c.fence != nil {
+	if isProduce(req) && c.fence != nil {
 		if err := c.fence(); err != nil {
 			return nil, fmt.Errorf("produce not sent: %w", err)
 		}
@@ -111,7 +111,7 @@ type Writer struct {
 	// same classifying, fenced transport and its own metadata cache (which
 	// keeps one topic): a failure of either breaks the Writer, and an
 	// abort or a close applies to both.
-	dropped   *kafka.Writer
+	dropped   *dropWriter
 	droppedRT *metadataCache
 }
 
@@ -132,7 +132,7 @@ func newWriter(c *Config, batchBytes, droppedBytes int64) *Writer {
 	if c.DroppedTopic != "" {
 		out.droppedRT = newMetadataCache(oc)
 		out.droppedRT.fence = out.rt.fence
-		out.dropped = out.kafkaWriter(c.DroppedTopic, droppedBytes, out.droppedRT, out.droppedCompletion, "drop writer")
+		out.dropped = newDropWriter(c, droppedBytes, out.droppedRT, out.droppedCompletion)
 	}
 	return out
 }
@@ -167,9 +167,14 @@ func (out *Writer) kafkaWriter(topic string, batchBytes int64, rt *metadataCache
 	}
 }
 
-// Dropped is the kafka.Writer of the drop topic the partitions write to
+// Dropped is the writer of the drop topic the partitions write to
 // (partition.Drops.Writer), nil without one.
-func (out *Writer) Dropped() *kafka.Writer { return out.dropped }
+func (out *Writer) Dropped() partition.Writer {
+	if out.dropped == nil {
+		return nil
+	}
+	return out.dropped
+}
 
 // Kafka is the kafka.Writer the partitions write to (partition.Deps.Writer).
 func (out *Writer) Kafka() *kafka.Writer { return out.w }

@@ -73,8 +73,7 @@ type dropState struct {
 	// lost nor written twice). nil once the replay passed them all.
 	suppress   map[int64]struct{}
 	suppressTo int64
-	windows    windowTexts
-	hdrs       [4]kafka.Header // the drop headers of the record at hand
+	windows    dropHeaderSets
 	refused    refusals
 }
 
@@ -112,12 +111,9 @@ func (w *Worker) drop(r *record) error {
 		w.counts.dropReplayed++
 		return w.flushIfCaughtUp()
 	}
-	gen, start, end := w.filters.held(r)
-	s, e := ds.windows.of(start, end)
-	ds.hdrs = [4]kafka.Header{{Key: HeaderDropReason, Value: dropReason}, {Key: HeaderDropGeneration, Value: gen},
-		{Key: HeaderDropWindowStart, Value: s}, {Key: HeaderDropWindowEnd, Value: e}}
+	hdrs := ds.windows.of(w.filters.held(r))
 	lim := &w.d.Drops.Limit
-	if size := w.outputSize(r) + dropHeadersSize(&ds.hdrs); size > lim.Bytes || (m.Key == nil && lim.KeyRequired != "") {
+	if size := w.outputSize(r) + hdrs.size; size > lim.Bytes || (m.Key == nil && lim.KeyRequired != "") {
 		w.counts.dropRefused++
 		w.logDropRefused(m, size)
 		return w.flushIfCaughtUp()
@@ -134,7 +130,7 @@ func (w *Worker) drop(r *record) error {
 	ds.buf = append(ds.buf, kafka.Message{
 		Key:        m.Key,
 		Value:      m.Value,
-		Headers:    w.arena.headersWith(m, r.source(), w.srcTop, w.srcPart, w.acks.tail-1, w.acks.retired(), ds.hdrs[:]),
+		Headers:    w.arena.headersWith(m, r.source(), w.srcTop, w.srcPart, w.acks.tail-1, w.acks.retired(), hdrs.hdrs[:]),
 		Time:       out,
 		Partition:  w.d.Drops.Route.partition(w.d.Partition, m.Key),
 		WriterData: slot,
@@ -176,15 +172,6 @@ func (ds *dropState) suppressed(off int64) bool {
 	return false
 }
 
-// dropHeadersSize is the encoded size of the drop headers.
-func dropHeadersSize(h *[4]kafka.Header) int64 {
-	var n int64
-	for i := range h {
-		n += headerSize(h[i].Key, len(h[i].Value))
-	}
-	return n
-}
-
 // logDropRefused logs a drop the drop topic cannot take, at most one line
 // per refuseLogEvery, as refused outputs are.
 func (w *Worker) logDropRefused(m *kafka.Message, size int64) {
@@ -213,21 +200,34 @@ func heldIn(p *rotation.Pair, g rotation.Generation) (gen []byte, start, end tim
 	return dropGens[g], start, end
 }
 
-// windowTexts caches the RFC 3339 texts of the last few windows the drop
-// headers named: a window's texts are made once, not per drop. The slices
-// are never written after they are made (the writer reads them).
-type windowTexts struct {
-	at    [4][2]int64
-	texts [4][2][]byte
-	n     int // entries used, up to len(at)
-	next  int // the entry replaced next once all are used
+// dropHeaders are the drop headers of the drops of one generation and
+// window, and their encoded size: the same for every such drop, so they
+// are made once, not per drop.
+type dropHeaders struct {
+	hdrs [4]kafka.Header
+	size int64
 }
 
-func (c *windowTexts) of(start, end time.Time) (s, e []byte) {
-	k := [2]int64{start.UnixNano(), end.UnixNano()}
+// dropHeaderSets caches the drop headers of the last few generations and
+// windows the drops named. The value slices are never written after they
+// are made (the writer reads them); headersWith copies the headers.
+type dropHeaderSets struct {
+	at   [4]dropHeadersKey
+	sets [4]dropHeaders
+	n    int // entries used, up to len(at)
+	next int // the entry replaced next once all are used
+}
+
+type dropHeadersKey struct {
+	gen        *byte // the generation's value (dropGens, dropGenLegacy: never empty)
+	start, end int64
+}
+
+func (c *dropHeaderSets) of(gen []byte, start, end time.Time) *dropHeaders {
+	k := dropHeadersKey{&gen[0], start.UnixNano(), end.UnixNano()}
 	for i := range c.n {
 		if c.at[i] == k {
-			return c.texts[i][0], c.texts[i][1]
+			return &c.sets[i]
 		}
 	}
 	i := c.n
@@ -237,8 +237,15 @@ func (c *windowTexts) of(start, end time.Time) (s, e []byte) {
 		i, c.next = c.next, (c.next+1)%len(c.at)
 	}
 	c.at[i] = k
-	c.texts[i] = [2][]byte{[]byte(start.UTC().Format(time.RFC3339Nano)), []byte(end.UTC().Format(time.RFC3339Nano))}
-	return c.texts[i][0], c.texts[i][1]
+	h := &c.sets[i]
+	h.hdrs = [4]kafka.Header{{Key: HeaderDropReason, Value: dropReason}, {Key: HeaderDropGeneration, Value: gen},
+		{Key: HeaderDropWindowStart, Value: []byte(start.UTC().Format(time.RFC3339Nano))},
+		{Key: HeaderDropWindowEnd, Value: []byte(end.UTC().Format(time.RFC3339Nano))}}
+	h.size = 0
+	for _, hd := range h.hdrs {
+		h.size += headerSize(hd.Key, len(hd.Value))
+	}
+	return h
 }
 
 // readDropMark adds the drop topic's end offsets and partition count to
