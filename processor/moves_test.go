@@ -2,6 +2,7 @@ package processor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"dedup/checkpoint"
 	"dedup/internal/testkit"
 	"dedup/processor/partition"
 	"dedup/rotation"
@@ -137,6 +139,10 @@ func movesScenario(t testing.TB, mo movesOptions) movesResult {
 	e := newTestEnv(t, int32(parts), int32(parts))
 	o := e.options("moves")
 	o.Store = mo.store(e, "moves")
+	// Sessions long enough that a member busy restoring or replaying on a
+	// loaded machine is not evicted: an eviction is a failure, after
+	// which a base is due, and this is about moves.
+	o.SessionTimeout, o.RebalanceTimeout, o.HeartbeatInterval = 4*time.Second, 8*time.Second, 200*time.Millisecond
 	// At 1e-9 a false positive among millions of keys, which the
 	// exactly-once check would count as lost, is not to be expected.
 	o.Filter = rotation.Options{ExpectedKeys: uint64(mo.keysPer) * 5 / 4, FPRate: 1e-9, Window: 24 * time.Hour, Mode: rotation.Fingerprint}
@@ -321,6 +327,7 @@ func TestHop2MovesWriteNoBase(t *testing.T) {
 	const inParts, reParts = 3, 4
 	e, k := twoHopEnv(t, inParts, reParts)
 	o := e.options("hop2moves")
+	o.SessionTimeout, o.RebalanceTimeout, o.HeartbeatInterval = 4*time.Second, 8*time.Second, 200*time.Millisecond
 	o.InputTopic, o.Repartitioned, o.Key = reTopic, true, k
 	o.Store = fileStore(t, "hop2moves")
 	o.ChainRatio = 1000
@@ -372,4 +379,134 @@ func endsOf(recs []*kgo.Record) map[int32]int64 {
 		ends[r.Partition] = max(ends[r.Partition], r.Offset+1)
 	}
 	return ends
+}
+
+// movePoints are where TestMoveCrashPoints kills the new owner of moved
+// partitions: before and after its claim (the empty increment of its
+// generation that continues the chain it restored) is durable, and
+// before and after its first increment with records.
+var movePoints = []chainPoint{
+	{name: "claim/before-save", at: func(m checkpoint.Meta, _, inc int, _ int64) bool { return m.Owner != 0 && inc == 1 }},
+	{name: "claim/after-save", after: true, at: func(m checkpoint.Meta, _, inc int, _ int64) bool { return m.Owner != 0 && inc == 1 }},
+	{name: "first-increment/before-save", at: func(m checkpoint.Meta, _, inc int, _ int64) bool { return m.Owner != 0 && inc == 2 }},
+	{name: "first-increment/after-save", after: true, at: func(m checkpoint.Meta, _, inc int, _ int64) bool { return m.Owner != 0 && inc == 2 }},
+}
+
+// TestMoveCrashPoints: member A checkpoints and stops (SIGTERM, or killed
+// while it writes an increment); member B takes the partitions over,
+// continues their chains, and is killed at each point of movePoints while
+// records flow; member C restores from what is durable. C goes on with
+// the chains too (it writes no base), and every key is in the output
+// exactly once. Both stores.
+func TestMoveCrashPoints(t *testing.T) {
+	for _, oldKilled := range []bool{false, true} {
+		for _, pt := range movePoints {
+			name := pt.name
+			if oldKilled {
+				name = "old-owner-killed-writing/" + name
+			}
+			t.Run(name, func(t *testing.T) {
+				stores(t, func(t *testing.T, e *testEnv, store func(string) Store) {
+					moveCrash(t, e, store("mv"), pt, oldKilled)
+				})
+			})
+		}
+	}
+}
+
+func moveCrash(t *testing.T, e *testEnv, inner Store, pt chainPoint, oldKilled bool) {
+	const parts = 4
+	first := newWorkloadAt(parts, 0, 300, 2, 7, t0)
+	second := newWorkloadAt(parts, 300, 300, 2, 8, t0.Add(time.Minute))
+	third := newWorkloadAt(parts, 600, 300, 2, 9, t0.Add(2*time.Minute))
+	o := e.options("mv")
+	o.SessionTimeout, o.RebalanceTimeout, o.HeartbeatInterval = 4*time.Second, 8*time.Second, 200*time.Millisecond
+	o.CheckpointInterval = 20 * time.Millisecond
+	o.ChainRatio = 1000
+	out := e.collect()
+
+	// A: the chains' first owner.
+	oa := o
+	oa.Metrics = NewMetrics(newRegistry())
+	var aStore *crashStore
+	oa.Store = inner
+	if oldKilled {
+		aStore = &crashStore{Store: inner, bases: map[int]int{}, increments: map[int]int{}, fired: make(chan checkpoint.Meta, 1),
+			point: chainPoint{at: func(m checkpoint.Meta, _, inc int, _ int64) bool { return m.Increment() && inc >= 3 }}}
+		oa.Store = aStore
+	}
+	a := start(t, oa)
+	a.waitReady(t)
+	for i := 0; i < len(first.recs); i += 60 {
+		e.produce(first.recs[i:min(i+60, len(first.recs))]...)
+		want := uint64(min(i+60, len(first.recs)))
+		eventually(t, 30*time.Second, "the step read", func() bool { return a.p.Progress().In >= want })
+	}
+	if oldKilled {
+		select {
+		case <-aStore.fired:
+		case <-time.After(20 * time.Second):
+			t.Fatal("A never reached its third increment")
+		}
+		a.crash(t)
+	} else if err := a.stop(t); err != nil {
+		t.Fatal(err)
+	}
+
+	// B: takes every partition over, continues the chains, dies at pt.
+	ob := o
+	ob.Metrics = NewMetrics(newRegistry())
+	bStore := &crashStore{Store: inner, point: pt, bases: map[int]int{}, increments: map[int]int{}, fired: make(chan checkpoint.Meta, 1)}
+	ob.Store = bStore
+	b := start(t, ob)
+	next := 0
+	fired := false
+	for next < len(second.recs) && !fired {
+		step := second.recs[next:min(next+40, len(second.recs))]
+		next += len(step)
+		e.produce(step...)
+		eventually(t, 20*time.Second, "B checkpointed the step or reached the point", func() bool {
+			select {
+			case <-bStore.fired:
+				fired = true
+			default:
+			}
+			return fired || bStore.saves() > 0 && b.p.Progress().In >= uint64(next)
+		})
+	}
+	if !fired {
+		select {
+		case <-bStore.fired:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("B never reached %s", pt.name)
+		}
+	}
+	bStore.mu.Lock()
+	if len(bStore.bases) != 0 {
+		t.Errorf("B wrote bases of partitions %v: a move continues the chain", bStore.bases)
+	}
+	bStore.mu.Unlock()
+	b.p.crashed.Store(true)
+	if err := b.stop(t); err != nil && !errors.Is(err, errCrashed) {
+		t.Logf("crashed member: %v", err)
+	}
+
+	// C: restores what is durable, and goes on with the chains.
+	oc := o
+	oc.Metrics = NewMetrics(newRegistry())
+	oc.Store = inner
+	c := start(t, oc)
+	e.produce(second.recs[next:]...)
+	e.produce(third.recs...)
+	e.produce(sentinels(parts, t0.Add(time.Hour-time.Minute))...)
+	checkExactlyOnce(t, union(parts, first, second, third), out.untilSentinels(parts))
+	if n := metricValue(c.p.metrics.Restores.WithLabelValues("latest")); n != parts {
+		t.Errorf("C restored %v partitions from their newest chains whole, want %d", n, parts)
+	}
+	if err := c.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if n := metricValue(c.p.metrics.CheckpointInstanceWritten.WithLabelValues(partition.PieceLabels[0])); n != 0 {
+		t.Errorf("C wrote %.0f bytes of bases, want none", n)
+	}
 }
