@@ -147,8 +147,12 @@ func (c *chainView) add(ctx context.Context, w io.Writer, r snapshotReader, e ch
 			c.stored += m.StoredBytes
 		}
 	}
-	fmt.Fprintf(w, "  + increment seq %d (after %d): offset %d, raw %s, stored %s, chain %s  %s\n",
-		m.Seq, m.Prev, m.Offset, byteSize(m.RawBytes), byteSize(m.StoredBytes), byteSize(m.ChainBytes), verdict)
+	var by string
+	if m.Owner != 0 {
+		by = fmt.Sprintf(", written by generation %d", m.Owner) // a chain continued after a move
+	}
+	fmt.Fprintf(w, "  + increment seq %d (after %d): offset %d, raw %s, stored %s, chain %s%s  %s\n",
+		m.Seq, m.Prev, m.Offset, byteSize(m.RawBytes), byteSize(m.StoredBytes), byteSize(m.ChainBytes), by, verdict)
 }
 
 // end prints the chain's head once increments were applied.

@@ -284,6 +284,9 @@ func TestInspectShowsChain(t *testing.T) {
 				pair.TakeDelta(&d)
 				m := meta
 				m.Offset, m.Base, m.Prev = int64(2000+1000*i), base.Seq, prev
+				if i == 2 {
+					m.Owner = 7 // the partition moved: its new owner went on with the chain
+				}
 				saved, err := store.Save(ctx, m, &d)
 				if err != nil {
 					t.Fatal(err)
@@ -307,6 +310,9 @@ func TestInspectShowsChain(t *testing.T) {
 			}
 			if n := len(regexp.MustCompile(`(?m)^  \+ increment seq \d+ \(after \d+\): offset \d+, .*  ok$`).FindAllString(out, -1)); n != 3 {
 				t.Errorf("%d increments shown as applied, want 3:\n%s", n, out)
+			}
+			if n := len(regexp.MustCompile(`(?m)^  \+ increment seq \d+ \(after \d+\): offset 4000, .*, written by generation 7  ok$`).FindAllString(out, -1)); n != 1 {
+				t.Errorf("%d increments shown as written by generation 7, want the one at offset 4000:\n%s", n, out)
 			}
 			head := out[strings.Index(out, "chain head:"):]
 			m := regexp.MustCompile(`current: +fill +[0-9.e+-]+%  est\. keys (\d+)`).FindStringSubmatch(head)
