@@ -62,8 +62,13 @@ func (d *dirtySet) fold() {
 			// Bucket i is bytes [i·bb, (i+1)·bb) of its generation's
 			// stream: up to three words (bb ≤ 16).
 			lo := (m.at >> 1) * bb
+			first, last := lo>>3, (lo+bb-1)>>3
 			b := d.maps[m.at&1]
-			for w := lo >> 3; w <= (lo+bb-1)>>3; w++ {
+			if first>>6 == last>>6 { // one word of the bitmap: nearly always
+				d.set(b, first>>6, (2<<(last&63)-1)&^(1<<(first&63)-1))
+				continue
+			}
+			for w := first; w <= last; w++ {
 				d.set(b, w>>6, 1<<(w&63))
 			}
 		}

@@ -51,13 +51,16 @@ type fingerprint struct {
 	// Semi-sorted layout (sortedLayout): low bits per slot, f-4, and their
 	// mask; bits of a generation's bucket, 4f-4; bytes of a bucket pair,
 	// f-1; where each field of each generation starts in a pair, and the
-	// words pairHolds reads.
+	// words pairsHold reads.
 	lbits   uint
 	lmask   uint64
 	gbits   uint64
 	pbytes  uint64
 	off, sh [2][slotsPerBucket + 1]uint64
 	chunk   [4]chunk
+	wo      [2]uint64 // writeSorted: where it writes each generation's bucket
+	wpos    [2][slotsPerBucket + 1]fieldPos
+	wmask   [2][2]uint64
 
 	// Raw layout: a bucket is read as two halves of two slots (2f bits
 	// each, at most 64): the second half starts at byte half2 and bit
@@ -82,7 +85,7 @@ type fingerprint struct {
 	// of, kept as stream bytes until written whole (flush).
 	pend pendingBucket
 
-	bfs [bfsNodes]bfsNode // bfsInsert's queue
+	bfs []bfsNode // bfsInsert's queue, allocated at its first use
 
 	// dirty marks, per generation, the words of its snapshot stream
 	// (gather) every bucket write since the last TakeDelta changed; a clear
@@ -267,7 +270,7 @@ func (c *fingerprint) contains(g int, pr *fprobe) bool {
 // misses overlap. The table is semi-sorted (the caller settled it).
 func (c *fingerprint) testAndAdd(pr *fprobe) (seen, full bool) {
 	cur, prev := c.cur, 1-c.cur
-	if c.pairHolds(pr.i1, pr.fp)|c.pairHolds(pr.i2, pr.fp) != 0 {
+	if c.pairsHold(pr.i1, pr.i2, pr.fp) {
 		return true, false
 	}
 	if c.stashed[cur]|c.stashed[prev] != 0 && (c.contains(cur, pr) || c.contains(prev, pr)) {

@@ -2,6 +2,7 @@ package rotation
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"unsafe"
 )
 
@@ -71,7 +72,7 @@ func ld(base unsafe.Pointer, off uint64) uint64 {
 // are at byte off[g][j], bit sh[g][j] of the pair, the index at
 // off[g][4], sh[g][4].
 //
-// pairHolds reads each generation's low bits as two words (chunks), each
+// pairsHold reads each generation's low bits as two words (chunks), each
 // holding whole slots: chunk[2g] the first slots of generation g, as many
 // as fit, chunk[2g+1] the rest (none when all four fit in the first).
 func (c *fingerprint) sortedLayout() {
@@ -80,17 +81,53 @@ func (c *fingerprint) sortedLayout() {
 	c.gbits = 4*uint64(c.f) - 4
 	c.pbytes = uint64(c.f) - 1
 	w := uint64(c.lbits)
+	// at is the byte from which a word holding the field at bit b (of
+	// width n) is read: the field's first byte, moved back so that the
+	// word does not reach past the pair where the pair is long enough.
+	// A bucket pair then touches only its own cache lines.
+	at := func(b, n uint64) (o, sh uint64) {
+		o = b >> 3
+		if c.pbytes >= 8 && o+8 > c.pbytes {
+			o = c.pbytes - 8
+		}
+		if b-8*o+n > 64 {
+			panic("rotation: semi-sorted field outside its word")
+		}
+		return o, b - 8*o
+	}
 	for g := range 2 {
 		bit := uint64(g) * c.gbits
 		for j := range uint64(slotsPerBucket + 1) {
-			b := bit + j*w
-			c.off[g][j], c.sh[g][j] = b>>3, b&7
+			n := w
+			if j == slotsPerBucket {
+				n = indexBits
+			}
+			c.off[g][j], c.sh[g][j] = at(bit+j*w, n)
 		}
-		a := min(slotsPerBucket, (64-bit&7)/w)
+		// writeSorted's two words: from the bucket's first byte, or as far
+		// back as keeps them inside the pair (a generation's bucket ends
+		// at most at the pair's end, so two words hold it).
+		c.wo[g] = min(bit>>3, max(c.pbytes, 16)-16)
+		for j := range uint64(slotsPerBucket + 1) {
+			r := bit - 8*c.wo[g] + j*w
+			c.wpos[g][j] = fieldPos{mul: 1 << (r & 63)}
+			if r < 64 {
+				c.wpos[g][j].sel = ^uint64(0)
+			}
+		}
+		for k := range uint64(2) {
+			first := bit - 8*c.wo[g]
+			lo, hi := max(k*64, first), min((k+1)*64, first+c.gbits)
+			if lo < hi {
+				c.wmask[g][k] = (^uint64(0) >> (64 - (hi - lo))) << (lo - k*64)
+			}
+		}
+		_, sh0 := at(bit, w)
+		a := min(slotsPerBucket, (64-sh0)/w)
 		for k, lanes := range [2]uint64{a, slotsPerBucket - a} {
-			b := bit + uint64(k)*a*w
 			ch := &c.chunk[2*g+k]
-			ch.off, ch.sh, ch.ones = b>>3, b&7, 0
+			ch.off, ch.sh = at(bit+uint64(k)*a*w, lanes*w)
+			ch.ones = 0
 			for j := range lanes {
 				ch.ones |= 1 << (j * w)
 			}
@@ -99,7 +136,7 @@ func (c *fingerprint) sortedLayout() {
 	}
 }
 
-// chunk is where pairHolds finds some slots' low bits: a word at byte off
+// chunk is where pairsHold finds some slots' low bits: a word at byte off
 // of the pair, shifted right by sh; ones has the lowest bit of each slot's
 // low bits set, highs the highest.
 type chunk struct{ off, sh, ones, highs uint64 }
@@ -108,12 +145,14 @@ type chunk struct{ off, sh, ones, highs uint64 }
 func (c *fingerprint) sortedBucket(g int, i uint64) (s [slotsPerBucket]uint64) {
 	base := unsafe.Add(c.base, i*c.pbytes)
 	o, sh := &c.off[g], &c.sh[g]
-	n := uint64(nibbleSet[ld(base, o[4])>>sh[4]&(1<<indexBits-1)])
-	lb, lm := c.lbits, c.lmask
-	s[0] = ld(base, o[0])>>sh[0]&lm | (n&15)<<lb
-	s[1] = ld(base, o[1])>>sh[1]&lm | (n>>4&15)<<lb
-	s[2] = ld(base, o[2])>>sh[2]&lm | (n>>8&15)<<lb
-	s[3] = ld(base, o[3])>>sh[3]&lm | (n>>12)<<lb
+	// (Shift counts are masked with 63, which they are below, so that the
+	// compiler emits no test for counts of 64 or more.)
+	n := uint64(nibbleSet[ld(base, o[4])>>(sh[4]&63)&(1<<indexBits-1)])
+	lb, lm := c.lbits&63, c.lmask
+	s[0] = ld(base, o[0])>>(sh[0]&63)&lm | (n&15)<<lb
+	s[1] = ld(base, o[1])>>(sh[1]&63)&lm | (n>>4&15)<<lb
+	s[2] = ld(base, o[2])>>(sh[2]&63)&lm | (n>>8&15)<<lb
+	s[3] = ld(base, o[3])>>(sh[3]&63)&lm | (n>>12)<<lb
 	return s
 }
 
@@ -125,30 +164,34 @@ func (c *fingerprint) sortedHasFree(g int, i uint64) bool {
 	return ld(base, o[0])>>sh[0]&c.lmask == 0 && nibbleSet[ld(base, o[4])>>sh[4]&(1<<indexBits-1)]&15 == 0
 }
 
-// pairHolds is non-zero when either generation's bucket i holds fp. It
-// first compares fp's low bits with every slot's at once, four words for
-// eight slots: y has a zero slot exactly where the low bits are equal, and
-// (y - ones) &^ y has a slot's high bit set if and only if some slot of y
-// is zero (a borrow only runs upwards from a zero slot; bits above the
-// slots do not reach them). Only when some low bits are equal, which a key
-// never added rarely meets (8 slots, 2^(f-4) values), does it decode the
-// buckets and compare whole fingerprints.
-func (c *fingerprint) pairHolds(i, fp uint64) uint64 {
-	base := unsafe.Add(c.base, i*c.pbytes)
+// pairsHold is non-zero when either generation's bucket i1 or i2 holds
+// fp. It first compares fp's low bits with every slot's at once, four
+// words for the eight slots of a bucket pair: y has a zero slot exactly
+// where the low bits are equal, and (y - ones) &^ y has a slot's high bit
+// set if and only if some slot of y is zero (a borrow only runs upwards
+// from a zero slot; bits above the slots do not reach them). Only when
+// some low bits are equal, which a key never added rarely meets (16 slots,
+// 2^(f-4) values), does it decode the buckets and compare whole
+// fingerprints. All eight words are read before any branch, so that the
+// misses of both places overlap.
+func (c *fingerprint) pairsHold(i1, i2, fp uint64) bool {
+	b1, b2 := unsafe.Add(c.base, i1*c.pbytes), unsafe.Add(c.base, i2*c.pbytes)
 	low := fp & c.lmask
 	k := &c.chunk
-	y0 := ld(base, k[0].off)>>k[0].sh ^ low*k[0].ones
-	y1 := ld(base, k[1].off)>>k[1].sh ^ low*k[1].ones
-	y2 := ld(base, k[2].off)>>k[2].sh ^ low*k[2].ones
-	y3 := ld(base, k[3].off)>>k[3].sh ^ low*k[3].ones
-	if (y0-k[0].ones)&^y0&k[0].highs|(y1-k[1].ones)&^y1&k[1].highs|
-		(y2-k[2].ones)&^y2&k[2].highs|(y3-k[3].ones)&^y3&k[3].highs == 0 {
-		return 0
+	r0, r1, r2, r3 := low*k[0].ones, low*k[1].ones, low*k[2].ones, low*k[3].ones
+	y0 := ld(b1, k[0].off)>>(k[0].sh&63) ^ r0
+	y1 := ld(b1, k[1].off)>>(k[1].sh&63) ^ r1
+	y2 := ld(b1, k[2].off)>>(k[2].sh&63) ^ r2
+	y3 := ld(b1, k[3].off)>>(k[3].sh&63) ^ r3
+	z0 := ld(b2, k[0].off)>>(k[0].sh&63) ^ r0
+	z1 := ld(b2, k[1].off)>>(k[1].sh&63) ^ r1
+	z2 := ld(b2, k[2].off)>>(k[2].sh&63) ^ r2
+	z3 := ld(b2, k[3].off)>>(k[3].sh&63) ^ r3
+	if ((y0-k[0].ones)&^y0|(z0-k[0].ones)&^z0)&k[0].highs|((y1-k[1].ones)&^y1|(z1-k[1].ones)&^z1)&k[1].highs|
+		((y2-k[2].ones)&^y2|(z2-k[2].ones)&^z2)&k[2].highs|((y3-k[3].ones)&^y3|(z3-k[3].ones)&^z3)&k[3].highs == 0 {
+		return false
 	}
-	if c.sortedHolds(0, i, fp) || c.sortedHolds(1, i, fp) {
-		return 1
-	}
-	return 0
+	return c.sortedHolds(0, i1, fp) || c.sortedHolds(1, i1, fp) || c.sortedHolds(0, i2, fp) || c.sortedHolds(1, i2, fp)
 }
 
 // sortedHolds reports whether bucket i of generation g holds fp.
@@ -173,57 +216,35 @@ func (c *fingerprint) putSorted(g int, i uint64, s *[slotsPerBucket]uint64) {
 }
 
 func (c *fingerprint) writeSorted(g int, i uint64, s *[slotsPerBucket]uint64) {
-	lb := c.lbits
-	x := nibbleRank[0][s[0]>>lb] + nibbleRank[1][s[1]>>lb] + nibbleRank[2][s[2]>>lb] + nibbleRank[3][s[3]>>lb]
-	// The bucket as one value of 4f-4 bits, written in whole words: the
-	// writes do not overlap, so no load waits on a partial store.
-	var lo, hi uint64
-	for j := range uint(slotsPerBucket + 1) {
-		v := uint64(x)
-		if j < slotsPerBucket {
-			v = s[j] & c.lmask
-		}
-		b := j * lb
-		switch {
-		case b >= 64:
-			hi |= v << (b - 64)
-		case b > 0:
-			lo |= v << b
-			hi |= v >> (64 - b)
-		default:
-			lo |= v
-		}
+	lb, lm := c.lbits&63, c.lmask
+	x := uint64(nibbleRank[0][s[0]>>lb] + nibbleRank[1][s[1]>>lb] + nibbleRank[2][s[2]>>lb] + nibbleRank[3][s[3]>>lb])
+	// The bucket is composed in the two words from byte wo[g] of the pair
+	// and written with one read-modify-write each: writes that do not
+	// overlap, so no load waits on a partial store. A field at bit r of
+	// the words is its value times 2^(r mod 64), a 128-bit product whose
+	// halves go to the word r falls in and the next (sel says which).
+	var w0, w1 uint64
+	put := func(v uint64, f *fieldPos) {
+		h, l := bits.Mul64(v, f.mul)
+		w0 |= l & f.sel
+		w1 |= h&f.sel | l&^f.sel
 	}
-	c.putSpan(i*8*c.pbytes+uint64(g)*c.gbits, c.gbits, lo, hi)
+	fp := &c.wpos[g]
+	put(s[0]&lm, &fp[0])
+	put(s[1]&lm, &fp[1])
+	put(s[2]&lm, &fp[2])
+	put(s[3]&lm, &fp[3])
+	put(x, &fp[4])
+	m := &c.wmask[g]
+	t := c.tab[i*c.pbytes+c.wo[g]:]
+	t = t[:16]
+	binary.LittleEndian.PutUint64(t[0:], binary.LittleEndian.Uint64(t[0:])&^m[0]|w0)
+	binary.LittleEndian.PutUint64(t[8:], binary.LittleEndian.Uint64(t[8:])&^m[1]|w1)
 }
 
-// putSpan sets the n ≤ 124 bits of the table from bit position bit to the
-// value hi:lo, as read-modify-writes of up to three consecutive words.
-func (c *fingerprint) putSpan(bit, n, lo, hi uint64) {
-	o, sh := bit>>3, bit&7
-	mlo, mhi := ^uint64(0), uint64(0)
-	if n > 64 {
-		mhi = 1<<(n-64) - 1
-	} else if n < 64 {
-		mlo = 1<<n - 1
-	}
-	// Shift value and mask left by sh into three words.
-	var v, m [3]uint64
-	v[0], m[0] = lo<<sh, mlo<<sh
-	if sh == 0 {
-		v[1], m[1] = hi, mhi
-	} else {
-		v[1], m[1] = hi<<sh|lo>>(64-sh), mhi<<sh|mlo>>(64-sh)
-		v[2], m[2] = hi>>(64-sh), mhi>>(64-sh)
-	}
-	for k := range uint64(3) {
-		if m[k] == 0 {
-			break
-		}
-		w := c.tab[o+8*k:]
-		binary.LittleEndian.PutUint64(w, binary.LittleEndian.Uint64(w)&^m[k]|v[k])
-	}
-}
+// fieldPos places a field of a bucket in the words writeSorted composes:
+// mul is 2^(r mod 64) for the field's bit r, sel all ones when r < 64.
+type fieldPos struct{ mul, sel uint64 }
 
 // sort4 sorts four slots ascending.
 func sort4(s *[slotsPerBucket]uint64) {
@@ -254,10 +275,8 @@ func (c *fingerprint) sortedPlace(g int, i, fp uint64) bool {
 	if s[0] != 0 {
 		return false
 	}
-	s[0] = fp
-	for j := 0; j < slotsPerBucket-1 && s[j] > s[j+1]; j++ {
-		s[j], s[j+1] = s[j+1], s[j]
-	}
+	// fp merged into the ascending s[1:], without a branch on the values.
+	s = [slotsPerBucket]uint64{min(fp, s[1]), max(s[1], min(fp, s[2])), max(s[2], min(fp, s[3])), max(s[3], fp)}
 	c.putSorted(g, i, &s)
 	return true
 }
@@ -299,6 +318,9 @@ type bfsNode struct {
 // nothing moves unless a chain is found. Like every move of the table it
 // depends only on the table's contents, so replays make the same moves.
 func (c *fingerprint) bfsInsert(g int, i1, i2, fp uint64) bool {
+	if c.bfs == nil {
+		c.bfs = make([]bfsNode, 0, bfsNodes)
+	}
 	q := c.bfs[:0]
 	q = append(q, bfsNode{bucket: i1, parent: -1})
 	if i2 != i1 {
@@ -380,7 +402,7 @@ func (c *fingerprint) settle() {
 }
 
 // sortable reports whether the fingerprints are wide enough for the
-// semi-sorted layout (a nibble and at least two low bits, which pairHolds
+// semi-sorted layout (a nibble and at least two low bits, which pairsHold
 // compares first).
 func (c *fingerprint) sortable() bool { return c.f >= 6 }
 
