@@ -160,7 +160,7 @@ func (p *dropPartition) add(m *kafka.Message) {
 		}
 	}
 	if b == nil {
-		b = &dropBatch{rb: rawBatches.Get().(*rawBatch)}
+		b = &dropBatch{rb: rawBatches.Get().(*rawBatch), slots: (*dropSlots.Get().(*[]any))[:0]}
 		b.rb.b = appendBatchHeader(b.rb.b[:0])
 		b.first, b.last = t, t
 		p.open = b
@@ -235,7 +235,12 @@ func (p *dropPartition) send(b *dropBatch) {
 	w.completion(ms, err)
 	clear(ms)
 	p.settle = ms[:0]
+	clear(b.slots)
+	dropSlots.Put(&b.slots)
 }
+
+// dropSlots are the batches' slices of ack slots, reused.
+var dropSlots = sync.Pool{New: func() any { return new([]any) }}
 
 // write sends rb to partition part, retrying as kafka.Writer retries (a
 // temporary error or a transient network one: the classifying transport

@@ -41,7 +41,10 @@ const (
 type Drops struct {
 	Topic string
 	// Writer is the drop topic's asynchronous writer, settled by
-	// Completion.Settle like Deps.Writer.
+	// Completion.Settle like Deps.Writer. Unlike kafka.Writer, it must
+	// have copied what it keeps of the messages when WriteMessages
+	// returns (output's drop writer encodes them as it takes them): their
+	// headers are reused for the next drops.
 	Writer Writer
 	// Route chooses a drop's partition of the drop topic as the output's
 	// Router does (Route.OutputPartitions is the drop topic's count).
@@ -65,6 +68,12 @@ var (
 // dropState is the worker's side of Deps.Drops.
 type dropState struct {
 	buf []kafka.Message // drops not yet handed to the drop writer
+	// hdrs and texts hold the headers and offset texts of buf's drops,
+	// reused once the drop writer took them (Drops.Writer): the same
+	// memory each flush, where the arena's cycles through every output
+	// in flight.
+	hdrs  []kafka.Header
+	texts []byte
 	// sampleBelow: a key whose sampleHash is above it is not written.
 	sampleBelow uint64
 	// Replay suppression after a restore: input offsets whose drop is
@@ -127,10 +136,17 @@ func (w *Worker) drop(r *record) error {
 	if out.IsZero() {
 		out = noTimestamp // as process writes its outputs
 	}
+	// An append that moves hdrs or texts leaves the earlier drops' slices
+	// on the old arrays, unchanged.
+	h := len(ds.hdrs)
+	t := len(ds.texts)
+	ds.texts = w.arena.text(ds.texts, m.Offset)
+	ds.hdrs = w.arena.appendAdded(append(ds.hdrs, m.Headers...), r.source(), w.srcTop, w.srcPart, ds.texts[t:len(ds.texts):len(ds.texts)])
+	ds.hdrs = append(ds.hdrs, hdrs.hdrs[:]...)
 	ds.buf = append(ds.buf, kafka.Message{
 		Key:        m.Key,
 		Value:      m.Value,
-		Headers:    w.arena.headersWith(m, r.source(), w.srcTop, w.srcPart, w.acks.tail-1, w.acks.retired(), hdrs.hdrs[:]),
+		Headers:    ds.hdrs[h:len(ds.hdrs):len(ds.hdrs)],
 		Time:       out,
 		Partition:  w.d.Drops.Route.partition(w.d.Partition, m.Key),
 		WriterData: slot,
@@ -154,7 +170,8 @@ func (w *Worker) flushDrops() error {
 		return w.acks.failed()
 	}
 	clear(ds.buf)
-	ds.buf = ds.buf[:0]
+	clear(ds.hdrs) // no references to values kept for the GC
+	ds.buf, ds.hdrs, ds.texts = ds.buf[:0], ds.hdrs[:0], ds.texts[:0]
 	return nil
 }
 
