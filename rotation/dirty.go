@@ -46,8 +46,12 @@ func (d *dirtySet) mark(g int, w, mask uint64) {
 }
 
 // markBucket records that bucket i of generation g of a fingerprint table
-// changed.
+// changed, and starts loading the bitmap word the fold will set, so that
+// the fold's updates find it in the caches.
 func (d *dirtySet) markBucket(g int, i uint64) {
+	if m := d.maps[g]; len(m) > 0 {
+		prefetchLine(&m[min(i*d.bucketBytes>>9, uint64(len(m)-1))])
+	}
 	d.ring[d.n&(dirtyRing-1)].at = i<<1 | uint64(g)
 	d.n++
 	if d.n == dirtyRing {

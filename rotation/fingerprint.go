@@ -316,9 +316,12 @@ func (c *fingerprint) rotate() {
 func (c *fingerprint) clearGen(g int) {
 	c.flush()
 	if c.sorted {
+		m0, m1 := c.wmask[g][0], c.wmask[g][1]
 		for i := range c.buckets {
-			bit := i*8*c.pbytes + uint64(g)*c.gbits
-			c.clearBits(bit, c.gbits)
+			t := c.tab[i*c.pbytes+c.wo[g]:]
+			t = t[:16]
+			binary.LittleEndian.PutUint64(t, binary.LittleEndian.Uint64(t)&^m0)
+			binary.LittleEndian.PutUint64(t[8:], binary.LittleEndian.Uint64(t[8:])&^m1)
 		}
 	} else {
 		for i := range c.buckets {
@@ -329,15 +332,6 @@ func (c *fingerprint) clearGen(g int) {
 	clear(c.stash[g])
 	c.held[g], c.stashed[g] = 0, 0
 	c.dirty.clearGen(g)
-}
-
-// clearBits zeroes n bits of the table from bit position bit.
-func (c *fingerprint) clearBits(bit, n uint64) {
-	for n > 0 {
-		k := min(n, 56-bit&7)
-		c.putBits(bit, uint(k), 0)
-		bit, n = bit+k, n-k
-	}
 }
 
 func (c *fingerprint) clearAll() {

@@ -5,3 +5,9 @@ package rotation
 //
 //go:noescape
 func prefetchBucket(b *[bucketWords]uint64, sink *uint64)
+
+// prefetchLine asks the CPU to bring the line holding *p into its caches
+// and returns at once.
+//
+//go:noescape
+func prefetchLine(p *uint64)

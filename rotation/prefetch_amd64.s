@@ -10,3 +10,11 @@ TEXT ·prefetchBucket(SB), NOSPLIT|NOFRAME, $0-16
 	PREFETCHT0 (AX)
 	PREFETCHT0 64(AX)
 	RET
+
+// func prefetchLine(p *uint64)
+//
+// PREFETCHT0 of the line holding *p.
+TEXT ·prefetchLine(SB), NOSPLIT|NOFRAME, $0-8
+	MOVQ p+0(FP), AX
+	PREFETCHT0 (AX)
+	RET

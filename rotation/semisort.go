@@ -60,12 +60,6 @@ func init() {
 	}
 }
 
-// ld is the little-endian word at byte off of the table; the table's
-// padding keeps every load of a bucket inside it.
-func ld(base unsafe.Pointer, off uint64) uint64 {
-	return binary.LittleEndian.Uint64(unsafe.Slice((*byte)(unsafe.Add(base, off)), 8))
-}
-
 // sortedLayout places the fields of a semi-sorted bucket pair. Generation
 // g's bucket starts at bit g·(4f-4) of the pair: the low f-4 bits of its
 // four slots, then the 12-bit index of their nibbles. Slot j's low bits
@@ -217,7 +211,7 @@ func (c *fingerprint) putSorted(g int, i uint64, s *[slotsPerBucket]uint64) {
 
 func (c *fingerprint) writeSorted(g int, i uint64, s *[slotsPerBucket]uint64) {
 	lb, lm := c.lbits&63, c.lmask
-	x := uint64(nibbleRank[0][s[0]>>lb] + nibbleRank[1][s[1]>>lb] + nibbleRank[2][s[2]>>lb] + nibbleRank[3][s[3]>>lb])
+	x := uint64(nibbleRank[0][s[0]>>lb&15] + nibbleRank[1][s[1]>>lb&15] + nibbleRank[2][s[2]>>lb&15] + nibbleRank[3][s[3]>>lb&15])
 	// The bucket is composed in the two words from byte wo[g] of the pair
 	// and written with one read-modify-write each: writes that do not
 	// overlap, so no load waits on a partial store. A field at bit r of
@@ -271,10 +265,10 @@ func ascending(s *[slotsPerBucket]uint64) bool {
 
 // sortedPlace puts fp in a free slot of bucket i of generation g.
 func (c *fingerprint) sortedPlace(g int, i, fp uint64) bool {
-	s := c.sortedBucket(g, i)
-	if s[0] != 0 {
+	if !c.sortedHasFree(g, i) {
 		return false
 	}
+	s := c.sortedBucket(g, i)
 	// fp merged into the ascending s[1:], without a branch on the values.
 	s = [slotsPerBucket]uint64{min(fp, s[1]), max(s[1], min(fp, s[2])), max(s[2], min(fp, s[3])), max(s[3], fp)}
 	c.putSorted(g, i, &s)
@@ -313,9 +307,8 @@ type bfsNode struct {
 // bfsInsert places fp, whose candidate buckets i1 and i2 of generation g
 // are full, by moving residents along the shortest chain of moves that
 // ends in a bucket with a free slot (breadth-first, Li et al. 2014): each
-// move takes a fingerprint to its other candidate bucket. The search reads
-// a level's buckets one after another without waiting on each, and
-// nothing moves unless a chain is found. Like every move of the table it
+// move takes a fingerprint to its other candidate bucket. Nothing moves
+// unless a chain is found. Like every move of the table it
 // depends only on the table's contents, so replays make the same moves.
 func (c *fingerprint) bfsInsert(g int, i1, i2, fp uint64) bool {
 	if c.bfs == nil {
@@ -326,32 +319,29 @@ func (c *fingerprint) bfsInsert(g int, i1, i2, fp uint64) bool {
 	if i2 != i1 {
 		q = append(q, bfsNode{bucket: i2, parent: -1})
 	}
-	for head := 0; head < len(q); {
-		level := len(q)
-		for ; head < level; head++ {
-			n := q[head]
-			s := c.sortedBucket(g, n.bucket)
-			for j, v := range s {
-				if j > 0 && v == s[j-1] {
-					continue // the same move as the slot before
-				}
-				nb := c.alt(n.bucket, v)
-				if nb == n.bucket || onPath(q, head, nb) {
-					continue
-				}
-				if len(q) == cap(q) {
-					return false
-				}
-				q = append(q, bfsNode{bucket: nb, fp: v, parent: int32(head)})
+	// Nodes are expanded in the order they were reached, so the first
+	// bucket found free ends a shortest chain.
+	for head := 0; head < len(q); head++ {
+		n := q[head]
+		s := c.sortedBucket(g, n.bucket)
+		for j, v := range s {
+			if j > 0 && v == s[j-1] {
+				continue // the same move as the slot before
 			}
-		}
-		for k := level; k < len(q); k++ {
-			if !c.sortedHasFree(g, q[k].bucket) {
+			nb := c.alt(n.bucket, v)
+			if nb == n.bucket || onPath(q, head, nb) {
+				continue
+			}
+			if len(q) == cap(q) {
+				return false
+			}
+			q = append(q, bfsNode{bucket: nb, fp: v, parent: int32(head)})
+			if !c.sortedHasFree(g, nb) {
 				continue
 			}
 			// Move along the chain from its free end, each move freeing
 			// the slot the next one fills.
-			t := k
+			t := len(q) - 1
 			for ; q[t].parent >= 0; t = int(q[t].parent) {
 				c.sortedTake(g, q[q[t].parent].bucket, q[t].fp)
 				c.sortedPlace(g, q[t].bucket, q[t].fp)
