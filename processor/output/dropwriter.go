@@ -18,6 +18,7 @@ import (
 	rawproduceAPI "github.com/segmentio/kafka-go/protocol/rawproduce"
 
 	"dedup/processor/cluster"
+	"dedup/processor/partition"
 )
 
 // dropWriter writes DROPPED_TOPIC. It batches, lingers, sends each drop
@@ -70,6 +71,7 @@ type dropPartition struct {
 type dropBatch struct {
 	rb          *rawBatch
 	n           int
+	bytes       int64 // partition.MessageSize of its messages
 	first, last int64 // first and largest timestamp (ms)
 	slots       []any // the records' WriterData
 	timer       *time.Timer
@@ -99,7 +101,7 @@ func (w *dropWriter) WriteMessages(_ context.Context, msgs ...kafka.Message) err
 		return io.ErrClosedPipe
 	}
 	for i := range msgs {
-		if int64(recordSize(&msgs[i], 0, int64(w.batchSize)))+batchRecordsAt > w.BatchBytes {
+		if partition.MessageSize(&msgs[i]) > w.BatchBytes {
 			return kafka.MessageTooLargeError{Message: msgs[i], Remaining: msgs[i+1:]}
 		}
 	}
@@ -150,14 +152,14 @@ func (p *dropPartition) add(m *kafka.Message) {
 	if t == 0 { // as kafka-go: no timestamp is the time of encoding
 		t = time.Now().UnixNano() / int64(time.Millisecond)
 	}
+	// A batch is held against the batch bytes by kafka-go's measure of
+	// its messages, as kafka.Writer holds it, the one the partitions check
+	// drops against (Drops.Limit): at least each record's encoded size.
+	size := partition.MessageSize(m)
 	b := p.open
-	var body int
-	if b != nil {
-		body = recordBodyLen(m, t-b.first, int64(b.n))
-		if int64(len(b.rb.b)+varintLen(int64(body))+body) > w.BatchBytes {
-			p.closeLocked()
-			b = nil
-		}
+	if b != nil && b.bytes+size > w.BatchBytes {
+		p.closeLocked()
+		b = nil
 	}
 	if b == nil {
 		b = &dropBatch{rb: rawBatches.Get().(*rawBatch), slots: (*dropSlots.Get().(*[]any))[:0]}
@@ -165,13 +167,13 @@ func (p *dropPartition) add(m *kafka.Message) {
 		b.first, b.last = t, t
 		p.open = b
 		b.timer = time.AfterFunc(w.linger, func() { p.expire(b) })
-		body = recordBodyLen(m, 0, 0)
 	}
-	b.rb.b = appendRecord(b.rb.b, m, body, t-b.first, int64(b.n))
+	b.rb.b = appendRecord(b.rb.b, m, t-b.first, int64(b.n))
 	b.n++
+	b.bytes += size
 	b.last = max(b.last, t)
 	b.slots = append(b.slots, m.WriterData)
-	if b.n >= w.batchSize || int64(len(b.rb.b)) >= w.BatchBytes {
+	if b.n >= w.batchSize || b.bytes >= w.BatchBytes {
 		p.closeLocked()
 	}
 }
@@ -369,13 +371,6 @@ func finishBatch(b []byte, n int, first, maxTime int64) {
 	be.PutUint32(b[batchCRCAt:], crc32.Checksum(b[batchAttributesAt:], castagnoli))
 }
 
-// recordSize is the encoded size of m as a record at timestamp delta
-// delta and offset delta n.
-func recordSize(m *kafka.Message, delta, n int64) int {
-	l := recordBodyLen(m, delta, n)
-	return varintLen(int64(l)) + l
-}
-
 func recordBodyLen(m *kafka.Message, delta, n int64) int {
 	l := 1 + varintLen(delta) + varintLen(n) + nullBytesLen(m.Key) + nullBytesLen(m.Value) + varintLen(int64(len(m.Headers)))
 	for i := range m.Headers {
@@ -386,9 +381,9 @@ func recordBodyLen(m *kafka.Message, delta, n int64) int {
 }
 
 // appendRecord appends m as a v2 record at timestamp delta delta and
-// offset delta n, body bytes after its length (recordBodyLen).
-func appendRecord(b []byte, m *kafka.Message, body int, delta, n int64) []byte {
-	b = binary.AppendVarint(b, int64(body))
+// offset delta n.
+func appendRecord(b []byte, m *kafka.Message, delta, n int64) []byte {
+	b = binary.AppendVarint(b, int64(recordBodyLen(m, delta, n)))
 	b = append(b, 0) // record attributes
 	b = binary.AppendVarint(b, delta)
 	b = binary.AppendVarint(b, n)
