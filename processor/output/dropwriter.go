@@ -81,9 +81,17 @@ type dropBatch struct {
 const dropWriteTimeout = 10 * time.Second
 
 func newDropWriter(c *Config, batchBytes int64, rt kafka.RoundTripper, completion func([]kafka.Message, error)) *dropWriter {
+	// kafka.Writer's defaults for settings left zero.
+	or := func(v, def int64) int64 {
+		if v > 0 {
+			return v
+		}
+		return def
+	}
 	return &dropWriter{
 		topic: c.DroppedTopic, addr: kafka.TCP(c.Brokers...), rt: rt,
-		batchSize: max(1, c.BatchSize), BatchBytes: batchBytes, linger: c.BatchTimeout,
+		batchSize: int(or(int64(c.BatchSize), 100)), BatchBytes: or(batchBytes, 1<<20),
+		linger:   time.Duration(or(int64(c.BatchTimeout), int64(time.Second))),
 		attempts: 3, backoffMin: 50 * time.Millisecond, backoffMax: 500 * time.Millisecond, timeout: dropWriteTimeout,
 		compress:   c.Compression,
 		completion: completion, errLog: cluster.Logger{Log: c.Log.With("component", "drop writer")},
