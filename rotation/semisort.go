@@ -265,12 +265,20 @@ func ascending(s *[slotsPerBucket]uint64) bool {
 
 // sortedPlace puts fp in a free slot of bucket i of generation g.
 func (c *fingerprint) sortedPlace(g int, i, fp uint64) bool {
-	if !c.sortedHasFree(g, i) {
+	// sortedBucket, its first slot tested before the others are read.
+	base := unsafe.Add(c.base, i*c.pbytes)
+	o, sh := &c.off[g], &c.sh[g]
+	n := uint64(nibbleSet[ld(base, o[4])>>(sh[4]&63)&(1<<indexBits-1)])
+	lb, lm := c.lbits&63, c.lmask
+	if n&15 != 0 || ld(base, o[0])>>(sh[0]&63)&lm != 0 {
 		return false
 	}
-	s := c.sortedBucket(g, i)
-	// fp merged into the ascending s[1:], without a branch on the values.
-	s = [slotsPerBucket]uint64{min(fp, s[1]), max(s[1], min(fp, s[2])), max(s[2], min(fp, s[3])), max(s[3], fp)}
+	s1 := ld(base, o[1])>>(sh[1]&63)&lm | (n>>4&15)<<lb
+	s2 := ld(base, o[2])>>(sh[2]&63)&lm | (n>>8&15)<<lb
+	s3 := ld(base, o[3])>>(sh[3]&63)&lm | (n>>12)<<lb
+	// fp merged into the ascending s1, s2, s3, without a branch on the
+	// values.
+	s := [slotsPerBucket]uint64{min(fp, s1), max(s1, min(fp, s2)), max(s2, min(fp, s3)), max(s3, fp)}
 	c.putSorted(g, i, &s)
 	return true
 }
