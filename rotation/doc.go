@@ -160,5 +160,7 @@
 // (WriteTo, ReadFrom); delta.go the delta format (Delta, TakeDelta,
 // ApplyDelta) and dirty.go the tracking of changed words; errors.go the
 // errors; memory_linux.go and memory_other.go the huge-page advice;
-// prefetch_amd64.go and prefetch_other.go the prefetch of Locate.
+// ld_le.go and ld_be.go the word loads of semi-sorted buckets;
+// prefetch_amd64.go and prefetch_other.go the prefetches of Locate and of the
+// change bitmaps.
 package rotation
