@@ -3,8 +3,9 @@
 //
 // Output holds the writers: the one asynchronous writer the partitions
 // share (Writer: kafka.Writer → metadata cache → outcomes → kafka.Transport,
-// with its own connections; with DROPPED_TOPIC a second kafka.Writer for
-// it on the same transport, failing, aborted and closed with the first),
+// with its own connections, the records of its requests encoded by the
+// stage; with DROPPED_TOPIC a drop writer of the stage's own for it on the
+// same transport, failing, aborted and closed with the first),
 // the dead-letter writer, and the output limits read of the topics at each
 // generation's start. A broken writer is closed
 // (Abort) and a new one opened (Renew) between generations.
@@ -38,7 +39,11 @@
 // shared writer and its metadata cache), completion.go (the writer's
 // acknowledgements and the last offset of each acknowledged batch,
 // routing), produce.go (produce outcomes classified, and
-// acknowledged base offsets handed to cluster.Truncations),
+// acknowledged base offsets handed to cluster.Truncations), rawbatch.go
+// (a produce request's records encoded as kafka-go encodes them, sent as a
+// raw record set), dropwriter.go (the drop topic's writer: batches
+// encoded as the partitions hand the drops over, sent, retried and
+// completed as kafka.Writer does),
 // failures.go (Failures), fencedconn.go (connections fenced per write),
 // outputlimit.go (the output limits), deadletter.go (the dead-letter
 // writer), probe.go (single outputs written alone).
