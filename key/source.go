@@ -106,6 +106,16 @@ func parsePart(t string) (part, error) {
 // String returns the DEDUP_KEY text the Source was parsed from.
 func (k Source) String() string { return k.spec }
 
+// PartNames returns each source of k as DEDUP_KEY writes it, in order:
+// what the parts of a composite key (KeyOf) stand for.
+func (k Source) PartNames() []string {
+	names := strings.Split(k.spec, ",")
+	for i := range names {
+		names[i] = strings.TrimSpace(names[i])
+	}
+	return names
+}
+
 // IsZero reports whether k was never set (so Options can refuse it).
 func (k Source) IsZero() bool { return len(k.parts) == 0 }
 

@@ -3,6 +3,7 @@ package key
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"testing"
 	"unicode/utf8"
@@ -259,4 +260,22 @@ func FuzzJSONKey(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestPartNames: the sources of a DEDUP_KEY as written, one per part, in
+// order; one for a single source.
+func TestPartNames(t *testing.T) {
+	for spec, want := range map[string][]string{
+		"key":                          {"key"},
+		"header:tenant, json:order.id": {"header:tenant", "json:order.id"},
+		"avro:id,value":                {"avro:id", "value"},
+	} {
+		k, err := Parse(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := k.PartNames(); !slices.Equal(got, want) || len(got) != k.Parts() {
+			t.Errorf("%q: parts %q, want %q", spec, got, want)
+		}
+	}
 }

@@ -66,12 +66,12 @@ func listenKeyProbe(addr, dedupKey string, repartitioned bool, log *slog.Logger)
 // Addr is the bound address.
 func (p *keyProbe) Addr() string { return p.ln.Addr().String() }
 
-// addr is Addr, empty for no probe (nil).
-func (p *keyProbe) addr() string {
+// form is what the status page's probe form needs of p (nil: no form).
+func (p *keyProbe) form() probeForm {
 	if p == nil {
-		return ""
+		return probeForm{}
 	}
-	return p.Addr()
+	return probeForm{addr: p.Addr(), parts: p.keys.PartNames()}
 }
 
 // Serve answers requests until Shutdown.

@@ -420,7 +420,7 @@ func Start(ctx context.Context, o Options) (_ *Service, err error) {
 		log.Info("serving the key probe GET /probe", "addr", s.probe.Addr())
 	}
 	if cfg.MetricsAddr != "" {
-		if s.status, err = listenStatus(cfg.MetricsAddr, reg, status, s.probe.addr(), log); err != nil {
+		if s.status, err = listenStatus(cfg.MetricsAddr, reg, status, s.probe.form(), log); err != nil {
 			return nil, err
 		}
 		go s.status.Serve()

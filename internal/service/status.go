@@ -117,10 +117,17 @@ type statusServer struct {
 	log *slog.Logger
 }
 
+// probeForm is what the status page's probe form needs: the key probe's
+// bound address (empty: no probe) and DEDUP_KEY's sources, one field each
+// when there are several.
+type probeForm struct {
+	addr  string
+	parts []string
+}
+
 // listenStatus binds addr now, so that a taken port fails the start rather
-// than surfacing later; Serve starts answering. keyProbe is the key probe's
-// bound address, for the page's form (empty: no probe).
-func listenStatus(addr string, reg *prometheus.Registry, probe Probe, keyProbe string, log *slog.Logger) (*statusServer, error) {
+// than surfacing later; Serve starts answering.
+func listenStatus(addr string, reg *prometheus.Registry, probe Probe, form probeForm, log *slog.Logger) (*statusServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on METRICS_ADDR %s: %w", addr, err)
@@ -146,7 +153,7 @@ func listenStatus(addr string, reg *prometheus.Registry, probe Probe, keyProbe s
 		}
 		fmt.Fprintln(w, "ready")
 	})
-	po := statuspage.Options{Gatherer: reg, Probe: statuspage.ProbeOn(keyProbe)}
+	po := statuspage.Options{Gatherer: reg, Probe: statuspage.ProbeOn(form.addr), KeyParts: form.parts}
 	if r, ok := probe.(interface{ Readiness() error }); ok {
 		po.Readiness = r.Readiness // what /readyz says
 	}

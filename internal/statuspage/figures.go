@@ -232,6 +232,9 @@ type view struct {
 
 	Chart  chart
 	Probe  string // the probe form's action; empty: no form
+	// KeyParts: the probe form's fields, one per source of a composite
+	// key; nil: one field for the key.
+	KeyParts []string
 	Errors []string
 }
 

@@ -31,6 +31,9 @@ type Options struct {
 	// that asked for the page with r: the action of the page's probe form
 	// (ProbeOn). Nil, or empty for r: no form.
 	Probe func(r *http.Request) string
+	// KeyParts are the sources of a composite DEDUP_KEY, in order: the
+	// probe form asks for each part (part=). Fewer than two: one key=.
+	KeyParts []string
 	// Every is how often the dedup rate's counters are sampled, Span how
 	// far back the chart reaches (DefaultEvery, DefaultSpan when zero).
 	Every, Span time.Duration
@@ -142,6 +145,9 @@ func (p *Page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if p.o.Probe != nil {
 		v.Probe = p.o.Probe(r)
+		if len(p.o.KeyParts) > 1 {
+			v.KeyParts = p.o.KeyParts
+		}
 	}
 	v.Chart = drawChart(p.samples(), now, p.o.Every, p.o.Span)
 	var buf bytes.Buffer

@@ -332,6 +332,22 @@ func TestPageProbeForm(t *testing.T) {
 	if ProbeOn("") != nil {
 		t.Error("ProbeOn of no address gives a form")
 	}
+	// A composite DEDUP_KEY: one field per source, named part, in order,
+	// each labelled with its source.
+	rec := httptest.NewRecorder()
+	New(Options{Gatherer: s.reg, Probe: func(*http.Request) string { return "probe" }, KeyParts: []string{"header:tenant", "json:id"}}).
+		ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	d := parseDOM(t, rec.Body.String())
+	inputs := d.all("input")
+	if len(inputs) != 2 || inputs[0].Attr["name"] != "part" || inputs[1].Attr["name"] != "part" {
+		t.Fatalf("form inputs %v, want two named part", inputs)
+	}
+	for i, want := range []string{"header:tenant", "json:id"} {
+		label := d.all("label")[i]
+		if label.Attr["for"] != inputs[i].Attr["id"] || strings.TrimSpace(label.Text) != want {
+			t.Errorf("field %d labelled %q for %q, want %q for %q", i, label.Text, label.Attr["for"], want, inputs[i].Attr["id"])
+		}
+	}
 }
 
 // TestPageReadiness: the page says what /readyz says, its reason too;
