@@ -68,7 +68,7 @@ reads from the embedded broker of a running dedup at EMBEDDED_BROKER_ADDR.`,
 			name: "explain", synopsis: "explain [flags] KEY...",
 			summary: "whether the checkpointed filters hold a dedup key, per partition: generation,\nwindows, false-positive chance; one argument per part of a composite key",
 			about:   explainAbout,
-			env:     allVars, flags: func() *flag.FlagSet { fs, _, _ := newExplainFlagSet(); return fs }, run: runExplain,
+			env:     allVars, flags: func() *flag.FlagSet { fs, _ := newExplainFlagSet(); return fs }, run: runExplain,
 		},
 		{
 			name: "check", synopsis: "check [--timeout 10s]",

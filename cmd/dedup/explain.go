@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -31,19 +32,28 @@ value, or the field's text (a JSON string unescaped, a number as written; for
 avro:, protobuf: and jsonschema: the canonical key bytes of docs/keys.md: the
 string, or the number in decimal). A composite DEDUP_KEY takes one argument per
 part, in order (DEDUP_KEY=header:tenant,json:id: dedup explain tenant-a 42). Put
--- before a key that starts with a dash. With REPARTITION_TOPIC it names the
+-- before a key that starts with a dash; --hex takes every part in hexadecimal,
+for keys that are not text. With REPARTITION_TOPIC it names the
 partition hop 1 routes the key to: only its filters can hold it.
 
 Exit codes: 0 answered (held or not), 1 the checkpoint store or the brokers
 could not be read, 2 configuration error or bad arguments.`
 
+// explainFlags are `dedup explain`'s flags.
+type explainFlags struct {
+	partition *int
+	json, hex *bool
+}
+
 // newExplainFlagSet defines `dedup explain`'s flags, for parsing and for
 // its usage.
-func newExplainFlagSet() (*flag.FlagSet, *int, *bool) {
+func newExplainFlagSet() (*flag.FlagSet, explainFlags) {
 	fs := flag.NewFlagSet("dedup explain", flag.ContinueOnError)
-	part := fs.Int("partition", -1, "answer for this partition only; -1: every partition")
-	asJSON := fs.Bool("json", false, `one JSON object a line, one per partition ("partition", "held", "generation", "windows", "false_positive", "checkpoint")`)
-	return fs, part, asJSON
+	return fs, explainFlags{
+		partition: fs.Int("partition", -1, "answer for this partition only; -1: every partition"),
+		json:      fs.Bool("json", false, `one JSON object a line, one per partition ("partition", "held", "generation", "windows", "false_positive", "checkpoint")`),
+		hex:       fs.Bool("hex", false, "every part of KEY is given in hexadecimal: a binary record key, value or header value"),
+	}
 }
 
 // explainArgs parses flags anywhere among the key's parts; everything
@@ -70,7 +80,8 @@ func explainArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 
 // runExplain is `dedup explain KEY...`.
 func runExplain(ctx context.Context, args []string, lookup config.LookupFunc, stdout, stderr io.Writer) int {
-	fs, part, asJSON := newExplainFlagSet()
+	fs, flags := newExplainFlagSet()
+	part := flags.partition
 	fs.SetOutput(io.Discard)
 	parts, err := explainArgs(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
@@ -97,6 +108,14 @@ func runExplain(ctx context.Context, args []string, lookup config.LookupFunc, st
 	raw := make([][]byte, len(parts))
 	for i, p := range parts {
 		raw[i] = []byte(p)
+		if !*flags.hex {
+			continue
+		}
+		if raw[i], err = hex.DecodeString(p); err != nil {
+			fmt.Fprintf(stderr, "dedup explain: part %d (%q) is not hexadecimal: %v\n", i+1, p, err)
+			return exitConfig
+		}
+		parts[i] = string(raw[i]) // named as the bytes it stands for
 	}
 	k, err := src.KeyOf(raw)
 	if err != nil {
@@ -104,7 +123,7 @@ func runExplain(ctx context.Context, args []string, lookup config.LookupFunc, st
 		return exitConfig
 	}
 	q := explainQuery{key: k, parts: parts, partition: *part}
-	if *asJSON {
+	if *flags.json {
 		q.format = explainJSON
 	}
 	return explainKey(ctx, cfg, log, q, stdout, stderr)

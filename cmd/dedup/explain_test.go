@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -104,6 +105,12 @@ func TestExplainCompositeKey(t *testing.T) {
 	if g := lines[1]["generation"]; g != "current" {
 		t.Errorf("partition 1: generation %v, want current", g)
 	}
+	// --hex: the same parts in hexadecimal are the same key.
+	for _, l := range explainLines(t, env, "--hex", hex.EncodeToString([]byte("tenant-a")), hex.EncodeToString([]byte("42"))) {
+		if held := l["held"].(bool); held != (l["partition"] == 1.0) {
+			t.Errorf("--hex: partition %v held %v, want the key as given in text", l["partition"], held)
+		}
+	}
 	if l := explainLines(t, env, "tenant-b", "42", "--partition", "0"); len(l) != 1 || l[0]["partition"] != 0.0 || l[0]["held"] != true {
 		t.Errorf("tenant-b 42 --partition 0: %v, want partition 0 alone, held", l)
 	}
@@ -128,7 +135,7 @@ func TestExplainCompositeKey(t *testing.T) {
 	}
 
 	for _, args := range [][]string{{}, {"tenant-a"}, {"tenant-a", "42", "x"}, {"tenant-a", ""}, {"--partition", "2", "tenant-a", "42"},
-		{"--partition", "-2", "tenant-a", "42"}, {"--bogus", "tenant-a", "42"}} {
+		{"--partition", "-2", "tenant-a", "42"}, {"--bogus", "tenant-a", "42"}, {"--hex", "74656e616e742d61", "4x"}} {
 		if out, errs, code := explainRun(t, env, args...); code != exitConfig || out != "" || !strings.Contains(errs, "dedup explain: ") {
 			t.Errorf("explain %q: exit %d, stdout %q, stderr %q; want exit 2 naming the problem", args, code, out, errs)
 		}
