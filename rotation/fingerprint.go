@@ -280,10 +280,27 @@ func (c *fingerprint) testAndAdd(pr *fprobe) (seen, full bool) {
 }
 
 // add inserts the probe's fingerprint into generation g of a semi-sorted
-// table and reports whether the generation's stash is now full.
+// table and reports whether the generation's stash is now full. A bucket
+// with two free slots or more takes it; otherwise the candidate bucket
+// with more free slots does (i1 on a tie), which keeps buckets even, so
+// that both candidates are full, and a search for a chain of moves
+// needed, only near the design load.
 func (c *fingerprint) add(g int, pr *fprobe) (full bool) {
 	c.held[g]++
-	if c.sortedPlace(g, pr.i1, pr.fp) || c.sortedPlace(g, pr.i2, pr.fp) || c.bfsInsert(g, pr.i1, pr.i2, pr.fp) {
+	s1 := c.sortedBucket(g, pr.i1)
+	if s1[1] == 0 { // free slots come first
+		c.insertSorted(g, pr.i1, &s1, pr.fp)
+		return false
+	}
+	s2 := c.sortedBucket(g, pr.i2)
+	switch {
+	case s2[0] == 0 && (s1[0] != 0 || s2[1] == 0):
+		c.insertSorted(g, pr.i2, &s2, pr.fp)
+		return false
+	case s1[0] == 0:
+		c.insertSorted(g, pr.i1, &s1, pr.fp)
+		return false
+	case c.bfsInsert(g, pr.i1, pr.i2, pr.fp):
 		return false
 	}
 	c.stash[g][c.stashKeyOf(pr)]++

@@ -283,6 +283,14 @@ func (c *fingerprint) sortedPlace(g int, i, fp uint64) bool {
 	return true
 }
 
+// insertSorted writes bucket i of generation g, whose ascending slots s
+// have s[0] free, with fp merged into them, without a branch on the
+// values.
+func (c *fingerprint) insertSorted(g int, i uint64, s *[slotsPerBucket]uint64, fp uint64) {
+	t := [slotsPerBucket]uint64{min(fp, s[1]), max(s[1], min(fp, s[2])), max(s[2], min(fp, s[3])), max(s[3], fp)}
+	c.putSorted(g, i, &t)
+}
+
 // sortedTake removes one copy of fp from bucket i of generation g, if it
 // holds one.
 func (c *fingerprint) sortedTake(g int, i, fp uint64) bool {
