@@ -163,7 +163,8 @@ func (p *dropPartition) add(m *kafka.Message) {
 	// A batch is held against the batch bytes by kafka-go's measure of
 	// its messages, as kafka.Writer holds it, the one the partitions check
 	// drops against (Drops.Limit): at least each record's encoded size.
-	size := partition.MessageSize(m)
+	hs := headersLen(m.Headers) // summed once for both measures
+	size := messageSize(m, hs)
 	b := p.open
 	if b != nil && b.bytes+size > w.BatchBytes {
 		p.closeLocked()
@@ -176,7 +177,8 @@ func (p *dropPartition) add(m *kafka.Message) {
 		p.open = b
 		b.timer = time.AfterFunc(w.linger, func() { p.expire(b) })
 	}
-	b.rb.b = appendRecord(b.rb.b, m, t-b.first, int64(b.n))
+	delta, n := t-b.first, int64(b.n)
+	b.rb.b = appendRecord(b.rb.b, m, recordBodyLen(m, hs, delta, n), delta, n)
 	b.n++
 	b.bytes += size
 	b.last = max(b.last, t)
@@ -379,19 +381,30 @@ func finishBatch(b []byte, n int, first, maxTime int64) {
 	be.PutUint32(b[batchCRCAt:], crc32.Checksum(b[batchAttributesAt:], castagnoli))
 }
 
-func recordBodyLen(m *kafka.Message, delta, n int64) int {
-	l := 1 + varintLen(delta) + varintLen(n) + nullBytesLen(m.Key) + nullBytesLen(m.Value) + varintLen(int64(len(m.Headers)))
-	for i := range m.Headers {
-		h := &m.Headers[i]
-		l += varintLen(int64(len(h.Key))) + len(h.Key) + nullBytesLen(h.Value)
+func recordBodyLen(m *kafka.Message, headers int, delta, n int64) int {
+	return 1 + varintLen(delta) + varintLen(n) + nullBytesLen(m.Key) + nullBytesLen(m.Value) + varintLen(int64(len(m.Headers))) + headers
+}
+
+// headersLen is the encoded size of the headers hs, a record's and a
+// message's alike.
+func headersLen(hs []kafka.Header) int {
+	l := 0
+	for i := range hs {
+		l += varintLen(int64(len(hs[i].Key))) + len(hs[i].Key) + nullBytesLen(hs[i].Value)
 	}
 	return l
 }
 
-// appendRecord appends m as a v2 record at timestamp delta delta and
-// offset delta n.
-func appendRecord(b []byte, m *kafka.Message, delta, n int64) []byte {
-	b = binary.AppendVarint(b, int64(recordBodyLen(m, delta, n)))
+// messageSize is partition.MessageSize of m, whose headers' encoded size
+// is headers (TestDropMessageSize).
+func messageSize(m *kafka.Message, headers int) int64 {
+	return int64(22 + len(m.Key) + len(m.Value) + varintLen(int64(len(m.Headers))) + headers)
+}
+
+// appendRecord appends m as a v2 record of body bytes after its length
+// (recordBodyLen) at timestamp delta delta and offset delta n.
+func appendRecord(b []byte, m *kafka.Message, body int, delta, n int64) []byte {
+	b = binary.AppendVarint(b, int64(body))
 	b = append(b, 0) // record attributes
 	b = binary.AppendVarint(b, delta)
 	b = binary.AppendVarint(b, n)

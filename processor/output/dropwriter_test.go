@@ -14,6 +14,8 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol"
 	rawproduceAPI "github.com/segmentio/kafka-go/protocol/rawproduce"
+
+	"dedup/processor/partition"
 )
 
 // captureRT answers every produce request with fail's verdict for it (nil:
@@ -276,6 +278,16 @@ func TestDropWriterBroker(t *testing.T) {
 		}
 		if !bytes.Equal(got.Key, want.Key) || !bytes.Equal(got.Value, want.Value) || !got.Time.Equal(want.Time) || len(got.Headers) != len(want.Headers) {
 			t.Fatalf("record %d: %+v, want %+v", i, got, want)
+		}
+	}
+}
+
+// TestDropMessageSize: the drop writer's measure of a message is
+// partition.MessageSize, which the partitions check drops against.
+func TestDropMessageSize(t *testing.T) {
+	for i, m := range append(dropTestMessages(0), kafka.Message{}, kafka.Message{Headers: []kafka.Header{{Key: "k"}}}) {
+		if got, want := messageSize(&m, headersLen(m.Headers)), partition.MessageSize(&m); got != want {
+			t.Errorf("message %d: %d, want %d", i, got, want)
 		}
 	}
 }
