@@ -96,13 +96,7 @@ const (
 // in ack slot slot (the slot's index + 1 is recorded as the block's end).
 // retired is the tracker's retired prefix as the worker last saw it.
 func (a *headerArena) headers(m *kafka.Message, source *[3][]byte, topic, partition []byte, slot, retired uint64) []kafka.Header {
-	return a.headersWith(m, source, topic, partition, slot, retired, nil)
-}
-
-// headersWith is headers with extra appended after the added ones (a
-// drop's headers, drop.go).
-func (a *headerArena) headersWith(m *kafka.Message, source *[3][]byte, topic, partition []byte, slot, retired uint64, extra []kafka.Header) []kafka.Header {
-	n := len(m.Headers) + a.added(source) + len(extra)
+	n := len(m.Headers) + a.added(source)
 	b := a.cur
 	if b == nil || cap(b.hdrs)-len(b.hdrs) < n || cap(b.digits)-len(b.digits) < len(a.prefix)+20 {
 		b = a.next(n, retired)
@@ -113,7 +107,7 @@ func (a *headerArena) headersWith(m *kafka.Message, source *[3][]byte, topic, pa
 	d := len(b.digits)
 	b.digits = a.text(b.digits, m.Offset)
 	b.end = slot + 1
-	return append(a.appendAdded(h, source, topic, partition, b.digits[d:len(b.digits):len(b.digits)]), extra...)
+	return a.appendAdded(h, source, topic, partition, b.digits[d:len(b.digits):len(b.digits)])
 }
 
 // next retires the current block and returns a block with room for n

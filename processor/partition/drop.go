@@ -227,7 +227,7 @@ type dropHeaders struct {
 
 // dropHeaderSets caches the drop headers of the last few generations and
 // windows the drops named. The value slices are never written after they
-// are made (the writer reads them); headersWith copies the headers.
+// are made; drop copies the headers into the drop state.
 type dropHeaderSets struct {
 	at   [4]dropHeadersKey
 	sets [4]dropHeaders
