@@ -122,13 +122,7 @@ const (
 // batch, preceded by its size, as protocol.RecordSet.WriteTo writes it,
 // and returns how many records it holds.
 func (rb *rawBatch) encode(r protocol.RecordReader) (int, error) {
-	b := append(rb.b[:0], make([]byte, batchRecordsAt)...)
-	be := binary.BigEndian
-	be.PutUint32(b[batchLengthAt+4:], ^uint32(0)) // partition leader epoch -1
-	b[batchLengthAt+8] = 2                        // magic
-	be.PutUint64(b[batchFirstTimeAt+16:], ^uint64(0))
-	be.PutUint16(b[batchFirstTimeAt+24:], ^uint16(0))
-	be.PutUint32(b[batchFirstTimeAt+26:], ^uint32(0))
+	b := appendBatchHeader(rb.b[:0])
 	var (
 		now, first, maxTime int64
 		n                   int
@@ -190,13 +184,7 @@ func (rb *rawBatch) encode(r protocol.RecordReader) (int, error) {
 	if n == 0 {
 		return 0, nil
 	}
-	be.PutUint32(b, uint32(len(b)-4))
-	be.PutUint32(b[batchLengthAt:], uint32(len(b)-4-12))
-	be.PutUint32(b[batchLastDeltaAt:], uint32(n-1))
-	be.PutUint64(b[batchFirstTimeAt:], uint64(first))
-	be.PutUint64(b[batchMaxTimeAt:], uint64(maxTime))
-	be.PutUint32(b[batchCountAt:], uint32(n))
-	be.PutUint32(b[batchCRCAt:], crc32.Checksum(b[batchAttributesAt:], castagnoli))
+	finishBatch(b, n, first, maxTime)
 	return n, nil
 }
 
