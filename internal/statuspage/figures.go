@@ -230,12 +230,12 @@ type view struct {
 	Partitions []partitionView
 	Restores   []figure // dedup_restores_total by source
 
-	Chart  chart
-	Probe  string // the probe form's action; empty: no form
+	Chart chart
+	Probe string // the probe form's action; empty: no form
 	// KeyParts: the probe form's fields, one per source of a composite
 	// key; nil: one field for the key.
 	KeyParts []string
-	Errors []string
+	Errors   []string
 }
 
 // partitionView is one input partition's row in each table.
