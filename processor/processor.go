@@ -307,6 +307,10 @@ func (p *Processor) Run(ctx context.Context) (err error) {
 		return nil
 	})
 	eg.Go(func() error {
+		p.out.DroppedTruncations().Watch(egCtx, p.kadmin.DroppedEnds) // nil without a drop topic: returns
+		return nil
+	})
+	eg.Go(func() error {
 		// No group is joined while a topic is missing or the brokers are
 		// lost: a member that cannot consume would only drive generations.
 		if p.cluster.Wait(egCtx) != nil {

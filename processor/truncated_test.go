@@ -154,3 +154,57 @@ func checkCountedOnce(t *testing.T, c prometheus.Counter, log, msg string, parts
 		}
 	}
 }
+
+// TestDropTopicTruncatedWrittenPast is TestOutputTruncatedWrittenPast for
+// DROPPED_TOPIC: its partition's log replaced under a running stage and
+// written below, then past, the drops the stage had written, while the
+// stage writes nothing. The end offsets read every few seconds find it:
+// counted (dedup_output_truncations_total of the drop topic) and logged
+// once; the next drop lands on the new log and is not counted again.
+func TestDropTopicTruncatedWrittenPast(t *testing.T) {
+	for _, old := range []int{10, 20, 30} {
+		t.Run(fmt.Sprintf("old-%d", old), func(t *testing.T) { testDropTopicTruncatedWrittenPast(t, old) })
+	}
+}
+
+func testDropTopicTruncatedWrittenPast(t *testing.T, old int) {
+	e, o := droppedEnv(t, 1, "drop-truncated")
+	log, buf := capturedLogger()
+	o.Logger = log
+	metadata := holdRequests(t, e, kmsg.Metadata.Int16(), func(kmsg.Request) bool { return true })
+	r := start(t, o)
+	r.waitReady(t)
+	// One key, old+1 times: one output and old drops.
+	dup := func(i int) {
+		e.produce(rec(0, "the-key", fmt.Sprintf("d-%03d", i), t0.Add(time.Duration(i)*time.Millisecond)))
+	}
+	for i := range old + 1 {
+		dup(i)
+	}
+	client := []kgo.Opt{kgo.SeedBrokers(e.brokers...)}
+	testkit.ConsumeN(t, client, dropTopic, old)
+
+	e.recreateUnseen(t, metadata, dropTopic)
+	foreign := func(n int) {
+		recs := make([]*kgo.Record, n)
+		for i := range recs {
+			recs[i] = &kgo.Record{Topic: dropTopic, Key: fmt.Appendf(nil, "foreign-%d", i), Value: []byte("f")}
+		}
+		testkit.Produce(t, client, recs...)
+	}
+	foreign(old / 2) // below the stage's last drop, at old-1
+
+	truncations := o.Metrics.OutputTruncations.WithLabelValues(dropTopic, "0")
+	eventually(t, 30*time.Second, "the drop topic's truncation counted", func() bool { return metricValue(truncations) >= 1 })
+	foreign(old) // past it now
+	dup(old + 1)
+	recs := testkit.ConsumeN(t, client, dropTopic, old/2+old+1)
+	if last := recs[len(recs)-1]; string(last.Value) != fmt.Sprintf("d-%03d", old+1) {
+		t.Errorf("last drop %q at %d, want the new input's d-%03d", last.Value, last.Offset, old+1)
+	}
+	checkCountedOnce(t, truncations, buf.String(), "drop topic partition truncated",
+		"partition=0", fmt.Sprintf("end_offset=%d", old/2), fmt.Sprintf("offsets_lost_at_least=%d", old/2))
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -26,6 +26,11 @@ func (a Admin) OutputEnds(ctx context.Context, parts []int) (map[int]int64, erro
 	return a.Ends(ctx, a.Output, parts)
 }
 
+// DroppedEnds reads the end offsets of drop topic partitions parts.
+func (a Admin) DroppedEnds(ctx context.Context, parts []int) (map[int]int64, error) {
+	return a.Ends(ctx, a.Dropped, parts)
+}
+
 // Ends reads the end offsets of partitions parts of topic.
 func (a Admin) Ends(ctx context.Context, topic string, parts []int) (map[int]int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)

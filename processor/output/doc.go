@@ -25,7 +25,8 @@
 //   - An output partition whose offsets go back (truncated, or the topic
 //     created again) is reported: the writer's acknowledged base offsets
 //     only grow otherwise, and the partition's end never falls to its last
-//     acknowledged record (cluster.Truncations, fed here).
+//     acknowledged record (cluster.Truncations, fed here). So is a drop
+//     topic partition's (Output.DroppedTruncations).
 //
 // Failures is the state of the outputs not yet delivered, by input
 // partition: recovering (the generation ends, the writer is replaced, the

@@ -15,6 +15,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol"
+	produceAPI "github.com/segmentio/kafka-go/protocol/produce"
 	rawproduceAPI "github.com/segmentio/kafka-go/protocol/rawproduce"
 
 	"dedup/processor/cluster"
@@ -44,6 +45,9 @@ type dropWriter struct {
 	compress   kafka.Compression
 	completion func([]kafka.Message, error)
 	errLog     kafka.Logger
+	// truncated is told each acknowledged batch's last offset, for the
+	// drop topic's end offsets read every few seconds (nil: not checked).
+	truncated *cluster.Truncations
 
 	// mu is held to read while WriteMessages queues, to write by Close:
 	// once closed, nothing more is queued.
@@ -95,6 +99,7 @@ func newDropWriter(c *Config, batchBytes int64, rt kafka.RoundTripper, completio
 		attempts: 3, backoffMin: 50 * time.Millisecond, backoffMax: 500 * time.Millisecond, timeout: dropWriteTimeout,
 		compress:   c.Compression,
 		completion: completion, errLog: cluster.Logger{Log: c.Log.With("component", "drop writer")},
+		truncated: c.droppedTruncated,
 	}
 }
 
@@ -232,12 +237,16 @@ func (p *dropPartition) run() {
 func (p *dropPartition) send(b *dropBatch) {
 	w := p.w
 	err := w.compressBatch(b)
+	base := int64(-1)
 	if err == nil {
 		finishBatch(b.rb.b, b.n, b.first, b.last)
-		err = w.write(p.part, b.rb)
+		base, err = w.write(p.part, b.rb)
 	}
 	if err == nil {
 		b.rb.release()
+		if base >= 0 {
+			w.truncated.Written(p.part, base+int64(b.n)-1)
+		}
 	} // else the transport's connection may still be reading it
 	b.rb = nil
 	ms := p.settle[:0]
@@ -257,22 +266,21 @@ var dropSlots = sync.Pool{New: func() any { return new([]any) }}
 // write sends rb to partition part, retrying as kafka.Writer retries (a
 // temporary error or a transient network one: the classifying transport
 // hands only failures that appended nothing as such).
-func (w *dropWriter) write(part int32, rb *rawBatch) error {
-	var err error
+func (w *dropWriter) write(part int32, rb *rawBatch) (base int64, err error) {
 	for attempt := range w.attempts {
 		if attempt > 0 {
 			time.Sleep(min(time.Duration(attempt*attempt)*w.backoffMin, w.backoffMax)) // kafka-go's backoff
 		}
 		rb.off = 0
-		if err = w.produce(part, rb); err == nil {
-			return nil
+		if base, err = w.produce(part, rb); err == nil {
+			return base, nil
 		}
 		w.errLog.Printf("error writing messages to %s (partition %d, attempt %d): %s", w.topic, part, attempt, err)
 		if !retriable(err) {
 			break
 		}
 	}
-	return err
+	return -1, err
 }
 
 // compressBatch compresses the records of b with the writer's codec, as
@@ -299,22 +307,33 @@ func (w *dropWriter) compressBatch(b *dropBatch) error {
 	return nil
 }
 
-func (w *dropWriter) produce(part int32, rb *rawBatch) error {
+// produce sends rb to part once and returns the batch's base offset (-1
+// when the answer gives none).
+func (w *dropWriter) produce(part int32, rb *rawBatch) (int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), w.timeout)
 	defer cancel()
 	req := &rawproduceAPI.Request{Acks: int16(kafka.RequireAll), Timeout: int32(w.timeout / time.Millisecond),
 		Topics: []rawproduceAPI.RequestTopic{{Topic: w.topic,
 			Partitions: []rawproduceAPI.RequestPartition{{Partition: part, RecordSet: protocol.RawRecordSet{Reader: rb}}}}}}
-	_, err := w.rt.RoundTrip(ctx, w.addr, req)
+	res, err := w.rt.RoundTrip(ctx, w.addr, req)
 	if errors.Is(err, protocol.ErrNoTopic) {
 		// The topic is gone: what kafka.Writer reports of it before
 		// sending (its partition count), so that Refused holds.
 		err = fmt.Errorf("%w: %w", kafka.UnknownTopicOrPartition, err)
 	}
 	if err != nil {
-		return fmt.Errorf("kafka.(*Client).Produce: %w", err)
+		return -1, fmt.Errorf("kafka.(*Client).Produce: %w", err)
 	}
-	return nil
+	if r, ok := res.(*produceAPI.Response); ok {
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				if t.Topic == w.topic && p.Partition == part {
+					return p.BaseOffset, nil
+				}
+			}
+		}
+	}
+	return -1, nil
 }
 
 // retriable is kafka.Writer's test of a failed batch to be sent again.

@@ -48,6 +48,8 @@ type Config struct {
 
 	settle    partition.Completion
 	truncated *cluster.Truncations // shared by every writer to the output topic
+	// droppedTruncated is the same check of DroppedTopic (nil without).
+	droppedTruncated *cluster.Truncations
 }
 
 // Output owns the stage's writers: the one asynchronous writer the
@@ -70,6 +72,9 @@ type Output struct {
 func New(c Config) *Output {
 	c.settle = newCompletion(c.Latency)
 	c.truncated = cluster.NewTruncations(c.Topic, "output", c.Truncations, c.Log)
+	if c.DroppedTopic != "" {
+		c.droppedTruncated = cluster.NewTruncations(c.DroppedTopic, "drop topic", c.Truncations, c.Log)
+	}
 	o := &Output{c: c}
 	o.setWriter()
 	return o
@@ -78,6 +83,10 @@ func New(c Config) *Output {
 // Truncations is the check of the output topic's partitions that every
 // writer to it feeds (nil: not checked).
 func (o *Output) Truncations() *cluster.Truncations { return o.c.truncated }
+
+// DroppedTruncations is the same check of the drop topic's partitions
+// (nil: no drop topic, or not checked).
+func (o *Output) DroppedTruncations() *cluster.Truncations { return o.c.droppedTruncated }
 
 // Settle is how the writer's acknowledgements settle the partitions' ack
 // slots (partition.Completion).
@@ -134,6 +143,7 @@ func (o *Output) Close() error {
 		o.dlq.close()
 	}
 	o.c.truncated.Forget()
+	o.c.droppedTruncated.Forget()
 	return err
 }
 

@@ -89,6 +89,8 @@ type outcomes struct {
 	// truncated checks the base offsets of acknowledged requests (nil:
 	// not checked).
 	truncated *cluster.Truncations
+	// droppedTruncated is the same of the drop topic (nil: none).
+	droppedTruncated *cluster.Truncations
 	// dropped is the drop topic (Config.DroppedTopic), whose refused
 	// records stop their partitions instead of aborting the writer.
 	dropped string
@@ -99,7 +101,8 @@ type outcomes struct {
 }
 
 func newOutcomes(next kafka.RoundTripper, c *Config, abort func()) *outcomes {
-	o := &outcomes{next: next, abort: abort, counts: map[string]prometheus.Counter{}, truncated: c.truncated, dropped: c.DroppedTopic}
+	o := &outcomes{next: next, abort: abort, counts: map[string]prometheus.Counter{}, truncated: c.truncated,
+		droppedTruncated: c.droppedTruncated, dropped: c.DroppedTopic}
 	for _, k := range []string{OutputRetriable, OutputAmbiguous, OutputRefused} {
 		o.counts[k] = c.OutputErrors.WithLabelValues(k)
 	}
@@ -119,8 +122,9 @@ func (o *outcomes) RoundTrip(ctx context.Context, addr net.Addr, req kafka.Reque
 	}
 	kind, cause := classifyProduce(res, err)
 	if kind == "" {
-		if r, ok := res.(*produceAPI.Response); ok && o.truncated != nil {
+		if r, ok := res.(*produceAPI.Response); ok {
 			acked(o.truncated, r)
+			acked(o.droppedTruncated, r)
 		}
 		return res, nil
 	}
@@ -277,6 +281,9 @@ func RecordRefused(err error) bool {
 // acked checks the base offsets of a successful produce response's
 // partitions of the tracker's topic (dedup_output_truncations_total).
 func acked(t *cluster.Truncations, r *produceAPI.Response) {
+	if t == nil {
+		return
+	}
 	for _, rt := range r.Topics {
 		if rt.Topic != t.Topic() {
 			continue
