@@ -168,9 +168,19 @@ func (pr *producer) run(ctx context.Context, cl *kgo.Client) error {
 	tick := time.NewTicker(testkit.PollEvery)
 	defer tick.Stop()
 	start := time.Now()
-	for lo := 0; lo < len(pr.w.recs); lo += batch {
-		hi := min(lo+batch, len(pr.w.recs))
-		for pr.held(hi, start) {
+	for lo := 0; lo < len(pr.w.recs); {
+		var hi int
+		for {
+			// A batch ends at the limit when the limit falls inside it:
+			// a whole batch past it would wait for a limit that may
+			// never reach its end.
+			hi = min(lo+batch, len(pr.w.recs))
+			if l := int(pr.limit.Load()); l > lo {
+				hi = min(hi, l)
+			}
+			if !pr.held(hi, start) {
+				break
+			}
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
@@ -201,6 +211,7 @@ func (pr *producer) run(ctx context.Context, cl *kgo.Client) error {
 			pr.w.recs[index[r.Record]].offset = r.Record.Offset
 		}
 		pr.produced.Store(int64(hi))
+		lo = hi
 	}
 	return nil
 }
