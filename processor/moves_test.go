@@ -11,11 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"dedup/checkpoint"
-	"dedup/internal/testkit"
 	"dedup/processor/partition"
 	"dedup/rotation"
 )
@@ -80,28 +78,17 @@ func (r *movesRun) remove(m *running, crash bool) {
 	}
 }
 
-// committedSum is the group's committed offsets summed over the input's
+// committedSum is group's committed offsets of topic summed over its
 // partitions (none committed: 0).
-func committedSum(t testing.TB, e *testEnv, group string, parts int) int64 {
+func committedSum(t testing.TB, e *testEnv, group, topic string, parts int) int64 {
 	t.Helper()
-	return committedSumOf(t, e, group, inTopic, parts)
-}
-
-// committedSumOf is committedSum of topic.
-func committedSumOf(t testing.TB, e *testEnv, group, topic string, parts int) int64 {
-	t.Helper()
-	cl := testkit.KafkaClient(t, e.brokers...)
 	ps := make([]int, parts)
 	for i := range ps {
 		ps[i] = i
 	}
-	res, err := cl.OffsetFetch(context.Background(), &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: ps}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var sum int64
-	for _, p := range res.Topics[topic] {
-		sum += max(p.CommittedOffset, 0)
+	for _, off := range committedOffsets(t, e, group, topic, ps...) {
+		sum += max(off, 0)
 	}
 	return sum
 }
@@ -164,7 +151,7 @@ func movesScenario(t testing.TB, mo movesOptions) movesResult {
 		e.produce(bulk.recs[i:min(i+20000, len(bulk.recs))]...)
 	}
 	eventually(t, 10*time.Minute, "the load checkpointed and committed", func() bool {
-		return committedSum(t, e, "moves", parts) >= int64(len(bulk.recs))
+		return committedSum(t, e, "moves", inTopic, parts) >= int64(len(bulk.recs))
 	})
 	bulk.recs = nil
 
@@ -198,9 +185,9 @@ func movesScenario(t testing.TB, mo movesOptions) movesResult {
 	}()
 	// A few intervals of the steady stream first, so that the bases of
 	// the load are behind the measured period.
-	from := committedSum(t, e, "moves", parts)
+	from := committedSum(t, e, "moves", inTopic, parts)
 	eventually(t, 60*time.Second, "checkpoints of the steady stream", func() bool {
-		return committedSum(t, e, "moves", parts) > from+int64(4*mo.perSecond*int(mo.interval)/int(time.Second))
+		return committedSum(t, e, "moves", inTopic, parts) > from+int64(4*mo.perSecond*int(mo.interval)/int(time.Second))
 	})
 
 	var res movesResult
@@ -354,7 +341,7 @@ func TestHop2MovesWriteNoBase(t *testing.T) {
 				return false
 			}
 		}
-		return h.caughtUp(inParts, endsOf(in.recs[:third])) && committedSumOf(t, e, "hop2moves", reTopic, reParts) > 0
+		return h.caughtUp(inParts, endsOf(in.recs[:third])) && committedSum(t, e, "hop2moves", reTopic, reParts) > 0
 	})
 	base0, _ := r.written()
 	r.remove(r.live[0], false)

@@ -205,18 +205,27 @@ func TestDefiniteErrorRetried(t *testing.T) {
 // committed returns the committed offset of an input partition of group.
 func committed(t *testing.T, e *testEnv, group string, partition int) int64 {
 	t.Helper()
+	off, ok := committedOffsets(t, e, group, inTopic, partition)[partition]
+	if !ok {
+		t.Fatalf("no committed offset for %s/%d", inTopic, partition)
+	}
+	return off
+}
+
+// committedOffsets returns group's committed offsets of partitions of
+// topic, by partition, as the broker answers them (-1: none committed).
+func committedOffsets(t testing.TB, e *testEnv, group, topic string, partitions ...int) map[int]int64 {
+	t.Helper()
 	cl := testkit.KafkaClient(t, e.brokers...)
-	res, err := cl.OffsetFetch(context.Background(), &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{inTopic: {partition}}})
+	res, err := cl.OffsetFetch(context.Background(), &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: partitions}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range res.Topics[inTopic] {
-		if p.Partition == partition {
-			return p.CommittedOffset
-		}
+	out := map[int]int64{}
+	for _, p := range res.Topics[topic] {
+		out[p.Partition] = p.CommittedOffset
 	}
-	t.Fatalf("no committed offset for %s/%d", inTopic, partition)
-	return 0
+	return out
 }
 
 // TestOutputRefused: a refusal for good that is not about the records

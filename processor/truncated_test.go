@@ -93,13 +93,7 @@ func testOutputTruncatedWrittenPast(t *testing.T, old int) {
 	testkit.ConsumeN(t, client, outTopic, old)
 
 	e.recreateUnseen(t, metadata, outTopic)
-	foreign := func(n int) {
-		recs := make([]*kgo.Record, n)
-		for i := range recs {
-			recs[i] = &kgo.Record{Topic: outTopic, Key: fmt.Appendf(nil, "foreign-%d", i), Value: []byte("f")}
-		}
-		testkit.Produce(t, client, recs...)
-	}
+	foreign := func(n int) { produceForeign(t, client, outTopic, n) }
 	foreign(old / 2) // below the stage's last output, at old-1
 
 	truncations := o.Metrics.OutputTruncations.WithLabelValues(outTopic, "0")
@@ -115,6 +109,17 @@ func testOutputTruncatedWrittenPast(t *testing.T, old int) {
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// produceForeign writes n records to topic as another producer than the
+// stage would.
+func produceForeign(t *testing.T, client []kgo.Opt, topic string, n int) {
+	t.Helper()
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: topic, Key: fmt.Appendf(nil, "foreign-%d", i), Value: []byte("f")}
+	}
+	testkit.Produce(t, client, recs...)
 }
 
 // recreateUnseen deletes topic and creates it again, with one partition,
@@ -185,13 +190,7 @@ func testDropTopicTruncatedWrittenPast(t *testing.T, old int) {
 	testkit.ConsumeN(t, client, dropTopic, old)
 
 	e.recreateUnseen(t, metadata, dropTopic)
-	foreign := func(n int) {
-		recs := make([]*kgo.Record, n)
-		for i := range recs {
-			recs[i] = &kgo.Record{Topic: dropTopic, Key: fmt.Appendf(nil, "foreign-%d", i), Value: []byte("f")}
-		}
-		testkit.Produce(t, client, recs...)
-	}
+	foreign := func(n int) { produceForeign(t, client, dropTopic, n) }
 	foreign(old / 2) // below the stage's last drop, at old-1
 
 	truncations := o.Metrics.OutputTruncations.WithLabelValues(dropTopic, "0")
