@@ -75,6 +75,21 @@ func checkPiece(m Meta, base uint64) error {
 	return nil
 }
 
+// continuesOwner checks that increment m, to follow prev (an increment,
+// the chain's newest piece), does not lower the chain's Owner.
+func continuesOwner(m, prev Meta) *ChainError {
+	if prev.Owner > m.Owner {
+		return chainError(m, m.Prev, fmt.Sprintf("previous increment written by generation %d, this one by %d", prev.Owner, fenceOf(m).Generation))
+	}
+	return nil
+}
+
+// newerBaseError refuses increment m with an Owner: base seq, newer than
+// m's, is held (newest: the chain's newest piece).
+func newerBaseError(m Meta, newest, seq uint64) *ChainError {
+	return chainError(m, newest, fmt.Sprintf("a newer base (seq %d) is held: a chain is continued only from the newest", seq))
+}
+
 // gapError is the verdict of an increment Load could not reach.
 func gapError(path, key string, l link, brokenAt uint64) error {
 	return &CorruptError{Path: path, Key: key, What: fmt.Sprintf("chain after seq %d", brokenAt),

@@ -479,7 +479,7 @@ func chainAt(ps []dirPiece, m Meta, seq uint64) *ChainError {
 	if m.Owner != 0 {
 		for _, p := range ps {
 			if p.base == 0 && p.seq > m.Base && p.seq < seq {
-				return chainError(m, newest, fmt.Sprintf("a newer base (seq %d) is held: a chain is continued only from the newest", p.seq))
+				return newerBaseError(m, newest, p.seq)
 			}
 		}
 	}
@@ -517,8 +517,8 @@ func checkChain(dir string, m Meta) (int64, error) {
 	if err != nil {
 		return 0, chainError(m, m.Prev, fmt.Sprintf("previous increment unreadable: %v", err))
 	}
-	if pm.Owner > m.Owner {
-		return 0, chainError(m, m.Prev, fmt.Sprintf("previous increment written by generation %d, this one by %d", pm.Owner, fenceOf(m).Generation))
+	if cerr := continuesOwner(m, pm); cerr != nil {
+		return 0, cerr
 	}
 	return pm.ChainBytes, nil
 }

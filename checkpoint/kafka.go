@@ -410,7 +410,7 @@ func (s *KafkaStore) checkChain(pi *partIndex, id snapID, m Meta) (int64, error)
 	if m.Owner != 0 {
 		for seq, loc := range ms {
 			if loc.base == 0 && seq > m.Base {
-				return 0, chainError(m, newest, fmt.Sprintf("a newer base (seq %d) is held: a chain is continued only from the newest", seq))
+				return 0, newerBaseError(m, newest, seq)
 			}
 		}
 	}
@@ -421,8 +421,8 @@ func (s *KafkaStore) checkChain(pi *partIndex, id snapID, m Meta) (int64, error)
 	if p.err != nil {
 		return 0, chainError(m, newest, fmt.Sprintf("previous increment unreadable: %v", p.err))
 	}
-	if p.m.Meta.Owner > m.Owner {
-		return 0, chainError(m, newest, fmt.Sprintf("previous increment written by generation %d, this one by %d", p.m.Meta.Owner, fenceOf(m).Generation))
+	if cerr := continuesOwner(m, p.m.Meta); cerr != nil {
+		return 0, cerr
 	}
 	return p.m.Meta.ChainBytes, nil
 }
